@@ -1,0 +1,422 @@
+//! Provenance and the archive of originals.
+//!
+//! After compression every output message stands for a run of input messages
+//! (itself when unchanged; the messages it summarizes; messages removed just
+//! before it). For each output message whose run is not just itself, one
+//! [`Record`] maps a *chain key* to the exact source text of the originals. The
+//! chain key hashes the envelope prefix and every output message up to and
+//! including this one, so identical texts in different places or conversations
+//! never collide, and messages appended after compression leave earlier keys
+//! valid. [`expand`] walks a conversation, swaps each keyed message for its
+//! originals, and repeats until nothing matches, undoing several rounds.
+
+use crate::conversation::Conversation;
+use crate::message::{Message, MessageId};
+use std::collections::{HashMap, HashSet};
+use std::sync::Mutex;
+
+/// Archive failure.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ArchiveError {
+    /// The storage backend failed.
+    #[error("archive backend: {0}")]
+    Backend(String),
+    /// Stored data could not be read back.
+    #[error("archive data is corrupt: {0}")]
+    Corrupt(String),
+}
+
+/// One mapping: the output position identified by `key` stands for `originals`
+/// (exact JSON texts of input messages, in order; possibly none).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Record {
+    /// Chain key (32 hex digits).
+    pub key: String,
+    /// Source texts of the original messages.
+    pub originals: Vec<String>,
+}
+
+/// Storage for records. Implementations must store a batch atomically.
+pub trait Archive: Send + Sync {
+    /// Store records (one transaction).
+    fn put(&self, records: &[Record]) -> Result<(), ArchiveError>;
+    /// The originals recorded under `key`.
+    fn get(&self, key: &str) -> Result<Option<Vec<String>>, ArchiveError>;
+    /// Cached value of a summarizer call (key is content hash + prompt + model).
+    fn cache_get(&self, _key: &str) -> Result<Option<String>, ArchiveError> {
+        Ok(None)
+    }
+    /// Store a summarizer result.
+    fn cache_put(&self, _key: &str, _value: &str) -> Result<(), ArchiveError> {
+        Ok(())
+    }
+}
+
+/// An in-memory archive.
+#[derive(Debug, Default)]
+pub struct MemoryArchive {
+    records: Mutex<HashMap<String, Vec<String>>>,
+    cache: Mutex<HashMap<String, String>>,
+}
+
+impl MemoryArchive {
+    /// An empty archive.
+    pub fn new() -> Self {
+        Self::default()
+    }
+    /// Number of records.
+    pub fn len(&self) -> usize {
+        self.records.lock().map(|r| r.len()).unwrap_or(0)
+    }
+    /// True when nothing is stored.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+fn poisoned<T>(_: T) -> ArchiveError {
+    ArchiveError::Backend("lock poisoned".into())
+}
+
+impl Archive for MemoryArchive {
+    fn put(&self, records: &[Record]) -> Result<(), ArchiveError> {
+        let mut m = self.records.lock().map_err(poisoned)?;
+        for r in records {
+            m.insert(r.key.clone(), r.originals.clone());
+        }
+        Ok(())
+    }
+    fn get(&self, key: &str) -> Result<Option<Vec<String>>, ArchiveError> {
+        Ok(self.records.lock().map_err(poisoned)?.get(key).cloned())
+    }
+    fn cache_get(&self, key: &str) -> Result<Option<String>, ArchiveError> {
+        Ok(self.cache.lock().map_err(poisoned)?.get(key).cloned())
+    }
+    fn cache_put(&self, key: &str, value: &str) -> Result<(), ArchiveError> {
+        self.cache
+            .lock()
+            .map_err(poisoned)?
+            .insert(key.into(), value.into());
+        Ok(())
+    }
+}
+
+impl<A: Archive + ?Sized> Archive for std::sync::Arc<A> {
+    fn put(&self, records: &[Record]) -> Result<(), ArchiveError> {
+        (**self).put(records)
+    }
+    fn get(&self, key: &str) -> Result<Option<Vec<String>>, ArchiveError> {
+        (**self).get(key)
+    }
+    fn cache_get(&self, key: &str) -> Result<Option<String>, ArchiveError> {
+        (**self).cache_get(key)
+    }
+    fn cache_put(&self, key: &str, value: &str) -> Result<(), ArchiveError> {
+        (**self).cache_put(key, value)
+    }
+}
+
+/// Content hash used for blobs and cache keys (xxh3-128, hex).
+pub fn content_hash(text: &str) -> String {
+    format!("{:032x}", xxhash_rust::xxh3::xxh3_128(text.as_bytes()))
+}
+
+fn chain(prev: u128, text: &str) -> u128 {
+    let mut h = xxhash_rust::xxh3::Xxh3::new();
+    h.update(&prev.to_le_bytes());
+    h.update(text.as_bytes());
+    h.digest128()
+}
+
+const END: &str = "\u{0}end";
+
+/// Chain keys of a conversation: one per message, then one for the end.
+pub fn chain_keys(conv: &Conversation) -> Vec<String> {
+    let mut h = xxhash_rust::xxh3::xxh3_128(conv.envelope.prefix.as_bytes());
+    let mut out = Vec::with_capacity(conv.messages.len() + 1);
+    for m in &conv.messages {
+        h = chain(h, &conv.message_json(m));
+        out.push(format!("{h:032x}"));
+    }
+    out.push(format!("{:032x}", chain(h, END)));
+    out
+}
+
+/// For each output message, the input indices it stands for, plus those of the
+/// end slot (messages removed after the last survivor). Uses message ids and
+/// the `replaces` annotations. When stages reordered messages, everything is
+/// attributed to the first output slot so that expansion stays exact.
+pub fn provenance(input: &Conversation, output: &Conversation) -> (Vec<Vec<usize>>, Vec<usize>) {
+    let index: HashMap<&MessageId, usize> = input
+        .messages
+        .iter()
+        .enumerate()
+        .map(|(i, m)| (m.id(), i))
+        .collect();
+    let mut origins: Vec<Vec<usize>> = output
+        .messages
+        .iter()
+        .map(|m| {
+            let mut acc = Vec::new();
+            let mut seen = HashSet::new();
+            resolve(m.id(), output, &index, &mut acc, &mut seen);
+            acc.sort_unstable();
+            acc.dedup();
+            acc
+        })
+        .collect();
+    // An input index claimed by two outputs belongs to the first.
+    let mut claimed = HashSet::new();
+    for o in &mut origins {
+        o.retain(|i| claimed.insert(*i));
+    }
+    let mut removed: Vec<usize> = (0..input.messages.len())
+        .filter(|i| !claimed.contains(i))
+        .collect();
+    let mut end = Vec::new();
+    // Attach each removed index to the first output slot whose first origin follows it.
+    let firsts: Vec<Option<usize>> = origins.iter().map(|o| o.first().copied()).collect();
+    for r in removed.drain(..) {
+        match firsts.iter().position(|f| f.is_some_and(|f| f > r)) {
+            Some(p) => origins[p].push(r),
+            None => end.push(r),
+        }
+    }
+    for o in &mut origins {
+        o.sort_unstable();
+    }
+    end.sort_unstable();
+    let flat: Vec<usize> = origins
+        .iter()
+        .flatten()
+        .chain(end.iter())
+        .copied()
+        .collect();
+    if flat.windows(2).any(|w| w[0] >= w[1]) || flat.len() != input.messages.len() {
+        // Not order-preserving: give the whole input to the first slot.
+        let all: Vec<usize> = (0..input.messages.len()).collect();
+        if origins.is_empty() {
+            return (origins, all);
+        }
+        for o in &mut origins {
+            o.clear();
+        }
+        origins[0] = all;
+        end.clear();
+    }
+    (origins, end)
+}
+
+fn resolve(
+    id: &MessageId,
+    output: &Conversation,
+    index: &HashMap<&MessageId, usize>,
+    acc: &mut Vec<usize>,
+    seen: &mut HashSet<MessageId>,
+) {
+    if !seen.insert(id.clone()) {
+        return;
+    }
+    if let Some(&i) = index.get(id) {
+        acc.push(i);
+    }
+    if let Some(a) = output.ann(id) {
+        for r in &a.replaces {
+            resolve(r, output, index, acc, seen);
+        }
+    }
+}
+
+/// The records that let [`expand`] turn `output` back into `input`: one for the
+/// whole document (keyed `doc:` + the output's end key), and one per changed
+/// output position for conversations that were extended after compression.
+/// A per-position record whose first original has the same text as the output
+/// message is left out: after expansion the same key would match again.
+pub fn records(input: &Conversation, output: &Conversation) -> Vec<Record> {
+    let in_texts: Vec<String> = input
+        .messages
+        .iter()
+        .map(|m| input.message_json(m))
+        .collect();
+    let out_texts: Vec<String> = output
+        .messages
+        .iter()
+        .map(|m| output.message_json(m))
+        .collect();
+    if in_texts == out_texts && input.envelope.prefix == output.envelope.prefix {
+        return Vec::new();
+    }
+    let (origins, end) = provenance(input, output);
+    let keys = chain_keys(output);
+    let mut out = vec![Record {
+        key: format!("doc:{}", keys[keys.len() - 1]),
+        originals: in_texts.clone(),
+    }];
+    for (i, (own, o)) in out_texts.iter().zip(&origins).enumerate() {
+        let originals: Vec<String> = o.iter().map(|&j| in_texts[j].clone()).collect();
+        if originals.first() == Some(own) {
+            continue;
+        }
+        out.push(Record {
+            key: keys[i].clone(),
+            originals,
+        });
+    }
+    if !end.is_empty() {
+        out.push(Record {
+            key: keys[keys.len() - 1].clone(),
+            originals: end.iter().map(|&j| in_texts[j].clone()).collect(),
+        });
+    }
+    out
+}
+
+/// Store the records for `input` → `output`; returns how many were written.
+pub fn archive(
+    input: &Conversation,
+    output: &Conversation,
+    archive: &dyn Archive,
+) -> Result<usize, ArchiveError> {
+    let r = records(input, output);
+    if !r.is_empty() {
+        archive.put(&r)?;
+    }
+    Ok(r.len())
+}
+
+/// Restore the originals of a compressed conversation, through any number of
+/// rounds. Messages the archive does not know are kept as they are.
+pub fn expand(conv: &Conversation, archive: &dyn Archive) -> Result<Conversation, ArchiveError> {
+    let mut cur = conv.clone();
+    let mut seen = HashSet::new();
+    for _round in 0..1024 {
+        let keys = chain_keys(&cur);
+        let end = &keys[keys.len() - 1];
+        if let Some(orig) = archive.get(&format!("doc:{end}"))? {
+            if !seen.insert(end.clone()) {
+                return Err(ArchiveError::Corrupt("archive records form a cycle".into()));
+            }
+            cur = rebuild(&cur, orig)?;
+            continue;
+        }
+        let mut hit = false;
+        let mut texts: Vec<String> = Vec::with_capacity(cur.messages.len());
+        for (m, k) in cur.messages.iter().zip(&keys) {
+            match archive.get(k)? {
+                Some(orig) => {
+                    hit = true;
+                    texts.extend(orig);
+                }
+                None => texts.push(cur.message_json(m)),
+            }
+        }
+        if let Some(orig) = archive.get(end)? {
+            hit = true;
+            texts.extend(orig);
+        }
+        if !hit {
+            return Ok(cur);
+        }
+        cur = rebuild(&cur, texts)?;
+    }
+    Err(ArchiveError::Corrupt(
+        "expansion did not converge after 1024 rounds".into(),
+    ))
+}
+
+fn rebuild(cur: &Conversation, texts: Vec<String>) -> Result<Conversation, ArchiveError> {
+    let env = &cur.envelope;
+    let doc = format!("{}{}{}", env.prefix, texts.join(&env.sep), env.suffix);
+    let mut next = Conversation::parse(&doc)
+        .map_err(|e| ArchiveError::Corrupt(format!("expanded document does not parse: {e}")))?;
+    next.envelope.sep = env.sep.clone();
+    next.envelope.uniform = env.uniform;
+    Ok(next)
+}
+
+/// Message ids of `conv` that are not in `other` (helper for reports).
+pub fn missing_ids(conv: &Conversation, other: &Conversation) -> Vec<MessageId> {
+    let have: HashSet<&MessageId> = other.messages.iter().map(Message::id).collect();
+    conv.messages
+        .iter()
+        .map(|m| m.id().clone())
+        .filter(|id| !have.contains(id))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const DOC: &str = r#"{"id": "c", "messages": [{"role": "system", "content": "s"}, {"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}, {"role": "user", "content": "c"}, {"role": "assistant", "content": "d"}]}"#;
+
+    #[test]
+    fn removal_summary_and_trailing_removal_expand_exactly() {
+        let input = Conversation::parse(DOC).unwrap();
+        let mut out = input.clone();
+        // summarize messages 1-2 into one new message, drop message 4 (trailing).
+        let sid = out.fresh_id("sum");
+        let summary = Message::text_message(sid.clone(), "user", "[summary: a b]");
+        let (m1, m2) = (out.messages[1].id().clone(), out.messages[2].id().clone());
+        out.ann_mut(&sid).replaces = vec![m1, m2];
+        out.messages.splice(1..3, [summary]);
+        out.messages.pop();
+        let arch = MemoryArchive::new();
+        archive(&input, &out, &arch).unwrap();
+        let back = expand(&out, &arch).unwrap();
+        assert_eq!(back.to_json_string(), DOC);
+    }
+
+    #[test]
+    fn two_rounds_and_appended_messages() {
+        let input = Conversation::parse(DOC).unwrap();
+        let arch = MemoryArchive::new();
+        let mut r1 = input.clone();
+        r1.messages.remove(1);
+        archive(&input, &r1, &arch).unwrap();
+        let r1 = Conversation::parse(&r1.to_json_string()).unwrap();
+        let mut r2 = r1.clone();
+        r2.messages[1].set_text("B");
+        archive(&r1, &r2, &arch).unwrap();
+        let mut r2 = Conversation::parse(&r2.to_json_string()).unwrap();
+        assert_eq!(expand(&r2, &arch).unwrap().to_json_string(), DOC);
+        // a message appended after compression survives expansion
+        r2.messages
+            .push(Message::text_message(MessageId::new("new"), "user", "more"));
+        let back = expand(&r2, &arch).unwrap();
+        assert_eq!(back.messages.len(), 6);
+        assert_eq!(back.messages[5].text(), "more");
+    }
+
+    #[test]
+    fn reordering_falls_back_to_whole_input() {
+        let input = Conversation::parse(DOC).unwrap();
+        let mut out = input.clone();
+        out.messages.swap(1, 2);
+        let arch = MemoryArchive::new();
+        archive(&input, &out, &arch).unwrap();
+        assert_eq!(expand(&out, &arch).unwrap().to_json_string(), DOC);
+    }
+
+    #[test]
+    fn removed_duplicate_text_does_not_loop() {
+        let doc = r#"[{"role":"user","content":"a"},{"role":"user","content":"ok"},{"role":"user","content":"ok"}]"#;
+        let input = Conversation::parse(doc).unwrap();
+        let mut out = input.clone();
+        out.messages.remove(1);
+        let arch = MemoryArchive::new();
+        archive(&input, &out, &arch).unwrap();
+        assert_eq!(expand(&out, &arch).unwrap().to_json_string(), doc);
+        let mut more = Conversation::parse(&out.to_json_string()).unwrap();
+        more.messages
+            .push(Message::text_message(MessageId::new("n"), "user", "ok"));
+        assert_eq!(expand(&more, &arch).unwrap().messages.len(), 3);
+    }
+
+    #[test]
+    fn unchanged_writes_nothing() {
+        let input = Conversation::parse(DOC).unwrap();
+        assert!(records(&input, &input.clone()).is_empty());
+    }
+}

@@ -1,0 +1,619 @@
+//! The message model: one provider message as an ordered JSON object, with typed
+//! views for both OpenAI Chat and Anthropic Messages shapes.
+//!
+//! A message keeps the exact source text it was parsed from until it is changed,
+//! so untouched messages are written back byte-identical.
+
+use serde_json::{Map, Value};
+use std::borrow::Cow;
+use std::collections::HashSet;
+use std::fmt;
+use std::sync::Arc;
+
+/// Stable identity of a message inside one conversation: the message's own `id`
+/// field when it has a unique one, otherwise derived from position and content.
+/// Never written into API output.
+#[derive(
+    Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
+pub struct MessageId(pub Arc<str>);
+
+impl MessageId {
+    /// Wrap a string as an id.
+    pub fn new(s: impl Into<Arc<str>>) -> Self {
+        MessageId(s.into())
+    }
+    /// The id text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for MessageId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Message role.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Role {
+    /// `system`.
+    System,
+    /// `developer` (OpenAI's newer name for system).
+    Developer,
+    /// `user`.
+    User,
+    /// `assistant`.
+    Assistant,
+    /// `tool` (OpenAI tool result).
+    Tool,
+    /// `function` (legacy OpenAI function result).
+    Function,
+    /// Anything else, kept as written; a missing role is the empty string.
+    Other(String),
+}
+
+impl Role {
+    /// Parse a role name.
+    pub fn parse(s: &str) -> Role {
+        match s {
+            "system" => Role::System,
+            "developer" => Role::Developer,
+            "user" => Role::User,
+            "assistant" => Role::Assistant,
+            "tool" => Role::Tool,
+            "function" => Role::Function,
+            other => Role::Other(other.to_string()),
+        }
+    }
+    /// The role name as written.
+    pub fn as_str(&self) -> &str {
+        match self {
+            Role::System => "system",
+            Role::Developer => "developer",
+            Role::User => "user",
+            Role::Assistant => "assistant",
+            Role::Tool => "tool",
+            Role::Function => "function",
+            Role::Other(s) => s,
+        }
+    }
+    /// System or developer.
+    pub fn is_system(&self) -> bool {
+        matches!(self, Role::System | Role::Developer)
+    }
+}
+
+/// A tool call as seen through either dialect.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolCall<'a> {
+    /// Call id (`tool_calls[].id` or `tool_use.id`).
+    pub id: Cow<'a, str>,
+    /// Tool name.
+    pub name: Cow<'a, str>,
+    /// Arguments as JSON text (OpenAI's string, or Anthropic's `input` serialized).
+    pub arguments: Cow<'a, str>,
+}
+
+impl ToolCall<'_> {
+    /// Arguments parsed as JSON; `Value::Null` when they are not valid JSON.
+    pub fn args(&self) -> Value {
+        serde_json::from_str(&self.arguments).unwrap_or(Value::Null)
+    }
+}
+
+/// A tool result as seen through either dialect.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolResult<'a> {
+    /// The call id it answers.
+    pub call_id: Cow<'a, str>,
+    /// Result text (string content, or text blocks joined by newlines).
+    pub text: Cow<'a, str>,
+    /// `is_error` when the dialect reports it.
+    pub is_error: Option<bool>,
+}
+
+#[derive(Clone)]
+struct Inner {
+    fields: Map<String, Value>,
+    raw: Option<Box<str>>,
+    id: MessageId,
+}
+
+/// One message. Cloning is cheap (shared until changed).
+#[derive(Clone)]
+pub struct Message(Arc<Inner>);
+
+impl fmt::Debug for Message {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Message")
+            .field("id", &self.0.id)
+            .field("fields", &self.0.fields)
+            .finish()
+    }
+}
+
+impl PartialEq for Message {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0) || self.0.fields == other.0.fields
+    }
+}
+
+fn str_of(v: Option<&Value>) -> Option<&str> {
+    v.and_then(Value::as_str)
+}
+
+/// Text of a content value: a string, or the text-bearing parts of an array.
+pub fn content_text(c: &Value) -> Cow<'_, str> {
+    match c {
+        Value::String(s) => Cow::Borrowed(s),
+        Value::Array(parts) => {
+            let texts: Vec<&str> = parts
+                .iter()
+                .filter_map(|p| match p.get("type").and_then(Value::as_str) {
+                    Some("text") | Some("input_text") | Some("output_text") | None => {
+                        str_of(p.get("text"))
+                    }
+                    _ => None,
+                })
+                .collect();
+            if texts.len() == 1 {
+                Cow::Borrowed(texts[0])
+            } else {
+                Cow::Owned(texts.join("\n"))
+            }
+        }
+        _ => Cow::Borrowed(""),
+    }
+}
+
+fn block_type(b: &Value) -> Option<&str> {
+    b.get("type").and_then(Value::as_str)
+}
+
+impl Message {
+    /// Build a message from fields, with the given id and no source text.
+    pub fn from_fields(id: MessageId, fields: Map<String, Value>) -> Self {
+        Message(Arc::new(Inner {
+            fields,
+            raw: None,
+            id,
+        }))
+    }
+
+    /// Build a message keeping its exact source text.
+    pub fn from_raw(id: MessageId, fields: Map<String, Value>, raw: Box<str>) -> Self {
+        Message(Arc::new(Inner {
+            fields,
+            raw: Some(raw),
+            id,
+        }))
+    }
+
+    /// A simple `{"role": ..., "content": ...}` message.
+    pub fn text_message(id: MessageId, role: &str, content: &str) -> Self {
+        let mut m = Map::new();
+        m.insert("role".into(), Value::String(role.into()));
+        m.insert("content".into(), Value::String(content.into()));
+        Self::from_fields(id, m)
+    }
+
+    /// The stable id.
+    pub fn id(&self) -> &MessageId {
+        &self.0.id
+    }
+
+    /// Replace the stable id (used when disambiguating duplicate ids).
+    pub fn set_id(&mut self, id: MessageId) {
+        Arc::make_mut(&mut self.0).id = id;
+    }
+
+    /// All fields, in source order.
+    pub fn fields(&self) -> &Map<String, Value> {
+        &self.0.fields
+    }
+
+    /// Mutable fields; the message no longer counts as unchanged.
+    pub fn fields_mut(&mut self) -> &mut Map<String, Value> {
+        let inner = Arc::make_mut(&mut self.0);
+        inner.raw = None;
+        &mut inner.fields
+    }
+
+    /// The exact source text, while the message is unchanged.
+    pub fn raw(&self) -> Option<&str> {
+        self.0.raw.as_deref()
+    }
+
+    /// True when both handles point at the same unchanged allocation.
+    pub fn same(a: &Message, b: &Message) -> bool {
+        Arc::ptr_eq(&a.0, &b.0)
+    }
+
+    /// The role.
+    pub fn role(&self) -> Role {
+        Role::parse(str_of(self.0.fields.get("role")).unwrap_or(""))
+    }
+
+    /// The role as written (empty when missing).
+    pub fn role_str(&self) -> &str {
+        str_of(self.0.fields.get("role")).unwrap_or("")
+    }
+
+    /// The raw `content` value.
+    pub fn content(&self) -> Option<&Value> {
+        self.0.fields.get("content")
+    }
+
+    /// Text of the message: string content, or its text parts joined by newlines.
+    /// Tool-result blocks and tool calls are not included.
+    pub fn text(&self) -> Cow<'_, str> {
+        self.content()
+            .map(content_text)
+            .unwrap_or(Cow::Borrowed(""))
+    }
+
+    /// True when `content` is a plain string.
+    pub fn has_string_content(&self) -> bool {
+        matches!(self.content(), Some(Value::String(_)))
+    }
+
+    /// Tool calls of an assistant message, OpenAI `tool_calls` and Anthropic
+    /// `tool_use` blocks alike, in order.
+    pub fn tool_calls(&self) -> Vec<ToolCall<'_>> {
+        let mut out = Vec::new();
+        if let Some(Value::Array(calls)) = self.0.fields.get("tool_calls") {
+            for c in calls {
+                let f = c.get("function");
+                let args = match f.and_then(|f| f.get("arguments")) {
+                    Some(Value::String(s)) => Cow::Borrowed(s.as_str()),
+                    Some(v) => Cow::Owned(v.to_string()),
+                    None => Cow::Borrowed(""),
+                };
+                out.push(ToolCall {
+                    id: Cow::Borrowed(str_of(c.get("id")).unwrap_or("")),
+                    name: Cow::Borrowed(str_of(f.and_then(|f| f.get("name"))).unwrap_or("")),
+                    arguments: args,
+                });
+            }
+        }
+        if let Some(Value::Array(blocks)) = self.content() {
+            for b in blocks {
+                if block_type(b) == Some("tool_use") {
+                    out.push(ToolCall {
+                        id: Cow::Borrowed(str_of(b.get("id")).unwrap_or("")),
+                        name: Cow::Borrowed(str_of(b.get("name")).unwrap_or("")),
+                        arguments: Cow::Owned(
+                            b.get("input").map(Value::to_string).unwrap_or_default(),
+                        ),
+                    });
+                }
+            }
+        }
+        out
+    }
+
+    /// True when the message carries at least one tool call.
+    pub fn has_tool_calls(&self) -> bool {
+        matches!(self.0.fields.get("tool_calls"), Some(Value::Array(a)) if !a.is_empty())
+            || self.blocks_of("tool_use").next().is_some()
+    }
+
+    fn blocks_of<'s>(&'s self, ty: &'s str) -> impl Iterator<Item = &'s Value> + 's {
+        let blocks: &[Value] = match self.content() {
+            Some(Value::Array(b)) => b,
+            _ => &[],
+        };
+        blocks.iter().filter(move |b| block_type(b) == Some(ty))
+    }
+
+    /// Tool results carried by this message: an OpenAI `tool` message (one result)
+    /// or Anthropic `tool_result` blocks.
+    pub fn tool_results(&self) -> Vec<ToolResult<'_>> {
+        let mut out = Vec::new();
+        if matches!(self.role(), Role::Tool | Role::Function) {
+            let id = str_of(self.0.fields.get("tool_call_id"))
+                .or_else(|| str_of(self.0.fields.get("name")))
+                .unwrap_or("");
+            out.push(ToolResult {
+                call_id: Cow::Borrowed(id),
+                text: self.text(),
+                is_error: None,
+            });
+            return out;
+        }
+        for b in self.blocks_of("tool_result") {
+            out.push(ToolResult {
+                call_id: Cow::Borrowed(str_of(b.get("tool_use_id")).unwrap_or("")),
+                text: b
+                    .get("content")
+                    .map(content_text)
+                    .unwrap_or(Cow::Borrowed("")),
+                is_error: b.get("is_error").and_then(Value::as_bool),
+            });
+        }
+        out
+    }
+
+    /// True when the message carries tool results.
+    pub fn is_tool_result(&self) -> bool {
+        matches!(self.role(), Role::Tool | Role::Function)
+            || self.blocks_of("tool_result").next().is_some()
+    }
+
+    /// True for a user message that only carries tool results (Anthropic shape).
+    pub fn is_tool_result_carrier(&self) -> bool {
+        if self.role() != Role::User {
+            return false;
+        }
+        match self.content() {
+            Some(Value::Array(b)) => {
+                !b.is_empty() && b.iter().all(|b| block_type(b) == Some("tool_result"))
+            }
+            _ => false,
+        }
+    }
+
+    /// Size measure used for "never longer": characters of text content, tool
+    /// result text and tool-call arguments (what a model reads).
+    pub fn size(&self) -> usize {
+        let mut n = 0;
+        match self.content() {
+            Some(Value::String(s)) => n += s.chars().count(),
+            Some(Value::Array(blocks)) => {
+                for b in blocks {
+                    n += block_size(b);
+                }
+            }
+            _ => {}
+        }
+        if let Some(Value::Array(calls)) = self.0.fields.get("tool_calls") {
+            for c in calls {
+                if let Some(f) = c.get("function") {
+                    n += str_of(f.get("name")).map_or(0, |s| s.chars().count());
+                    n += match f.get("arguments") {
+                        Some(Value::String(s)) => s.chars().count(),
+                        Some(v) => v.to_string().chars().count(),
+                        None => 0,
+                    };
+                }
+            }
+        }
+        n
+    }
+
+    /// Replace the text of the message. String content is replaced; in a parts
+    /// array the first text part gets the text and other text parts are dropped,
+    /// leaving non-text blocks (images, tool blocks) in place.
+    pub fn set_text(&mut self, text: impl Into<String>) {
+        let text = text.into();
+        let fields = self.fields_mut();
+        match fields.get_mut("content") {
+            Some(Value::Array(parts)) => {
+                let mut placed = false;
+                let mut text = Some(text);
+                parts.retain_mut(|p| {
+                    let is_text = matches!(
+                        block_type(p),
+                        Some("text") | Some("input_text") | Some("output_text")
+                    );
+                    if !is_text {
+                        return true;
+                    }
+                    if placed {
+                        return false;
+                    }
+                    placed = true;
+                    if let Some(obj) = p.as_object_mut() {
+                        obj.insert(
+                            "text".into(),
+                            Value::String(text.take().unwrap_or_default()),
+                        );
+                    }
+                    true
+                });
+                if !placed && let Some(t) = text {
+                    let mut blk = Map::new();
+                    blk.insert("type".into(), Value::String("text".into()));
+                    blk.insert("text".into(), Value::String(t));
+                    parts.insert(0, Value::Object(blk));
+                }
+            }
+            _ => {
+                fields.insert("content".into(), Value::String(text));
+            }
+        }
+    }
+
+    /// Replace the content of the tool result answering `call_id`. Returns false
+    /// when the message holds no such result.
+    pub fn set_tool_result_text(&mut self, call_id: &str, text: impl Into<String>) -> bool {
+        let text = text.into();
+        if matches!(self.role(), Role::Tool | Role::Function) {
+            if self
+                .tool_results()
+                .first()
+                .is_some_and(|r| r.call_id == call_id)
+            {
+                self.set_text(text);
+                return true;
+            }
+            return false;
+        }
+        let has = self
+            .blocks_of("tool_result")
+            .any(|b| str_of(b.get("tool_use_id")) == Some(call_id));
+        if !has {
+            return false;
+        }
+        if let Some(Value::Array(blocks)) = self.fields_mut().get_mut("content") {
+            for b in blocks.iter_mut() {
+                if block_type(b) == Some("tool_result")
+                    && str_of(b.get("tool_use_id")) == Some(call_id)
+                {
+                    if let Some(obj) = b.as_object_mut() {
+                        obj.insert("content".into(), Value::String(text));
+                    }
+                    break;
+                }
+            }
+        }
+        true
+    }
+
+    /// Remove the tool calls with these ids (OpenAI entries or Anthropic blocks).
+    /// An emptied `tool_calls` array is removed, since providers reject it.
+    pub fn remove_tool_calls(&mut self, ids: &HashSet<&str>) {
+        if !self
+            .tool_calls()
+            .iter()
+            .any(|c| ids.contains(c.id.as_ref()))
+        {
+            return;
+        }
+        let fields = self.fields_mut();
+        let mut empty = false;
+        if let Some(Value::Array(calls)) = fields.get_mut("tool_calls") {
+            calls.retain(|c| !str_of(c.get("id")).is_some_and(|id| ids.contains(id)));
+            empty = calls.is_empty();
+        }
+        if empty {
+            fields.shift_remove("tool_calls");
+        }
+        if let Some(Value::Array(blocks)) = fields.get_mut("content") {
+            blocks.retain(|b| {
+                !(block_type(b) == Some("tool_use")
+                    && str_of(b.get("id")).is_some_and(|id| ids.contains(id)))
+            });
+        }
+    }
+
+    /// Remove Anthropic `tool_result` blocks answering these ids.
+    pub fn remove_tool_results(&mut self, ids: &HashSet<&str>) {
+        if !self
+            .blocks_of("tool_result")
+            .any(|b| str_of(b.get("tool_use_id")).is_some_and(|id| ids.contains(id)))
+        {
+            return;
+        }
+        if let Some(Value::Array(blocks)) = self.fields_mut().get_mut("content") {
+            blocks.retain(|b| {
+                !(block_type(b) == Some("tool_result")
+                    && str_of(b.get("tool_use_id")).is_some_and(|id| ids.contains(id)))
+            });
+        }
+    }
+
+    /// True when the message has nothing left a provider would accept as content:
+    /// no text, no tool calls, no tool results, no other blocks.
+    pub fn is_empty(&self) -> bool {
+        let content_empty = match self.content() {
+            None | Some(Value::Null) => true,
+            Some(Value::String(s)) => s.trim().is_empty(),
+            Some(Value::Array(b)) => b.iter().all(|b| {
+                block_type(b) == Some("text")
+                    && str_of(b.get("text")).is_none_or(|t| t.trim().is_empty())
+            }),
+            _ => false,
+        };
+        content_empty && !self.has_tool_calls()
+    }
+}
+
+fn block_size(b: &Value) -> usize {
+    match block_type(b) {
+        Some("tool_use") => {
+            str_of(b.get("name")).map_or(0, |s| s.chars().count())
+                + b.get("input").map_or(0, |v| v.to_string().chars().count())
+        }
+        Some("tool_result") => match b.get("content") {
+            Some(Value::String(s)) => s.chars().count(),
+            Some(Value::Array(inner)) => inner.iter().map(block_size).sum(),
+            _ => 0,
+        },
+        Some("thinking") => str_of(b.get("thinking")).map_or(0, |s| s.chars().count()),
+        _ => str_of(b.get("text")).map_or(0, |s| s.chars().count()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn msg(v: Value) -> Message {
+        Message::from_fields(MessageId::new("m"), v.as_object().unwrap().clone())
+    }
+
+    #[test]
+    fn openai_tool_calls_and_results() {
+        let a = msg(
+            json!({"role":"assistant","content":"","tool_calls":[{"id":"c1","type":"function","function":{"name":"Read","arguments":"{\"file_path\":\"a.rs\"}"}}]}),
+        );
+        let calls = a.tool_calls();
+        assert_eq!(calls.len(), 1);
+        assert_eq!(calls[0].name, "Read");
+        assert_eq!(calls[0].args()["file_path"], "a.rs");
+        let t = msg(json!({"role":"tool","tool_call_id":"c1","content":"fn main(){}"}));
+        assert_eq!(t.tool_results()[0].call_id, "c1");
+        assert_eq!(t.tool_results()[0].text, "fn main(){}");
+    }
+
+    #[test]
+    fn anthropic_blocks() {
+        let a = msg(
+            json!({"role":"assistant","content":[{"type":"text","text":"look"},{"type":"tool_use","id":"t1","name":"Read","input":{"path":"x"}}]}),
+        );
+        assert!(a.has_tool_calls());
+        assert_eq!(a.text(), "look");
+        let u = msg(
+            json!({"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":[{"type":"text","text":"data"}],"is_error":false}]}),
+        );
+        assert!(u.is_tool_result_carrier());
+        assert_eq!(u.tool_results()[0].text, "data");
+        let mut u2 = u.clone();
+        assert!(u2.set_tool_result_text("t1", "short"));
+        assert_eq!(u2.tool_results()[0].text, "short");
+        assert!(u.raw().is_none());
+    }
+
+    #[test]
+    fn remove_calls_drops_empty_array() {
+        let mut a = msg(
+            json!({"role":"assistant","content":"x","tool_calls":[{"id":"c1","function":{"name":"n","arguments":"{}"}}]}),
+        );
+        a.remove_tool_calls(&["c1"].into_iter().collect());
+        assert!(!a.fields().contains_key("tool_calls"));
+        assert!(!a.has_tool_calls());
+    }
+
+    #[test]
+    fn set_text_keeps_non_text_blocks() {
+        let mut a = msg(
+            json!({"role":"user","content":[{"type":"text","text":"a"},{"type":"image","source":{}},{"type":"text","text":"b"}]}),
+        );
+        a.set_text("z");
+        assert_eq!(
+            a.content().unwrap(),
+            &json!([{"type":"text","text":"z"},{"type":"image","source":{}}])
+        );
+    }
+
+    #[test]
+    fn edits_clear_raw_and_share_until_changed() {
+        let m = Message::from_raw(
+            MessageId::new("a"),
+            json!({"role":"user","content":"hi"})
+                .as_object()
+                .unwrap()
+                .clone(),
+            "{\"role\": \"user\", \"content\": \"hi\"}".into(),
+        );
+        let mut c = m.clone();
+        assert!(Message::same(&m, &c));
+        c.set_text("yo");
+        assert!(!Message::same(&m, &c));
+        assert!(m.raw().is_some() && c.raw().is_none());
+    }
+}

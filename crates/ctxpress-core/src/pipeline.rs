@@ -1,0 +1,435 @@
+//! Running stages with the invariants enforced structurally: after every stage
+//! the conversation is validated and measured, and a stage that introduces a
+//! pairing or role violation, makes a message or the conversation longer, or
+//! fails, is reverted and reported as such.
+
+use crate::conversation::Conversation;
+use crate::message::MessageId;
+use crate::strategy::{BuiltStrategy, StageContext, StageOutcome};
+use crate::tokens::count_message;
+use crate::validate::{introduces_violations, validate};
+use std::collections::HashMap;
+use std::time::Instant;
+
+/// What became of a stage.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(tag = "status", content = "reason", rename_all = "snake_case")]
+pub enum StageStatus {
+    /// The stage ran and its result was kept.
+    Applied,
+    /// The stage ran but broke an invariant; its result was discarded.
+    Reverted(String),
+    /// The stage returned an error; the conversation was left as it was.
+    Failed(String),
+    /// An async stage in a sync run; not run.
+    Skipped(String),
+}
+
+/// Figures of one stage.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct StageReport {
+    /// Strategy name.
+    pub name: String,
+    /// Outcome.
+    pub status: StageStatus,
+    /// Messages before the stage.
+    pub messages_before: usize,
+    /// Messages after the stage.
+    pub messages_after: usize,
+    /// Tokens before the stage.
+    pub tokens_before: usize,
+    /// Tokens after the stage.
+    pub tokens_after: usize,
+    /// Characters (see `Message::size`) before.
+    pub chars_before: usize,
+    /// Characters after.
+    pub chars_after: usize,
+    /// What the stage counted.
+    pub outcome: StageOutcome,
+    /// Wall time in microseconds.
+    pub micros: u128,
+}
+
+/// Figures of a whole run.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct Report {
+    /// Messages in.
+    pub messages_before: usize,
+    /// Messages out.
+    pub messages_after: usize,
+    /// Tokens in.
+    pub tokens_before: usize,
+    /// Tokens out.
+    pub tokens_after: usize,
+    /// Characters in.
+    pub chars_before: usize,
+    /// Characters out.
+    pub chars_after: usize,
+    /// Per stage.
+    pub stages: Vec<StageReport>,
+    /// Wall time in microseconds.
+    pub micros: u128,
+}
+
+impl Report {
+    /// chars in / chars out.
+    pub fn ratio(&self) -> f64 {
+        if self.chars_after == 0 {
+            1.0
+        } else {
+            self.chars_before as f64 / self.chars_after as f64
+        }
+    }
+
+    /// Add another run's figures (for batches).
+    pub fn merge(&mut self, o: &Report) {
+        self.messages_before += o.messages_before;
+        self.messages_after += o.messages_after;
+        self.tokens_before += o.tokens_before;
+        self.tokens_after += o.tokens_after;
+        self.chars_before += o.chars_before;
+        self.chars_after += o.chars_after;
+        self.micros += o.micros;
+        for s in &o.stages {
+            match self.stages.iter_mut().find(|x| x.name == s.name) {
+                Some(x) => {
+                    x.messages_before += s.messages_before;
+                    x.messages_after += s.messages_after;
+                    x.tokens_before += s.tokens_before;
+                    x.tokens_after += s.tokens_after;
+                    x.chars_before += s.chars_before;
+                    x.chars_after += s.chars_after;
+                    x.micros += s.micros;
+                    for (k, v) in &s.outcome.counters {
+                        *x.outcome.counters.entry(k.clone()).or_default() += v;
+                    }
+                    x.outcome.notes.extend(s.outcome.notes.iter().cloned());
+                    if s.status != StageStatus::Applied && x.status == StageStatus::Applied {
+                        x.status = s.status.clone();
+                    }
+                }
+                None => self.stages.push(s.clone()),
+            }
+        }
+    }
+}
+
+/// One configured stage.
+#[derive(Debug)]
+pub struct Stage {
+    /// Strategy name (for reports).
+    pub name: String,
+    /// The strategy.
+    pub strategy: BuiltStrategy,
+}
+
+/// An ordered list of stages.
+#[derive(Debug, Default)]
+pub struct Pipeline {
+    /// The stages, run in order.
+    pub stages: Vec<Stage>,
+}
+
+struct Measure {
+    messages: usize,
+    tokens: usize,
+    chars: usize,
+    sizes: HashMap<MessageId, usize>,
+}
+
+fn measure(conv: &Conversation, ctx: &StageContext) -> Measure {
+    Measure {
+        messages: conv.messages.len(),
+        tokens: conv
+            .messages
+            .iter()
+            .map(|m| count_message(ctx.counter.as_ref(), m))
+            .sum(),
+        chars: conv.size(),
+        sizes: conv
+            .messages
+            .iter()
+            .map(|m| (m.id().clone(), m.size()))
+            .collect(),
+    }
+}
+
+impl Pipeline {
+    /// A pipeline of these stages.
+    pub fn new(stages: Vec<Stage>) -> Self {
+        Pipeline { stages }
+    }
+
+    /// Append a sync strategy.
+    pub fn push(&mut self, s: Box<dyn crate::Strategy>) {
+        self.stages.push(Stage {
+            name: s.name().to_string(),
+            strategy: BuiltStrategy::Sync(s),
+        });
+    }
+
+    /// Append an async strategy.
+    pub fn push_async(&mut self, s: Box<dyn crate::AsyncStrategy>) {
+        self.stages.push(Stage {
+            name: s.name().to_string(),
+            strategy: BuiltStrategy::Async(s),
+        });
+    }
+
+    /// True when some stage is async.
+    pub fn needs_async(&self) -> bool {
+        self.stages
+            .iter()
+            .any(|s| matches!(s.strategy, BuiltStrategy::Async(_)))
+    }
+
+    /// Run synchronously. Async stages are skipped and reported as such; use
+    /// [`Pipeline::run_async`] for pipelines that have them.
+    pub fn run(&self, conv: &mut Conversation, ctx: &StageContext) -> Report {
+        let start = Instant::now();
+        let first = measure(conv, ctx);
+        let mut before = first;
+        let mut violations = validate(conv);
+        let mut stages = Vec::with_capacity(self.stages.len());
+        for stage in &self.stages {
+            let t = Instant::now();
+            let snapshot = conv.clone();
+            let result = match &stage.strategy {
+                BuiltStrategy::Sync(s) => Some(s.apply(conv, ctx)),
+                BuiltStrategy::Async(_) => None,
+            };
+            let (r, m, v) = finish(stage, result, snapshot, conv, ctx, &before, &violations, t);
+            stages.push(r);
+            before = m;
+            violations = v;
+        }
+        report(first_report(&stages, before, conv, ctx), stages, start)
+    }
+
+    /// Run, awaiting async stages.
+    pub async fn run_async(&self, conv: &mut Conversation, ctx: &StageContext) -> Report {
+        let start = Instant::now();
+        let first = measure(conv, ctx);
+        let mut before = first;
+        let mut violations = validate(conv);
+        let mut stages = Vec::with_capacity(self.stages.len());
+        for stage in &self.stages {
+            let t = Instant::now();
+            let snapshot = conv.clone();
+            let result = match &stage.strategy {
+                BuiltStrategy::Sync(s) => s.apply(conv, ctx),
+                BuiltStrategy::Async(s) => s.apply_async(conv, ctx).await,
+            };
+            let (r, m, v) = finish(
+                stage,
+                Some(result),
+                snapshot,
+                conv,
+                ctx,
+                &before,
+                &violations,
+                t,
+            );
+            stages.push(r);
+            before = m;
+            violations = v;
+        }
+        report(first_report(&stages, before, conv, ctx), stages, start)
+    }
+}
+
+struct Totals {
+    messages_before: usize,
+    tokens_before: usize,
+    chars_before: usize,
+    last: Measure,
+}
+
+fn first_report(
+    stages: &[StageReport],
+    last: Measure,
+    conv: &Conversation,
+    ctx: &StageContext,
+) -> Totals {
+    match stages.first() {
+        Some(s) => Totals {
+            messages_before: s.messages_before,
+            tokens_before: s.tokens_before,
+            chars_before: s.chars_before,
+            last,
+        },
+        None => {
+            let m = measure(conv, ctx);
+            Totals {
+                messages_before: m.messages,
+                tokens_before: m.tokens,
+                chars_before: m.chars,
+                last: m,
+            }
+        }
+    }
+}
+
+fn report(t: Totals, stages: Vec<StageReport>, start: Instant) -> Report {
+    Report {
+        messages_before: t.messages_before,
+        messages_after: t.last.messages,
+        tokens_before: t.tokens_before,
+        tokens_after: t.last.tokens,
+        chars_before: t.chars_before,
+        chars_after: t.last.chars,
+        stages,
+        micros: start.elapsed().as_micros(),
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn finish(
+    stage: &Stage,
+    result: Option<Result<StageOutcome, crate::StrategyError>>,
+    snapshot: Conversation,
+    conv: &mut Conversation,
+    ctx: &StageContext,
+    before: &Measure,
+    violations: &[crate::Violation],
+    t: Instant,
+) -> (StageReport, Measure, Vec<crate::Violation>) {
+    let (status, outcome) = match result {
+        None => (
+            StageStatus::Skipped("async stage in a sync run".into()),
+            StageOutcome::default(),
+        ),
+        Some(Err(e)) => (StageStatus::Failed(e.to_string()), StageOutcome::default()),
+        Some(Ok(o)) => (StageStatus::Applied, o),
+    };
+    let mut status = status;
+    let mut after_v = violations.to_vec();
+    let mut after = None;
+    if status == StageStatus::Applied {
+        let m = measure(conv, ctx);
+        let v = validate(conv);
+        if introduces_violations(violations, &v) {
+            let first = v
+                .iter()
+                .find(|x| !violations.contains(x))
+                .map(|x| x.to_string())
+                .unwrap_or_default();
+            status = StageStatus::Reverted(format!("introduced a violation: {first}"));
+        } else if m.chars > before.chars {
+            status = StageStatus::Reverted(format!(
+                "made the conversation longer ({} > {} chars)",
+                m.chars, before.chars
+            ));
+        } else if let Some((id, n)) = m
+            .sizes
+            .iter()
+            .find(|(id, n)| before.sizes.get(*id).is_some_and(|b| *n > b))
+        {
+            status = StageStatus::Reverted(format!(
+                "made message {id} longer ({n} > {} chars)",
+                before.sizes[id]
+            ));
+        } else {
+            after_v = v;
+            after = Some(m);
+        }
+    }
+    if status != StageStatus::Applied {
+        *conv = snapshot;
+    }
+    let after = after.unwrap_or_else(|| Measure {
+        messages: before.messages,
+        tokens: before.tokens,
+        chars: before.chars,
+        sizes: before.sizes.clone(),
+    });
+    let r = StageReport {
+        name: stage.name.clone(),
+        status,
+        messages_before: before.messages,
+        messages_after: after.messages,
+        tokens_before: before.tokens,
+        tokens_after: after.tokens,
+        chars_before: before.chars,
+        chars_after: after.chars,
+        outcome,
+        micros: t.elapsed().as_micros(),
+    };
+    (r, after, after_v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Strategy, StrategyError};
+
+    struct DropTool;
+    impl Strategy for DropTool {
+        fn name(&self) -> &str {
+            "drop_tool"
+        }
+        fn apply(
+            &self,
+            conv: &mut Conversation,
+            _: &StageContext,
+        ) -> Result<StageOutcome, StrategyError> {
+            conv.messages.retain(|m| m.role() != crate::Role::Tool);
+            Ok(StageOutcome::default())
+        }
+    }
+    struct Grow;
+    impl Strategy for Grow {
+        fn name(&self) -> &str {
+            "grow"
+        }
+        fn apply(
+            &self,
+            conv: &mut Conversation,
+            _: &StageContext,
+        ) -> Result<StageOutcome, StrategyError> {
+            let t = format!("{} and more", conv.messages[0].text());
+            conv.messages[0].set_text(t);
+            Ok(StageOutcome::default())
+        }
+    }
+    struct Fail;
+    impl Strategy for Fail {
+        fn name(&self) -> &str {
+            "fail"
+        }
+        fn apply(
+            &self,
+            conv: &mut Conversation,
+            _: &StageContext,
+        ) -> Result<StageOutcome, StrategyError> {
+            conv.messages.clear();
+            Err(StrategyError::Failed("nope".into()))
+        }
+    }
+
+    const DOC: &str = r#"[{"role":"user","content":"q"},{"role":"assistant","content":"","tool_calls":[{"id":"a","function":{"name":"x","arguments":"{}"}}]},{"role":"tool","tool_call_id":"a","content":"r"}]"#;
+
+    #[test]
+    fn violating_growing_and_failing_stages_are_reverted() {
+        let mut p = Pipeline::default();
+        p.push(Box::new(DropTool));
+        p.push(Box::new(Grow));
+        p.push(Box::new(Fail));
+        let mut c = Conversation::parse(DOC).unwrap();
+        let r = p.run(&mut c, &StageContext::default());
+        assert_eq!(c.to_json_string(), DOC);
+        assert!(
+            matches!(&r.stages[0].status, StageStatus::Reverted(m) if m.contains("violation")),
+            "{:?}",
+            r.stages[0].status
+        );
+        assert!(
+            matches!(&r.stages[1].status, StageStatus::Reverted(m) if m.contains("longer")),
+            "{:?}",
+            r.stages[1].status
+        );
+        assert_eq!(r.stages[2].status, StageStatus::Failed("nope".into()));
+        assert_eq!(r.messages_before, 3);
+        assert_eq!(r.messages_after, 3);
+    }
+}

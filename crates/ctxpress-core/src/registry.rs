@@ -1,0 +1,73 @@
+//! The strategy registry: strategy crates submit a [`StrategyFactory`] with
+//! `inventory::submit!`, and pipelines look them up by name.
+
+use crate::config::{ConfigError, closest};
+use crate::strategy::BuiltStrategy;
+use serde_json::Value;
+
+/// Registration of a strategy.
+pub struct StrategyFactory {
+    /// Unique name used in configs, e.g. `dedup`.
+    pub name: &'static str,
+    /// One-line description.
+    pub summary: &'static str,
+    /// The default parameters, as JSON (every field present).
+    pub default_config: fn() -> Value,
+    /// Build the strategy from its parameters (unknown fields rejected).
+    pub build: fn(&Value) -> Result<BuiltStrategy, ConfigError>,
+}
+
+inventory::collect!(StrategyFactory);
+
+/// Every registered strategy, sorted by name. Fails when two share a name.
+pub fn strategies() -> Result<Vec<&'static StrategyFactory>, ConfigError> {
+    let mut v: Vec<&'static StrategyFactory> =
+        inventory::iter::<StrategyFactory>.into_iter().collect();
+    v.sort_by_key(|f| f.name);
+    if let Some(w) = v.windows(2).find(|w| w[0].name == w[1].name) {
+        return Err(ConfigError::DuplicateStrategy(w[0].name.to_string()));
+    }
+    Ok(v)
+}
+
+/// The factory registered under `name`.
+pub fn find(name: &str) -> Result<&'static StrategyFactory, ConfigError> {
+    let all = strategies()?;
+    all.iter()
+        .find(|f| f.name == name)
+        .copied()
+        .ok_or_else(|| ConfigError::UnknownStrategy {
+            stage: None,
+            name: name.to_string(),
+            suggestion: closest(name, all.iter().map(|f| f.name)),
+        })
+}
+
+/// Build the strategy registered under `name` from its parameters.
+pub fn build(name: &str, params: &Value) -> Result<BuiltStrategy, ConfigError> {
+    (find(name)?.build)(params)
+}
+
+/// Register a sync strategy whose config type is `$cfg` (Default + serde) and
+/// which is built by `$ctor(cfg) -> Result<S, ConfigError>`.
+///
+/// ```ignore
+/// ctxpress_core::register_strategy!("dedup", "exact and fuzzy dedup", DedupConfig, |c| Ok(Dedup::new(c)));
+/// ```
+#[macro_export]
+macro_rules! register_strategy {
+    ($name:literal, $summary:literal, $cfg:ty, $ctor:expr) => {
+        $crate::inventory::submit! {
+            $crate::registry::StrategyFactory {
+                name: $name,
+                summary: $summary,
+                default_config: || $crate::serde_json::to_value(<$cfg as ::core::default::Default>::default()).unwrap_or_default(),
+                build: |params| {
+                    let cfg: $cfg = $crate::config::parse_params($name, params)?;
+                    let built: ::core::result::Result<_, $crate::ConfigError> = ($ctor)(cfg);
+                    Ok($crate::strategy::BuiltStrategy::Sync(Box::new(built?)))
+                },
+            }
+        }
+    };
+}

@@ -1,0 +1,244 @@
+//! The invariant checker: tool-call pairing for both dialects and legal roles.
+
+use crate::conversation::{Conversation, Format};
+use crate::message::Role;
+use std::collections::HashSet;
+
+/// What is wrong.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum ViolationKind {
+    /// A tool call has no result right after it.
+    MissingResult,
+    /// A tool result answers no call right before it.
+    OrphanResult,
+    /// A call is answered twice.
+    DuplicateResult,
+    /// A role the provider does not accept.
+    IllegalRole,
+    /// A message with no content and no tool calls.
+    EmptyMessage,
+}
+
+/// One violation.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+pub struct Violation {
+    /// Message index.
+    pub index: usize,
+    /// What is wrong.
+    pub kind: ViolationKind,
+    /// The call id or role concerned.
+    pub detail: String,
+}
+
+impl std::fmt::Display for Violation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let what = match self.kind {
+            ViolationKind::MissingResult => "tool call without a result right after it",
+            ViolationKind::OrphanResult => "tool result that answers no preceding call",
+            ViolationKind::DuplicateResult => "tool call answered twice",
+            ViolationKind::IllegalRole => "illegal role",
+            ViolationKind::EmptyMessage => "empty message",
+        };
+        write!(f, "messages[{}]: {what} ({})", self.index, self.detail)
+    }
+}
+
+/// Check a conversation. An empty result means it is valid for its provider.
+pub fn validate(conv: &Conversation) -> Vec<Violation> {
+    match conv.format {
+        Format::OpenAi => validate_openai(conv),
+        Format::Anthropic => validate_anthropic(conv),
+    }
+}
+
+fn v(index: usize, kind: ViolationKind, detail: impl Into<String>) -> Violation {
+    Violation {
+        index,
+        kind,
+        detail: detail.into(),
+    }
+}
+
+fn validate_openai(conv: &Conversation) -> Vec<Violation> {
+    let msgs = &conv.messages;
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < msgs.len() {
+        let m = &msgs[i];
+        let role = m.role();
+        if let Role::Other(r) = &role {
+            out.push(v(i, ViolationKind::IllegalRole, r.clone()));
+        }
+        if role == Role::Assistant && m.has_tool_calls() {
+            let want: Vec<String> = m.tool_calls().iter().map(|c| c.id.to_string()).collect();
+            let want_set: HashSet<&str> = want.iter().map(String::as_str).collect();
+            let mut got: HashSet<String> = HashSet::new();
+            let mut j = i + 1;
+            while j < msgs.len() && msgs[j].role() == Role::Tool {
+                let id = msgs[j]
+                    .tool_results()
+                    .first()
+                    .map(|r| r.call_id.to_string())
+                    .unwrap_or_default();
+                if !want_set.contains(id.as_str()) {
+                    out.push(v(j, ViolationKind::OrphanResult, id));
+                } else if !got.insert(id.clone()) {
+                    out.push(v(j, ViolationKind::DuplicateResult, id));
+                }
+                j += 1;
+            }
+            for id in &want {
+                if !got.contains(id) {
+                    out.push(v(i, ViolationKind::MissingResult, id.clone()));
+                }
+            }
+            i = j;
+            continue;
+        }
+        if role == Role::Tool {
+            let id = m
+                .tool_results()
+                .first()
+                .map(|r| r.call_id.to_string())
+                .unwrap_or_default();
+            out.push(v(i, ViolationKind::OrphanResult, id));
+        } else if m.is_empty() && role == Role::Assistant {
+            out.push(v(i, ViolationKind::EmptyMessage, role.as_str()));
+        }
+        i += 1;
+    }
+    out
+}
+
+fn validate_anthropic(conv: &Conversation) -> Vec<Violation> {
+    let msgs = &conv.messages;
+    let mut out = Vec::new();
+    for (i, m) in msgs.iter().enumerate() {
+        let role = m.role();
+        if !matches!(role, Role::User | Role::Assistant) {
+            out.push(v(i, ViolationKind::IllegalRole, role.as_str()));
+        }
+        if m.is_empty() {
+            out.push(v(i, ViolationKind::EmptyMessage, role.as_str()));
+        }
+        // Results must answer the calls of the message right before.
+        let results = m.tool_results();
+        if !results.is_empty() {
+            let prev: HashSet<String> = match i.checked_sub(1).map(|p| &msgs[p]) {
+                Some(p) if p.role() == Role::Assistant => {
+                    p.tool_calls().iter().map(|c| c.id.to_string()).collect()
+                }
+                _ => HashSet::new(),
+            };
+            let mut seen = HashSet::new();
+            for r in &results {
+                if !prev.contains(r.call_id.as_ref()) {
+                    out.push(v(i, ViolationKind::OrphanResult, r.call_id.to_string()));
+                } else if !seen.insert(r.call_id.to_string()) {
+                    out.push(v(i, ViolationKind::DuplicateResult, r.call_id.to_string()));
+                }
+            }
+        }
+        if role == Role::Assistant && m.has_tool_calls() {
+            let answered: HashSet<String> = match msgs.get(i + 1) {
+                Some(n) if n.role() == Role::User => n
+                    .tool_results()
+                    .iter()
+                    .map(|r| r.call_id.to_string())
+                    .collect(),
+                _ => HashSet::new(),
+            };
+            for c in m.tool_calls() {
+                if !answered.contains(c.id.as_ref()) {
+                    out.push(v(i, ViolationKind::MissingResult, c.id.to_string()));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// True when `after` has a violation `before` did not have (compared as
+/// multisets of kind and detail, ignoring positions, which stages may shift).
+pub fn introduces_violations(before: &[Violation], after: &[Violation]) -> bool {
+    let mut pool: Vec<(&ViolationKind, &str)> = before
+        .iter()
+        .map(|v| (&v.kind, v.detail.as_str()))
+        .collect();
+    for a in after {
+        match pool.iter().position(|p| *p == (&a.kind, a.detail.as_str())) {
+            Some(p) => {
+                pool.swap_remove(p);
+            }
+            None => return true,
+        }
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kinds(doc: &str) -> Vec<ViolationKind> {
+        validate(&Conversation::parse(doc).unwrap())
+            .into_iter()
+            .map(|v| v.kind)
+            .collect()
+    }
+
+    #[test]
+    fn openai_pairing() {
+        let call = r#"{"role":"assistant","content":"","tool_calls":[{"id":"a","function":{"name":"x","arguments":"{}"}}]}"#;
+        let res = r#"{"role":"tool","tool_call_id":"a","content":"r"}"#;
+        let user = r#"{"role":"user","content":"q"}"#;
+        assert!(kinds(&format!("[{user},{call},{res}]")).is_empty());
+        assert_eq!(
+            kinds(&format!("[{user},{call},{user}]")),
+            vec![ViolationKind::MissingResult]
+        );
+        assert_eq!(
+            kinds(&format!("[{user},{res}]")),
+            vec![ViolationKind::OrphanResult]
+        );
+        assert_eq!(
+            kinds(&format!("[{call},{res},{res}]")),
+            vec![ViolationKind::DuplicateResult]
+        );
+        assert_eq!(
+            kinds(r#"[{"role":"robot","content":"x"}]"#),
+            vec![ViolationKind::IllegalRole]
+        );
+    }
+
+    #[test]
+    fn anthropic_pairing() {
+        let call = r#"{"role":"assistant","content":[{"type":"tool_use","id":"t","name":"x","input":{}}]}"#;
+        let res =
+            r#"{"role":"user","content":[{"type":"tool_result","tool_use_id":"t","content":"r"}]}"#;
+        let user = r#"{"role":"user","content":"q"}"#;
+        assert!(kinds(&format!("[{user},{call},{res}]")).is_empty());
+        assert_eq!(
+            kinds(&format!("[{user},{call},{user}]")),
+            vec![ViolationKind::MissingResult]
+        );
+        assert_eq!(
+            kinds(&format!("[{user},{res}]")),
+            vec![ViolationKind::OrphanResult]
+        );
+    }
+
+    #[test]
+    fn introduced_is_multiset_difference() {
+        let a = v(1, ViolationKind::MissingResult, "x");
+        let b = v(5, ViolationKind::MissingResult, "x");
+        assert!(!introduces_violations(
+            std::slice::from_ref(&a),
+            std::slice::from_ref(&b)
+        ));
+        assert!(introduces_violations(&[a.clone()], &[a.clone(), b]));
+        assert!(!introduces_violations(&[a], &[]));
+    }
+}
