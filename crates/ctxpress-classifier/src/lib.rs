@@ -1,0 +1,1 @@
+//! ctxpress strategy crate: classifier (see ARCHITECTURE.md).

@@ -1,0 +1,1 @@
+//! ctxpress strategy crate: dedup (see ARCHITECTURE.md).

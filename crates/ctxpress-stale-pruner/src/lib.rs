@@ -1,0 +1,1 @@
+//! ctxpress strategy crate: stale-pruner (see ARCHITECTURE.md).

@@ -1,0 +1,1 @@
+//! SQLite archive for ctxpress.

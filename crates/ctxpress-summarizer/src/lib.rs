@@ -1,0 +1,1 @@
+//! ctxpress strategy crate: summarizer (see ARCHITECTURE.md).
