@@ -1,0 +1,266 @@
+//! ctxpress: compress LLM conversation and agent histories so they fit a context
+//! window while keeping what the model needs.
+//!
+//! This facade builds pipelines of the strategy crates from TOML/JSON configs
+//! or presets, runs them with the core's invariant guard, and archives originals
+//! so [`expand`] can restore the input. Each strategy crate is re-exported here;
+//! those `pub use` lines are also what link their registrations in.
+//!
+//! ```
+//! let cfg = ctxpress::preset("identity").unwrap();
+//! let c = ctxpress::Compressor::from_config(&cfg).unwrap();
+//! let mut conv = ctxpress::Conversation::parse(r#"[{"role":"user","content":"hi"}]"#).unwrap();
+//! let report = c.compress(&mut conv).unwrap();
+//! assert_eq!(report.messages_after, 1);
+//! ```
+
+pub mod config;
+pub mod presets;
+
+pub use config::{PipelineConfig, StageConfig};
+pub use ctxpress_core as core;
+pub use ctxpress_core::{
+    Archive, Conversation, MemoryArchive, Pipeline, Report, StageContext, expand, validate,
+};
+pub use presets::{PRESETS, Preset, preset};
+
+pub use ctxpress_classifier as classifier;
+pub use ctxpress_dedup as dedup;
+pub use ctxpress_stale_pruner as stale_pruner;
+pub use ctxpress_store as store;
+pub use ctxpress_summarizer as summarizer;
+
+use ctxpress_core::strategy::BuiltStrategy;
+use ctxpress_core::{ConfigError, Strategy, TokenCounter};
+use std::sync::Arc;
+
+/// Facade error.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// Bad configuration.
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    /// Archive failure.
+    #[error(transparent)]
+    Archive(#[from] ctxpress_core::ArchiveError),
+    /// The pipeline has async stages; use `compress_async`.
+    #[error("the pipeline has async stages (e.g. an LLM summarizer): use compress_async")]
+    NeedsAsync,
+}
+
+/// A configured pipeline plus its run context and optional archive.
+pub struct Compressor {
+    pipeline: Pipeline,
+    ctx: StageContext,
+}
+
+impl std::fmt::Debug for Compressor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Compressor")
+            .field("pipeline", &self.pipeline)
+            .field("ctx", &self.ctx)
+            .finish()
+    }
+}
+
+impl Compressor {
+    /// Build from a configuration.
+    pub fn from_config(cfg: &PipelineConfig) -> Result<Self, ConfigError> {
+        let mut ctx = StageContext::default();
+        if let Some(t) = &cfg.tokenizer
+            && let Some(c) = ctxpress_core::tokens::counter_by_name(t)
+        {
+            ctx.counter = c;
+        }
+        Ok(Compressor {
+            pipeline: cfg.build()?,
+            ctx,
+        })
+    }
+
+    /// Build from a preset name.
+    pub fn preset(name: &str) -> Result<Self, ConfigError> {
+        Self::from_config(&preset(name)?)
+    }
+
+    /// Start an empty pipeline to fill programmatically (no registry needed).
+    pub fn builder() -> Builder {
+        Builder {
+            pipeline: Pipeline::default(),
+            ctx: StageContext::default(),
+        }
+    }
+
+    /// Target token count for the output.
+    pub fn with_budget(mut self, budget: Option<usize>) -> Self {
+        self.ctx.budget = budget;
+        self
+    }
+
+    /// The model's context window.
+    pub fn with_window(mut self, window: Option<usize>) -> Self {
+        self.ctx.window = window;
+        self
+    }
+
+    /// Archive originals here, so `expand` can restore inputs.
+    pub fn with_archive(mut self, archive: Option<Arc<dyn Archive>>) -> Self {
+        self.ctx.archive = archive;
+        self
+    }
+
+    /// Count tokens with this counter.
+    pub fn with_counter(mut self, counter: Arc<dyn TokenCounter>) -> Self {
+        self.ctx.counter = counter;
+        self
+    }
+
+    /// The pipeline.
+    pub fn pipeline(&self) -> &Pipeline {
+        &self.pipeline
+    }
+
+    /// True when `compress_async` is required.
+    pub fn needs_async(&self) -> bool {
+        self.pipeline.needs_async()
+    }
+
+    /// Compress in place and archive the originals when an archive is set.
+    pub fn compress(&self, conv: &mut Conversation) -> Result<Report, Error> {
+        if self.pipeline.needs_async() {
+            return Err(Error::NeedsAsync);
+        }
+        let input = conv.clone();
+        let report = self.pipeline.run(conv, &self.ctx);
+        self.archive(&input, conv)?;
+        Ok(report)
+    }
+
+    /// Compress in place, awaiting async stages.
+    pub async fn compress_async(&self, conv: &mut Conversation) -> Result<Report, Error> {
+        let input = conv.clone();
+        let report = self.pipeline.run_async(conv, &self.ctx).await;
+        self.archive(&input, conv)?;
+        Ok(report)
+    }
+
+    fn archive(&self, input: &Conversation, output: &Conversation) -> Result<(), Error> {
+        if let Some(a) = &self.ctx.archive {
+            ctxpress_core::archive::archive(input, output, a.as_ref())?;
+        }
+        Ok(())
+    }
+}
+
+/// Programmatic pipeline construction.
+pub struct Builder {
+    pipeline: Pipeline,
+    ctx: StageContext,
+}
+
+impl std::fmt::Debug for Builder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Builder")
+            .field("pipeline", &self.pipeline)
+            .finish()
+    }
+}
+
+impl Builder {
+    /// Append a registered strategy by name with JSON parameters.
+    pub fn stage(mut self, name: &str, params: serde_json::Value) -> Result<Self, ConfigError> {
+        let i = self.pipeline.stages.len();
+        let s = ctxpress_core::registry::build(name, &params).map_err(|e| e.at_stage(i))?;
+        self.pipeline.stages.push(ctxpress_core::Stage {
+            name: name.to_string(),
+            strategy: s,
+        });
+        Ok(self)
+    }
+
+    /// Append a strategy value directly (no registry).
+    pub fn strategy(mut self, s: Box<dyn Strategy>) -> Self {
+        let name = s.name().to_string();
+        self.pipeline.stages.push(ctxpress_core::Stage {
+            name,
+            strategy: BuiltStrategy::Sync(s),
+        });
+        self
+    }
+
+    /// Finish.
+    pub fn build(self) -> Compressor {
+        Compressor {
+            pipeline: self.pipeline,
+            ctx: self.ctx,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Strategies the facade must link in; extend as strategy crates land.
+    const EXPECTED: &[&str] = &[];
+
+    #[test]
+    fn every_expected_strategy_is_registered() {
+        let names: Vec<&str> = ctxpress_core::registry::strategies()
+            .unwrap()
+            .iter()
+            .map(|f| f.name)
+            .collect();
+        for e in EXPECTED {
+            assert!(
+                names.contains(e),
+                "strategy `{e}` is not registered; registered: {names:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn every_preset_builds() {
+        for p in PRESETS {
+            let cfg = preset(p.name).unwrap_or_else(|e| panic!("preset {}: {e}", p.name));
+            cfg.build()
+                .unwrap_or_else(|e| panic!("preset {}: {e}", p.name));
+        }
+    }
+
+    #[test]
+    fn config_errors_name_stage_and_suggest() {
+        let e = PipelineConfig::from_toml("version = 1\n[[stages]]\ntype = \"identity_not\"\n")
+            .unwrap()
+            .build()
+            .unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("stages[0]: unknown strategy `identity_not`"),
+            "{e}"
+        );
+        let e = PipelineConfig::from_toml("version = 1\nstagse = []\n").unwrap_err();
+        assert!(e.to_string().contains("did you mean `stages`?"), "{e}");
+        let e = PipelineConfig::from_toml("version = 2\n").unwrap_err();
+        assert!(e.to_string().contains("version"), "{e}");
+        let e = preset("identiy").unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "unknown preset `identiy`; did you mean `identity`?"
+        );
+    }
+
+    #[test]
+    fn identity_round_trips_and_archives_nothing() {
+        let doc = r#"{"id": "x", "messages": [{"role": "user", "content": "hi"}]}"#;
+        let arch = Arc::new(MemoryArchive::new());
+        let c = Compressor::preset("identity")
+            .unwrap()
+            .with_archive(Some(arch.clone()));
+        let mut conv = Conversation::parse(doc).unwrap();
+        c.compress(&mut conv).unwrap();
+        assert_eq!(conv.to_json_string(), doc);
+        assert!(arch.is_empty());
+    }
+}

@@ -1,0 +1,34 @@
+//! Presets: named pipeline configurations shipped with ctxpress.
+
+use crate::config::PipelineConfig;
+use ctxpress_core::ConfigError;
+use ctxpress_core::config::closest;
+
+/// A named, shipped configuration.
+#[derive(Debug, Clone, Copy)]
+pub struct Preset {
+    /// Name used with `--preset`.
+    pub name: &'static str,
+    /// One-line description.
+    pub summary: &'static str,
+    /// The configuration, as TOML.
+    pub toml: &'static str,
+}
+
+/// Every preset, in the order `ctxpress presets` lists them.
+pub const PRESETS: &[Preset] = &[Preset {
+    name: "identity",
+    summary: "parse and serialize only (the speed floor)",
+    toml: include_str!("../presets/identity.toml"),
+}];
+
+/// The preset named `name`, parsed.
+pub fn preset(name: &str) -> Result<PipelineConfig, ConfigError> {
+    match PRESETS.iter().find(|p| p.name == name) {
+        Some(p) => PipelineConfig::from_toml(p.toml),
+        None => Err(ConfigError::UnknownPreset {
+            name: name.into(),
+            suggestion: closest(name, PRESETS.iter().map(|p| p.name)),
+        }),
+    }
+}
