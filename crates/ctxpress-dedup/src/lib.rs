@@ -1,1 +1,476 @@
-//! ctxpress strategy crate: dedup (see ARCHITECTURE.md).
+//! ctxpress strategy `dedup`: replaces repeated content with compact references
+//! (spec 000 section 2 and its dedup output format).
+//!
+//! - **Exact** (on by default): texts are grouped by their djb2 hash and every
+//!   group is confirmed by full string comparison, so a hash collision never
+//!   merges different texts.
+//! - **Fuzzy** (`fuzzy = true`): line-level Jaccard similarity of normalized
+//!   lines, with candidates drawn from an inverted index over fingerprint lines
+//!   (see [`fuzzy`]); similar texts form transitive groups (union-find).
+//! - **Delta** (`delta = true`): a near-duplicate becomes a reference plus a
+//!   compact `-`/`+` line diff against its keep target, when that is strictly
+//!   shorter than the text it replaces.
+//!
+//! The unit of dedup is a *text*: the text of an ordinary message, or one tool
+//! result (an OpenAI `tool` message, or one Anthropic `tool_result` block; a
+//! carrier with several results dedups each separately). Messages keep their
+//! ids, roles and tool-call ids, so pairing is untouched and the pipeline's
+//! provenance sends originals to the archive.
+//!
+//! Keep target of a group: its latest occurrence, or the first occurrence
+//! inside the recency window when there is one. Texts inside the window are
+//! never replaced.
+
+pub mod config;
+pub mod delta;
+pub mod fuzzy;
+
+pub use config::DedupConfig;
+
+use ctxpress_core::{
+    ConfigError, Conversation, DupMark, MessageId, StageContext, StageOutcome, Strategy,
+    StrategyError,
+};
+use serde_json::Value;
+use std::collections::HashMap;
+
+ctxpress_core::register_strategy!(
+    "dedup",
+    "replace exact and near-duplicate texts with references to a kept copy",
+    DedupConfig,
+    Dedup::new
+);
+
+/// The djb2 hash (`h = h * 33 + byte`, starting at 5381) the spec groups
+/// exact duplicates by.
+pub fn djb2(text: &str) -> u32 {
+    text.bytes().fold(5381u32, |h, b| {
+        h.wrapping_mul(33).wrapping_add(u32::from(b))
+    })
+}
+
+/// Where a text lives in its message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Slot {
+    /// The message's own text (string content or its text parts).
+    Text,
+    /// The tool result answering this call id.
+    ToolResult(String),
+}
+
+/// One text taking part in dedup.
+#[derive(Debug, Clone)]
+struct Unit {
+    msg: usize,
+    slot: Slot,
+    text: String,
+    chars: usize,
+    /// False inside the recency window: a keep target only.
+    replaceable: bool,
+}
+
+/// How a text is replaced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// `[cce:dup of ...]`.
+    Exact,
+    /// `[cce:near-dup of ...]`.
+    Near,
+    /// Near-dup reference with a line diff.
+    Delta,
+}
+
+/// One planned replacement.
+#[derive(Debug, Clone)]
+pub struct Replacement {
+    /// Index of the message.
+    pub index: usize,
+    /// Which text of the message.
+    pub slot: Slot,
+    /// The message kept as the canonical copy.
+    pub keep: MessageId,
+    /// Line-level Jaccard similarity to the keep target (1.0 when exact).
+    pub similarity: f64,
+    /// Kind of reference.
+    pub kind: Kind,
+    /// The reference text.
+    pub text: String,
+    /// Chars of the replaced text.
+    pub original_chars: usize,
+}
+
+/// What [`Dedup::analyze`] found.
+#[derive(Debug, Clone, Default)]
+pub struct Analysis {
+    /// Planned replacements, in message order.
+    pub replacements: Vec<Replacement>,
+    /// Texts that took part (eligible or keep-only).
+    pub units: usize,
+    /// Line-set similarity computations made (candidate comparisons).
+    pub comparisons: u64,
+    /// Full string comparisons made to confirm exact hash groups.
+    pub string_compares: u64,
+}
+
+/// The `dedup` strategy.
+#[derive(Debug, Clone)]
+pub struct Dedup {
+    cfg: DedupConfig,
+    hash: fn(&str) -> u32,
+}
+
+const COMPRESSED_PREFIXES: [&str; 3] = ["[summary:", "[summary#", "[truncated"];
+
+impl Dedup {
+    /// Build from a config (value ranges are checked).
+    pub fn new(cfg: DedupConfig) -> Result<Self, ConfigError> {
+        cfg.validate()?;
+        Ok(Dedup { cfg, hash: djb2 })
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &DedupConfig {
+        &self.cfg
+    }
+
+    /// Use another exact-grouping hash (tests force collisions with it).
+    pub fn with_hash(mut self, hash: fn(&str) -> u32) -> Self {
+        self.hash = hash;
+        self
+    }
+
+    fn already_compressed(&self, text: &str) -> bool {
+        let t = text.trim_start();
+        COMPRESSED_PREFIXES.iter().any(|p| t.starts_with(p))
+            || t.strip_prefix('[')
+                .and_then(|r| r.strip_prefix(self.cfg.prefix.as_str()))
+                .is_some_and(|r| r.starts_with(':'))
+    }
+
+    fn units(&self, conv: &Conversation) -> Vec<Unit> {
+        let n = conv.messages.len();
+        let window_start = n.saturating_sub(self.cfg.recency_window);
+        let mut out = Vec::new();
+        for (i, m) in conv.messages.iter().enumerate() {
+            let role = m.role();
+            if role.is_system()
+                || self.cfg.preserve.iter().any(|r| r == m.role_str())
+                || m.has_tool_calls()
+                || conv.ann(m.id()).is_some_and(|a| a.protected)
+            {
+                continue;
+            }
+            let replaceable = i < window_start;
+            let mut push = |slot: Slot, text: String| {
+                let chars = text.chars().count();
+                if chars >= self.cfg.min_chars && !self.already_compressed(&text) {
+                    out.push(Unit {
+                        msg: i,
+                        slot,
+                        text,
+                        chars,
+                        replaceable,
+                    });
+                }
+            };
+            if m.is_tool_result() {
+                let results = m.tool_results();
+                let is_openai = matches!(
+                    role,
+                    ctxpress_core::Role::Tool | ctxpress_core::Role::Function
+                );
+                for r in &results {
+                    let id = r.call_id.as_ref();
+                    let unique = results.iter().filter(|x| x.call_id == id).count() == 1;
+                    if id.is_empty() || !unique || (!is_openai && !text_only_result(m, id)) {
+                        continue;
+                    }
+                    push(Slot::ToolResult(id.to_string()), r.text.to_string());
+                }
+                if !is_openai {
+                    let t = m.text();
+                    if !t.is_empty() {
+                        push(Slot::Text, t.into_owned());
+                    }
+                }
+            } else {
+                push(Slot::Text, m.text().into_owned());
+            }
+        }
+        out
+    }
+
+    /// Plan the replacements for a conversation without changing it.
+    pub fn analyze(&self, conv: &Conversation) -> Analysis {
+        let units = self.units(conv);
+        let mut an = Analysis {
+            units: units.len(),
+            ..Analysis::default()
+        };
+        if units.is_empty() || !(self.cfg.exact || self.cfg.fuzzy || self.cfg.delta) {
+            return an;
+        }
+        // Exact classes: djb2 buckets split by full comparison.
+        let mut buckets: HashMap<u32, Vec<usize>> = HashMap::new();
+        let mut class_of = vec![0usize; units.len()];
+        let mut classes: Vec<Vec<usize>> = Vec::new();
+        for (u, unit) in units.iter().enumerate() {
+            let bucket = buckets.entry((self.hash)(&unit.text)).or_default();
+            let mut found = None;
+            for &c in bucket.iter() {
+                let rep = classes.get(c).and_then(|v| v.first()).copied();
+                if let Some(rep) = rep {
+                    an.string_compares += 1;
+                    if units.get(rep).is_some_and(|r| r.text == unit.text) {
+                        found = Some(c);
+                        break;
+                    }
+                }
+            }
+            let c = match found {
+                Some(c) => c,
+                None => {
+                    classes.push(Vec::new());
+                    bucket.push(classes.len() - 1);
+                    classes.len() - 1
+                }
+            };
+            if let Some(v) = classes.get_mut(c) {
+                v.push(u);
+            }
+            if let Some(slot) = class_of.get_mut(u) {
+                *slot = c;
+            }
+        }
+        // `uf` joins every accepted pair; `uf_near` only pairs at or above
+        // `threshold`, whose members may take a plain near-dup reference.
+        let mut uf = fuzzy::UnionFind::new(classes.len());
+        let mut uf_near = fuzzy::UnionFind::new(classes.len());
+        let near = self.cfg.fuzzy || self.cfg.delta;
+        let mut sets: Vec<fuzzy::LineSet> = Vec::new();
+        if near {
+            sets = classes
+                .iter()
+                .map(|c| {
+                    c.first()
+                        .and_then(|&u| units.get(u))
+                        .map(|u| fuzzy::line_set(&u.text))
+                        .unwrap_or_default()
+                })
+                .collect();
+            let t = match (self.cfg.fuzzy, self.cfg.delta) {
+                (true, true) => self.cfg.threshold.min(self.cfg.delta_threshold),
+                (false, true) => self.cfg.delta_threshold,
+                _ => self.cfg.threshold,
+            };
+            let (pairs, comparisons) = fuzzy::similar_pairs(
+                &sets,
+                fuzzy::Limits {
+                    threshold: t,
+                    max_postings: self.cfg.max_postings,
+                    max_candidates: self.cfg.max_candidates,
+                },
+            );
+            an.comparisons += comparisons;
+            for (a, b, j) in pairs {
+                uf.union(a, b);
+                if self.cfg.fuzzy && j >= self.cfg.threshold {
+                    uf_near.union(a, b);
+                }
+            }
+        }
+        // Groups of units, in unit (= message) order.
+        let mut groups: HashMap<usize, Vec<usize>> = HashMap::new();
+        for (u, &c) in class_of.iter().enumerate() {
+            groups.entry(uf.find(c)).or_default().push(u);
+        }
+        let mut groups: Vec<Vec<usize>> = groups.into_values().filter(|g| g.len() > 1).collect();
+        groups.sort_by_key(|g| g.first().copied());
+        for g in groups {
+            let keep = g
+                .iter()
+                .copied()
+                .find(|&u| units.get(u).is_some_and(|x| !x.replaceable))
+                .or_else(|| g.last().copied());
+            let Some(keep) = keep else { continue };
+            let (Some(ku), Some(&kc)) = (units.get(keep), class_of.get(keep)) else {
+                continue;
+            };
+            let Some(keep_msg) = conv.messages.get(ku.msg) else {
+                continue;
+            };
+            let keep_id = keep_msg.id().clone();
+            let label = match &ku.slot {
+                Slot::ToolResult(id) => id.clone(),
+                Slot::Text => keep_id.to_string(),
+            };
+            for &u in &g {
+                let Some(unit) = units.get(u) else { continue };
+                if u == keep || !unit.replaceable || unit.msg == ku.msg {
+                    continue;
+                }
+                let same_class = class_of.get(u) == Some(&kc);
+                let r = if same_class && self.cfg.exact {
+                    Some(self.exact_ref(&label, unit, &keep_id))
+                } else {
+                    let (Some(a), Some(b)) =
+                        (class_of.get(u).and_then(|&c| sets.get(c)), sets.get(kc))
+                    else {
+                        continue;
+                    };
+                    an.comparisons += 1;
+                    let s = if same_class {
+                        1.0
+                    } else {
+                        fuzzy::jaccard(a, b)
+                    };
+                    let transitive = class_of
+                        .get(u)
+                        .is_some_and(|&c| uf_near.find(c) == uf_near.find(kc));
+                    self.near_ref(&label, unit, ku, &keep_id, s, transitive)
+                };
+                if let Some(r) = r {
+                    an.replacements.push(r);
+                }
+            }
+        }
+        an.replacements.sort_by_key(|r| r.index);
+        an
+    }
+
+    fn exact_ref(&self, label: &str, unit: &Unit, keep: &MessageId) -> Replacement {
+        Replacement {
+            index: unit.msg,
+            slot: unit.slot.clone(),
+            keep: keep.clone(),
+            similarity: 1.0,
+            kind: Kind::Exact,
+            text: format!(
+                "[{}:dup of {label} — {} chars]",
+                self.cfg.prefix, unit.chars
+            ),
+            original_chars: unit.chars,
+        }
+    }
+
+    fn near_ref(
+        &self,
+        label: &str,
+        unit: &Unit,
+        keep_unit: &Unit,
+        keep: &MessageId,
+        s: f64,
+        near_group: bool,
+    ) -> Option<Replacement> {
+        let pct = (s * 100.0).round() as u32;
+        let head = format!(
+            "[{}:near-dup of {label} — {} chars, ~{pct}% match",
+            self.cfg.prefix, unit.chars
+        );
+        let mk = |kind, text: String| Replacement {
+            index: unit.msg,
+            slot: unit.slot.clone(),
+            keep: keep.clone(),
+            similarity: s,
+            kind,
+            text,
+            original_chars: unit.chars,
+        };
+        if self.cfg.delta
+            && s >= self.cfg.delta_threshold
+            && let Some(edits) =
+                delta::line_diff(&keep_unit.text, &unit.text, self.cfg.delta_max_lines)
+        {
+            let text = if edits.is_empty() {
+                format!("{head}]")
+            } else {
+                format!("{head}; diff:\n{}]", delta::render(&edits))
+            };
+            if text.chars().count() < unit.chars {
+                return Some(mk(Kind::Delta, text));
+            }
+        }
+        if self.cfg.fuzzy && (near_group || s >= self.cfg.threshold) {
+            let text = format!("{head}]");
+            if text.chars().count() < unit.chars {
+                return Some(mk(Kind::Near, text));
+            }
+        }
+        None
+    }
+}
+
+/// True when the Anthropic `tool_result` block for `id` holds text only, so
+/// replacing its content with a string loses nothing but text.
+fn text_only_result(m: &ctxpress_core::Message, id: &str) -> bool {
+    let Some(Value::Array(blocks)) = m.content() else {
+        return false;
+    };
+    blocks
+        .iter()
+        .find(|b| {
+            b.get("type").and_then(Value::as_str) == Some("tool_result")
+                && b.get("tool_use_id").and_then(Value::as_str) == Some(id)
+        })
+        .is_some_and(|b| match b.get("content") {
+            Some(Value::String(_)) | None => true,
+            Some(Value::Array(parts)) => parts
+                .iter()
+                .all(|p| p.get("type").and_then(Value::as_str) == Some("text")),
+            _ => false,
+        })
+}
+
+impl Strategy for Dedup {
+    fn name(&self) -> &str {
+        "dedup"
+    }
+
+    fn apply(
+        &self,
+        conv: &mut Conversation,
+        _ctx: &StageContext,
+    ) -> Result<StageOutcome, StrategyError> {
+        let an = self.analyze(conv);
+        let mut out = StageOutcome::default();
+        out.count("units", an.units as u64);
+        out.count("comparisons", an.comparisons);
+        for r in an.replacements {
+            let Some(m) = conv.messages.get_mut(r.index) else {
+                continue;
+            };
+            let ok = match &r.slot {
+                Slot::Text => {
+                    m.set_text(r.text.clone());
+                    true
+                }
+                Slot::ToolResult(id) => m.set_tool_result_text(id, r.text.clone()),
+            };
+            if !ok {
+                continue;
+            }
+            let id = m.id().clone();
+            let ann = conv.ann_mut(&id);
+            if ann.dup.is_none() {
+                ann.dup = Some(DupMark {
+                    keep: r.keep.clone(),
+                    similarity: r.similarity,
+                });
+            }
+            out.count(
+                match r.kind {
+                    Kind::Exact => "exact_dups",
+                    Kind::Near => "near_dups",
+                    Kind::Delta => "delta_refs",
+                },
+                1,
+            );
+            let saved = r.original_chars.saturating_sub(r.text.chars().count());
+            out.count("chars_saved", saved as u64);
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests;
