@@ -1,1 +1,17 @@
-//! ctxpress strategy crate: classifier (see ARCHITECTURE.md).
+//! ctxpress strategy crate `classifier`: classifies message text into tiers
+//! (T0 with hard and soft reasons, T2, T3) and applies the ordered preservation
+//! rules of spec 000 section 1 / spec 001, recording the outcome as message
+//! annotations for later stages.
+//!
+//! - [`classify`]: one text to a [`Classification`](ctxpress_core::Classification).
+//! - [`decide`]: every message of a conversation to a [`MessageDecision`].
+//! - [`Classifier`]: the strategy, registered as `classifier`.
+
+mod classify;
+mod rules;
+
+pub use classify::{
+    Segment, T3_MIN_WORDS, classify, has_code_fence, is_valid_json, prose_chars,
+    split_code_and_prose,
+};
+pub use rules::{Classifier, ClassifierConfig, MessageDecision, decide, message_text};

@@ -1,0 +1,426 @@
+//! The ordered message-level preservation rules (spec 000 section 1, spec 001)
+//! and the `classifier` strategy that records them as annotations.
+
+use crate::classify::{classify, is_valid_json, prose_chars};
+use ctxpress_core::{
+    Classification, ConfigError, Conversation, Decision, DecisionRule, Message, Role, StageContext,
+    StageOutcome, Strategy, StrategyError,
+};
+use serde::{Deserialize, Serialize};
+use std::borrow::Cow;
+
+/// Parameters of the message-level rules. Every threshold of the spec is a
+/// field; missing fields take the spec's defaults, unknown fields are errors.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ClassifierConfig {
+    /// Roles never compressed. `system` also covers `developer`.
+    pub preserve: Vec<String>,
+    /// The last this many user/assistant messages, and everything after the
+    /// first of them (their tool results), are preserved. 0 disables it.
+    pub recency_window: usize,
+    /// Messages with fewer characters than this are preserved.
+    pub min_chars: usize,
+    /// Code-fenced messages with at least this many prose characters are
+    /// code-split; with fewer they are preserved.
+    pub code_split_min_prose: usize,
+    /// Prefixes marking content that is already compressed.
+    pub compressed_prefixes: Vec<String>,
+}
+
+impl Default for ClassifierConfig {
+    fn default() -> Self {
+        ClassifierConfig {
+            preserve: vec!["system".into()],
+            recency_window: 4,
+            min_chars: 120,
+            code_split_min_prose: 80,
+            compressed_prefixes: vec!["[summary:".into(), "[summary#".into(), "[truncated".into()],
+        }
+    }
+}
+
+/// The classification and decision of one message, as `ctxpress classify`
+/// prints it: `{"index","role","tier","hard","soft","decision","rule"}`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct MessageDecision {
+    /// Position in the conversation.
+    pub index: usize,
+    /// Role as written (empty when missing).
+    pub role: String,
+    /// Tier and reasons of the message text.
+    #[serde(flatten)]
+    pub classification: Classification,
+    /// What the rules decided.
+    pub decision: Decision,
+    /// The rule that decided it.
+    pub rule: DecisionRule,
+}
+
+/// The text the rules look at: the message text, plus the result text of any
+/// tool results it carries.
+pub fn message_text(m: &Message) -> Cow<'_, str> {
+    if !m.is_tool_result() {
+        return m.text();
+    }
+    if matches!(m.role(), Role::Tool | Role::Function) {
+        return m.text();
+    }
+    let own = m.text();
+    let results = m.tool_results();
+    let mut parts: Vec<Cow<'_, str>> = Vec::with_capacity(results.len() + 1);
+    if !own.is_empty() {
+        parts.push(own);
+    }
+    parts.extend(results.into_iter().map(|r| r.text));
+    match parts.len() {
+        0 => Cow::Borrowed(""),
+        1 => parts.pop().unwrap_or(Cow::Borrowed("")),
+        _ => Cow::Owned(parts.join("\n")),
+    }
+}
+
+fn role_preserved(m: &Message, cfg: &ClassifierConfig) -> bool {
+    let role = m.role_str();
+    cfg.preserve
+        .iter()
+        .any(|p| p == role || (p == "system" && m.role().is_system()))
+}
+
+/// Apply the rules, first match wins, to message `index` whose text is
+/// `text` and classification `cls`.
+fn rule_for(
+    conv: &Conversation,
+    index: usize,
+    tail: usize,
+    text: &str,
+    cls: &Classification,
+    cfg: &ClassifierConfig,
+) -> (Decision, DecisionRule) {
+    let Some(m) = conv.messages.get(index) else {
+        return (Decision::Preserve, DecisionRule::ShortContent);
+    };
+    if role_preserved(m, cfg) {
+        return (Decision::Preserve, DecisionRule::PreservedRole);
+    }
+    if index >= tail {
+        return (Decision::Preserve, DecisionRule::RecencyWindow);
+    }
+    if m.has_tool_calls() {
+        return (Decision::Preserve, DecisionRule::HasToolCalls);
+    }
+    if text.chars().count() < cfg.min_chars {
+        return (Decision::Preserve, DecisionRule::ShortContent);
+    }
+    let lead = text.trim_start();
+    if cfg
+        .compressed_prefixes
+        .iter()
+        .any(|p| !p.is_empty() && lead.starts_with(p.as_str()))
+    {
+        return (Decision::Preserve, DecisionRule::AlreadyCompressed);
+    }
+    if conv.ann(m.id()).is_some_and(|a| a.dup.is_some()) {
+        return (Decision::Dedup, DecisionRule::Duplicate);
+    }
+    if cls.hard.contains(&ctxpress_core::Reason::CodeFence) {
+        return if prose_chars(text) >= cfg.code_split_min_prose {
+            (Decision::CodeSplit, DecisionRule::CodeWithProse)
+        } else {
+            (Decision::Preserve, DecisionRule::CodeFences)
+        };
+    }
+    if !cls.hard.is_empty() {
+        return (Decision::Preserve, DecisionRule::HardT0);
+    }
+    if is_valid_json(text) {
+        return (Decision::Preserve, DecisionRule::ValidJson);
+    }
+    (Decision::Compress, DecisionRule::Compressible)
+}
+
+/// Classify every message and apply the ordered preservation rules.
+pub fn decide(conv: &Conversation, cfg: &ClassifierConfig) -> Vec<MessageDecision> {
+    let tail = conv.tail_start(cfg.recency_window);
+    conv.messages
+        .iter()
+        .enumerate()
+        .map(|(index, m)| {
+            let text = message_text(m);
+            let classification = classify(&text);
+            let (decision, rule) = rule_for(conv, index, tail, &text, &classification, cfg);
+            MessageDecision {
+                index,
+                role: m.role_str().to_string(),
+                classification,
+                decision,
+                rule,
+            }
+        })
+        .collect()
+}
+
+/// The `classifier` strategy: writes `classification` and `decision` into every
+/// message's annotations and changes no content.
+#[derive(Debug, Clone, Default)]
+pub struct Classifier {
+    cfg: ClassifierConfig,
+}
+
+impl Classifier {
+    /// A classifier with these parameters.
+    pub fn new(cfg: ClassifierConfig) -> Self {
+        Classifier { cfg }
+    }
+
+    /// The parameters.
+    pub fn config(&self) -> &ClassifierConfig {
+        &self.cfg
+    }
+}
+
+fn decision_name(d: Decision) -> &'static str {
+    match d {
+        Decision::Preserve => "preserve",
+        Decision::Dedup => "dedup",
+        Decision::CodeSplit => "code_split",
+        Decision::Compress => "compress",
+    }
+}
+
+impl Strategy for Classifier {
+    fn name(&self) -> &str {
+        "classifier"
+    }
+
+    fn apply(
+        &self,
+        conv: &mut Conversation,
+        _ctx: &StageContext,
+    ) -> Result<StageOutcome, StrategyError> {
+        let decisions = decide(conv, &self.cfg);
+        let ids: Vec<_> = conv.messages.iter().map(|m| m.id().clone()).collect();
+        let mut outcome = StageOutcome::default();
+        for (d, id) in decisions.into_iter().zip(ids) {
+            outcome.count(decision_name(d.decision), 1);
+            let ann = conv.ann_mut(&id);
+            ann.classification = Some(d.classification);
+            ann.decision = Some((d.decision, d.rule));
+        }
+        Ok(outcome)
+    }
+}
+
+ctxpress_core::register_strategy!(
+    "classifier",
+    "classify messages (T0/T2/T3) and apply the ordered preservation rules",
+    ClassifierConfig,
+    |c: ClassifierConfig| Ok::<_, ConfigError>(Classifier::new(c))
+);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ctxpress_core::{DupMark, MessageId};
+
+    fn msg(i: usize, role: &str, content: &str) -> Message {
+        Message::text_message(MessageId::new(format!("m{i}")), role, content)
+    }
+
+    fn prose(n: usize) -> String {
+        "The team reviewed the quarterly plan and agreed to move the launch later. ".repeat(n)
+    }
+
+    fn conv(msgs: Vec<(&str, String)>) -> Conversation {
+        Conversation::new(
+            msgs.into_iter()
+                .enumerate()
+                .map(|(i, (r, c))| msg(i, r, &c))
+                .collect(),
+        )
+    }
+
+    fn rules(c: &Conversation, cfg: &ClassifierConfig) -> Vec<DecisionRule> {
+        decide(c, cfg).into_iter().map(|d| d.rule).collect()
+    }
+
+    #[test]
+    fn rule_order_first_match_wins() {
+        let cfg = ClassifierConfig {
+            recency_window: 1,
+            ..Default::default()
+        };
+        let code_prose = format!("{}\n```rust\nfn main() {{}}\n```\n", prose(2));
+        let code_only = format!("Here:\n```rust\n{}\n```\n", "let x = 1;\n".repeat(20));
+        let c = conv(vec![
+            ("system", prose(3)),
+            ("user", "short".into()),
+            ("assistant", format!("[summary: {}]", prose(3))),
+            ("user", code_prose),
+            ("assistant", code_only),
+            (
+                "user",
+                format!("{} SELECT id FROM users GROUP BY id", prose(2)),
+            ),
+            ("assistant", prose(3)),
+            ("user", prose(3)),
+        ]);
+        assert_eq!(
+            rules(&c, &cfg),
+            vec![
+                DecisionRule::PreservedRole,
+                DecisionRule::ShortContent,
+                DecisionRule::AlreadyCompressed,
+                DecisionRule::CodeWithProse,
+                DecisionRule::CodeFences,
+                DecisionRule::HardT0,
+                DecisionRule::Compressible,
+                DecisionRule::RecencyWindow,
+            ]
+        );
+    }
+
+    #[test]
+    fn valid_json_is_preserved() {
+        // A JSON string literal is valid JSON without any hard reason.
+        let text = serde_json::to_string(&prose(3)).unwrap_or_default();
+        let c = conv(vec![("user", text), ("user", "x".into())]);
+        let cfg = ClassifierConfig {
+            recency_window: 1,
+            ..Default::default()
+        };
+        assert_eq!(rules(&c, &cfg)[0], DecisionRule::ValidJson);
+    }
+
+    #[test]
+    fn duplicate_mark_gives_dedup() {
+        let mut c = conv(vec![
+            ("user", prose(3)),
+            ("user", prose(3)),
+            ("user", "x".into()),
+        ]);
+        let keep = c.messages[0].id().clone();
+        let dup = c.messages[1].id().clone();
+        c.ann_mut(&dup).dup = Some(DupMark {
+            keep,
+            similarity: 1.0,
+        });
+        let cfg = ClassifierConfig {
+            recency_window: 1,
+            ..Default::default()
+        };
+        let d = decide(&c, &cfg);
+        assert_eq!(d[0].decision, Decision::Compress);
+        assert_eq!(d[1].decision, Decision::Dedup);
+    }
+
+    #[test]
+    fn tool_calls_and_tool_results() {
+        let raw = serde_json::json!([
+            {"role": "user", "content": prose(3)},
+            {"role": "assistant", "content": prose(3),
+             "tool_calls": [{"id": "c1", "type": "function",
+                             "function": {"name": "ls", "arguments": "{}"}}]},
+            {"role": "tool", "tool_call_id": "c1", "content": prose(3)},
+            {"role": "user", "content": "thanks"},
+        ]);
+        let c = Conversation::parse(&raw.to_string()).expect("parses");
+        let cfg = ClassifierConfig {
+            recency_window: 1,
+            ..Default::default()
+        };
+        assert_eq!(
+            rules(&c, &cfg),
+            vec![
+                DecisionRule::Compressible,
+                DecisionRule::HasToolCalls,
+                DecisionRule::Compressible,
+                DecisionRule::RecencyWindow
+            ]
+        );
+        let with_tool = ClassifierConfig {
+            preserve: vec!["system".into(), "tool".into()],
+            recency_window: 0,
+            ..Default::default()
+        };
+        assert_eq!(rules(&c, &with_tool)[2], DecisionRule::PreservedRole);
+        assert_eq!(rules(&c, &with_tool)[3], DecisionRule::ShortContent);
+    }
+
+    #[test]
+    fn anthropic_tool_result_text_is_classified() {
+        let raw = serde_json::json!({"messages": [
+            {"role": "assistant", "content": [
+                {"type": "tool_use", "id": "t1", "name": "read", "input": {}}]},
+            {"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": "t1",
+                 "content": "Traceback (most recent call last):\n  File \"a.py\", line 1, in <module>\nKeyError: 'x'"}]},
+            {"role": "user", "content": "ok"},
+        ]});
+        let c = Conversation::parse(&raw.to_string()).expect("parses");
+        let d = decide(&c, &ClassifierConfig::default());
+        assert!(
+            d[1].classification
+                .hard
+                .contains(&ctxpress_core::Reason::ErrorTraceback)
+        );
+    }
+
+    #[test]
+    fn developer_counts_as_system() {
+        let c = conv(vec![("developer", prose(3)), ("user", "x".into())]);
+        assert_eq!(
+            rules(&c, &ClassifierConfig::default())[0],
+            DecisionRule::PreservedRole
+        );
+    }
+
+    #[test]
+    fn strategy_writes_annotations_and_changes_nothing() {
+        let mut c = conv(vec![
+            ("system", prose(2)),
+            ("user", prose(3)),
+            ("assistant", prose(3)),
+            ("user", "x".into()),
+        ]);
+        let before = c.to_json_string();
+        let s = Classifier::new(ClassifierConfig {
+            recency_window: 1,
+            ..Default::default()
+        });
+        let out = s.apply(&mut c, &StageContext::default()).expect("applies");
+        assert_eq!(c.to_json_string(), before);
+        assert_eq!(out.counters.get("preserve"), Some(&2));
+        assert_eq!(out.counters.get("compress"), Some(&2));
+        for m in &c.messages {
+            let a = c.ann(m.id()).expect("annotated");
+            assert!(a.classification.is_some() && a.decision.is_some());
+        }
+    }
+
+    #[test]
+    fn registered_and_config_checked() {
+        let f = ctxpress_core::registry::find("classifier").expect("registered");
+        assert_eq!((f.default_config)()["recency_window"], serde_json::json!(4));
+        assert!(
+            ctxpress_core::registry::build("classifier", &serde_json::json!({"min_chars": 10}))
+                .is_ok()
+        );
+        let err =
+            ctxpress_core::registry::build("classifier", &serde_json::json!({"recency_windw": 2}))
+                .expect_err("unknown field");
+        assert!(err.to_string().contains("recency_window"), "{err}");
+    }
+
+    #[test]
+    fn decision_serializes_flat() {
+        let c = conv(vec![("user", "see https://example.com".into())]);
+        let d = decide(&c, &ClassifierConfig::default());
+        let v = serde_json::to_value(&d[0]).expect("serializes");
+        assert_eq!(
+            v,
+            serde_json::json!({"index": 0, "role": "user", "tier": "T0", "hard": [],
+                "soft": ["url"], "decision": "preserve", "rule": "recency_window"})
+        );
+    }
+}
