@@ -1,0 +1,2 @@
+//! Placeholder; replaced by the criterion bench below.
+fn main() {}
