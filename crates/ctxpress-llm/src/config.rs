@@ -34,6 +34,11 @@ pub struct LlmConfig {
     pub backoff_ms: u64,
     /// Upper bound of one backoff delay (also caps a server's `Retry-After`).
     pub max_backoff_ms: u64,
+    /// After this many requests in a row fail with a connection error or a
+    /// timeout, fail requests at once for `breaker_cooldown_ms` (0: never).
+    pub breaker_after: u32,
+    /// How long requests fail at once after the endpoint was found unreachable.
+    pub breaker_cooldown_ms: u64,
     /// Value of the llama.cpp `cache_prompt` request field; `null` omits the field.
     /// Never sent to api.openai.com, which rejects unknown fields.
     pub cache_prompt: Option<bool>,
@@ -56,6 +61,8 @@ impl Default for LlmConfig {
             max_retries: 2,
             backoff_ms: 250,
             max_backoff_ms: 8_000,
+            breaker_after: 5,
+            breaker_cooldown_ms: 30_000,
             cache_prompt: Some(false),
             extra_body: Map::new(),
             max_tokens: MaxTokens::default(),
@@ -76,6 +83,8 @@ impl fmt::Debug for LlmConfig {
             .field("max_retries", &self.max_retries)
             .field("backoff_ms", &self.backoff_ms)
             .field("max_backoff_ms", &self.max_backoff_ms)
+            .field("breaker_after", &self.breaker_after)
+            .field("breaker_cooldown_ms", &self.breaker_cooldown_ms)
             .field("cache_prompt", &self.cache_prompt)
             .field("extra_body", &self.extra_body)
             .field("max_tokens", &self.max_tokens)

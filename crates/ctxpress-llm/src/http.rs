@@ -23,8 +23,11 @@ pub struct Stats {
     pub attempts: u64,
     /// Retries after a 429, a 5xx or a connection error.
     pub retries: u64,
-    /// Requests that ended in an error (after retries).
+    /// Requests that ended in an error (after retries), including short-circuited ones.
     pub failures: u64,
+    /// Requests failed at once, without an attempt, because the endpoint was
+    /// unreachable for the last `breaker_after` requests (circuit open).
+    pub short_circuited: u64,
 }
 
 #[derive(Debug, Default)]
@@ -33,6 +36,7 @@ pub(crate) struct Counters {
     attempts: AtomicU64,
     retries: AtomicU64,
     failures: AtomicU64,
+    short_circuited: AtomicU64,
 }
 
 impl Counters {
@@ -42,6 +46,7 @@ impl Counters {
             attempts: self.attempts.load(Ordering::Relaxed),
             retries: self.retries.load(Ordering::Relaxed),
             failures: self.failures.load(Ordering::Relaxed),
+            short_circuited: self.short_circuited.load(Ordering::Relaxed),
         }
     }
 }
@@ -53,7 +58,51 @@ pub(crate) struct Http {
     max_retries: u32,
     backoff_ms: u64,
     max_backoff_ms: u64,
+    breaker: Breaker,
     pub(crate) counters: Counters,
+}
+
+/// Fails requests at once while an endpoint is unreachable: after `after`
+/// requests in a row end in a connection error or timeout, requests fail
+/// without an attempt for `cooldown_ms`; then requests are let through again,
+/// and the first one to fail that way reopens the circuit.
+struct Breaker {
+    after: u32,
+    cooldown_ms: u64,
+    epoch: std::time::Instant,
+    consecutive: std::sync::atomic::AtomicU32,
+    open_until_ms: AtomicU64,
+}
+
+impl Breaker {
+    fn now_ms(&self) -> u64 {
+        u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
+    fn is_open(&self) -> bool {
+        self.after > 0 && self.now_ms() < self.open_until_ms.load(Ordering::Relaxed)
+    }
+
+    fn record(&self, unreachable: bool) {
+        if self.after == 0 {
+            return;
+        }
+        if unreachable {
+            let n = self
+                .consecutive
+                .fetch_add(1, Ordering::Relaxed)
+                .saturating_add(1);
+            if n >= self.after {
+                self.open_until_ms.store(
+                    self.now_ms().saturating_add(self.cooldown_ms),
+                    Ordering::Relaxed,
+                );
+            }
+        } else {
+            self.consecutive.store(0, Ordering::Relaxed);
+            self.open_until_ms.store(0, Ordering::Relaxed);
+        }
+    }
 }
 
 /// One failed attempt: the error, whether it is worth retrying, and the
@@ -77,6 +126,13 @@ impl Http {
             max_retries: cfg.max_retries,
             backoff_ms: cfg.backoff_ms,
             max_backoff_ms: cfg.max_backoff_ms.max(cfg.backoff_ms),
+            breaker: Breaker {
+                after: cfg.breaker_after,
+                cooldown_ms: cfg.breaker_cooldown_ms,
+                epoch: std::time::Instant::now(),
+                consecutive: std::sync::atomic::AtomicU32::new(0),
+                open_until_ms: AtomicU64::new(0),
+            },
             counters: Counters::default(),
         })
     }
@@ -89,17 +145,34 @@ impl Http {
         body: &Value,
     ) -> Result<Value, SummarizeError> {
         self.counters.requests.fetch_add(1, Ordering::Relaxed);
+        if self.breaker.is_open() {
+            self.counters
+                .short_circuited
+                .fetch_add(1, Ordering::Relaxed);
+            self.counters.failures.fetch_add(1, Ordering::Relaxed);
+            return Err(SummarizeError::Transport(format!(
+                "endpoint unreachable for the last {} requests; not retried for {} ms",
+                self.breaker.after, self.breaker.cooldown_ms
+            )));
+        }
         let mut attempt: u32 = 0;
         loop {
             self.counters.attempts.fetch_add(1, Ordering::Relaxed);
             match self.attempt(url, headers, body).await {
-                Ok(v) => return Ok(v),
+                Ok(v) => {
+                    self.breaker.record(false);
+                    return Ok(v);
+                }
                 Err(f) if f.retry && attempt < self.max_retries => {
                     self.counters.retries.fetch_add(1, Ordering::Relaxed);
                     tokio::time::sleep(self.delay(attempt, f.retry_after_ms)).await;
                     attempt += 1;
                 }
                 Err(f) => {
+                    self.breaker.record(matches!(
+                        f.error,
+                        SummarizeError::Transport(_) | SummarizeError::Timeout(_)
+                    ));
                     self.counters.failures.fetch_add(1, Ordering::Relaxed);
                     return Err(f.error);
                 }

@@ -293,6 +293,64 @@ async fn connection_refused_is_retried_then_a_transport_error() {
 }
 
 #[tokio::test]
+async fn unreachable_endpoint_opens_the_circuit_then_probes_again() {
+    let addr = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap()
+    };
+    let b = LlmBackend::openai(LlmConfig {
+        base_url: Some(format!("http://{addr}/v1")),
+        max_retries: 0,
+        breaker_after: 2,
+        breaker_cooldown_ms: 300,
+        ..LlmConfig::default()
+    })
+    .unwrap();
+    for _ in 0..4 {
+        let e = b
+            .summarize_async(&req(SummaryKind::User))
+            .await
+            .unwrap_err();
+        assert_eq!(e.cause(), "transport");
+    }
+    let s = b.stats();
+    assert_eq!(
+        (s.requests, s.attempts, s.short_circuited, s.failures),
+        (4, 2, 2, 4)
+    );
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    b.summarize_async(&req(SummaryKind::User))
+        .await
+        .unwrap_err();
+    assert_eq!(
+        b.stats().attempts,
+        3,
+        "after the cooldown one request probes again"
+    );
+    b.summarize_async(&req(SummaryKind::User))
+        .await
+        .unwrap_err();
+    assert_eq!(b.stats().attempts, 3, "and its failure reopens the circuit");
+}
+
+#[tokio::test]
+async fn http_errors_do_not_open_the_circuit() {
+    let stub = Stub::start(|_, _| Reply::raw(400, "{}")).await;
+    let b = LlmBackend::openai(LlmConfig {
+        breaker_after: 1,
+        ..config(&stub)
+    })
+    .unwrap();
+    for _ in 0..3 {
+        b.summarize_async(&req(SummaryKind::User))
+            .await
+            .unwrap_err();
+    }
+    assert_eq!(stub.hits(), 3);
+    assert_eq!(b.stats().short_circuited, 0);
+}
+
+#[tokio::test]
 async fn requests_run_concurrently() {
     let stub = Stub::start(|_, _| Reply::chat("ok").delayed(Duration::from_millis(300))).await;
     let b = Arc::new(client(&stub));
