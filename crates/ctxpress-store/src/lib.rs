@@ -173,6 +173,8 @@ impl SqliteArchive {
             source,
         };
         conn.busy_timeout(timeout).map_err(open_err)?;
+        // Schema first, so a file we refuse is left as it was.
+        migrate(&mut conn, &shown)?;
         let journal_mode: String = conn
             .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
             .map_err(open_err)?;
@@ -180,7 +182,6 @@ impl SqliteArchive {
             .map_err(open_err)?;
         conn.pragma_update(None, "foreign_keys", true)
             .map_err(open_err)?;
-        migrate(&mut conn, &shown)?;
         Ok(SqliteArchive {
             conn: Mutex::new(conn),
             path,

@@ -175,6 +175,11 @@ fn foreign_database_and_non_database_are_refused() {
         matches!(&e, StoreError::NotAnArchive { reason, .. } if reason.contains("people")),
         "{e}"
     );
+    // A refused file is left as it was.
+    let mode: String = raw(&path)
+        .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+        .unwrap();
+    assert_eq!(mode, "delete");
     let junk = dir.path().join("junk.db");
     std::fs::write(
         &junk,
