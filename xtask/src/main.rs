@@ -1,2 +1,585 @@
-//! Project automation: `cargo xtask bench`.
-fn main() {}
+//! Project automation: `cargo xtask bench` and `cargo xtask scale`.
+//!
+//! Every measurement runs in a child process (`xtask measure`) so its peak RSS
+//! is its own; the parent collects the figures, calls ../shared/eval/score.py for
+//! quality when python3 is present, and prints a markdown table.
+
+use anyhow::{Context, Result, bail};
+use clap::{Parser, Subcommand};
+use ctxpress::core::tokens::count_message;
+use ctxpress::{Compressor, Conversation, PipelineConfig};
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+#[derive(Parser)]
+#[command(name = "xtask")]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Run presets and single strategies over corpus files.
+    Bench(BenchArgs),
+    /// Time per MB and peak RSS on concatenated conversations of growing size.
+    Scale {
+        /// Presets to run (comma-separated); default all.
+        #[arg(long, value_delimiter = ',')]
+        presets: Vec<String>,
+        /// Sizes in MB.
+        #[arg(long, value_delimiter = ',', default_values_t = vec![0.1, 1.0, 10.0, 100.0])]
+        sizes: Vec<f64>,
+    },
+    /// (internal) one measurement in this process; prints JSON.
+    Measure {
+        /// Preset name or `strategy:NAME` or a config file path.
+        #[arg(long)]
+        pipeline: String,
+        /// Input JSONL.
+        #[arg(long)]
+        file: PathBuf,
+        /// Timed runs.
+        #[arg(long, default_value_t = 3)]
+        runs: usize,
+        /// Where to write the output JSONL of the last run.
+        #[arg(long)]
+        out: Option<PathBuf>,
+    },
+}
+
+#[derive(clap::Args)]
+struct BenchArgs {
+    /// Presets (comma-separated); default all.
+    #[arg(long, value_delimiter = ',')]
+    presets: Vec<String>,
+    /// Strategies to run alone (comma-separated); default all registered; `none` for none.
+    #[arg(long, value_delimiter = ',')]
+    strategies: Vec<String>,
+    /// Timed runs per measurement (median reported).
+    #[arg(long, default_value_t = 3)]
+    runs: usize,
+    /// Write all figures as JSON here.
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// Regenerate docs/benchmarks.md.
+    #[arg(long)]
+    write_docs: bool,
+    /// Save the results as a named baseline (benches/baselines/NAME.json).
+    #[arg(long)]
+    baseline: Option<String>,
+    /// Compare with a saved baseline; exit 1 on a quality regression.
+    #[arg(long)]
+    compare: Option<String>,
+    /// JSONL files; default every file of ../shared/corpus.
+    files: Vec<PathBuf>,
+}
+
+/// One measurement.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Measurement {
+    pipeline: String,
+    file: String,
+    conversations: usize,
+    bytes: usize,
+    messages_before: usize,
+    messages_after: usize,
+    chars_before: usize,
+    chars_after: usize,
+    tokens_before: usize,
+    tokens_after: usize,
+    new_violations: usize,
+    reverted_stages: usize,
+    median_secs: f64,
+    runs_secs: Vec<f64>,
+    peak_rss_kb: u64,
+    #[serde(default)]
+    score: Option<serde_json::Value>,
+    #[serde(default)]
+    vs_identity: Option<f64>,
+}
+
+impl Measurement {
+    fn mbps(&self) -> f64 {
+        self.bytes as f64 / 1e6 / self.median_secs.max(1e-9)
+    }
+    fn ratio(&self) -> f64 {
+        self.chars_before as f64 / self.chars_after.max(1) as f64
+    }
+    fn token_ratio(&self) -> f64 {
+        self.tokens_before as f64 / self.tokens_after.max(1) as f64
+    }
+}
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("xtask lives in the workspace")
+        .to_path_buf()
+}
+
+fn main() -> Result<()> {
+    match Cli::parse().cmd {
+        Cmd::Bench(a) => bench(a),
+        Cmd::Scale { presets, sizes } => scale(presets, sizes),
+        Cmd::Measure {
+            pipeline,
+            file,
+            runs,
+            out,
+        } => {
+            let m = measure(&pipeline, &file, runs, out.as_deref())?;
+            println!("{}", serde_json::to_string(&m)?);
+            Ok(())
+        }
+    }
+}
+
+fn load_pipeline(spec: &str) -> Result<Compressor> {
+    let cfg = if let Some(name) = spec.strip_prefix("strategy:") {
+        PipelineConfig::from_toml(&format!("version = 1\n[[stages]]\ntype = \"{name}\"\n"))?
+    } else if Path::new(spec).exists() {
+        PipelineConfig::parse(&std::fs::read_to_string(spec)?)?
+    } else {
+        ctxpress::preset(spec)?
+    };
+    Ok(Compressor::from_config(&cfg)?)
+}
+
+fn peak_rss_kb() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmHWM:"))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+fn measure(spec: &str, file: &Path, runs: usize, out: Option<&Path>) -> Result<Measurement> {
+    let text =
+        std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
+    let comp = load_pipeline(spec)?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let mut times = Vec::new();
+    let mut last = None;
+    for _ in 0..runs.max(1) {
+        let t = Instant::now();
+        let mut convs = Vec::new();
+        let mut reports = Vec::new();
+        let mut before_v = 0;
+        let mut after_v = 0;
+        let mut tokens_before = 0;
+        for line in text.lines().filter(|l| !l.trim().is_empty()) {
+            let mut c = Conversation::parse(line)
+                .map_err(|e| anyhow::anyhow!("{}: {e}", file.display()))?;
+            tokens_before += c
+                .messages
+                .iter()
+                .map(|m| count_message(&ctxpress::core::Heuristic, m))
+                .sum::<usize>();
+            let vb = ctxpress::validate(&c);
+            let r = if comp.needs_async() {
+                rt.block_on(comp.compress_async(&mut c))?
+            } else {
+                comp.compress(&mut c)?
+            };
+            let va = ctxpress::validate(&c);
+            before_v += usize::from(ctxpress::core::validate::introduces_violations(&vb, &va));
+            after_v += 0;
+            reports.push(r);
+            convs.push(c);
+        }
+        let mut buf = Vec::with_capacity(text.len());
+        for c in &convs {
+            c.write_to(&mut buf)?;
+            buf.push(b'\n');
+        }
+        times.push(t.elapsed().as_secs_f64());
+        last = Some((convs, reports, buf, before_v + after_v, tokens_before));
+    }
+    let (convs, reports, buf, new_violations, tokens_before) = last.expect("at least one run");
+    if let Some(o) = out {
+        std::fs::write(o, &buf)?;
+    }
+    let mut sorted = times.clone();
+    sorted.sort_by(f64::total_cmp);
+    let tokens_after = convs
+        .iter()
+        .flat_map(|c| c.messages.iter())
+        .map(|m| count_message(&ctxpress::core::Heuristic, m))
+        .sum();
+    Ok(Measurement {
+        pipeline: spec.to_string(),
+        file: file
+            .file_name()
+            .map(|f| f.to_string_lossy().into_owned())
+            .unwrap_or_default(),
+        conversations: convs.len(),
+        bytes: text.len(),
+        messages_before: reports.iter().map(|r| r.messages_before).sum(),
+        messages_after: reports.iter().map(|r| r.messages_after).sum(),
+        chars_before: reports.iter().map(|r| r.chars_before).sum(),
+        chars_after: reports.iter().map(|r| r.chars_after).sum(),
+        tokens_before,
+        tokens_after,
+        new_violations,
+        reverted_stages: reports
+            .iter()
+            .flat_map(|r| &r.stages)
+            .filter(|s| !matches!(s.status, ctxpress::core::StageStatus::Applied))
+            .count(),
+        median_secs: sorted[sorted.len() / 2],
+        runs_secs: times,
+        peak_rss_kb: peak_rss_kb(),
+        score: None,
+        vs_identity: None,
+    })
+}
+
+fn child(spec: &str, file: &Path, runs: usize, out: Option<&Path>) -> Result<Measurement> {
+    let exe = std::env::current_exe()?;
+    let mut cmd = Command::new(exe);
+    cmd.args([
+        "measure",
+        "--pipeline",
+        spec,
+        "--runs",
+        &runs.to_string(),
+        "--file",
+    ])
+    .arg(file);
+    if let Some(o) = out {
+        cmd.arg("--out").arg(o);
+    }
+    let o = cmd.output()?;
+    if !o.status.success() {
+        bail!(
+            "measuring {spec} on {}: {}",
+            file.display(),
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+    Ok(serde_json::from_slice(&o.stdout)?)
+}
+
+fn score(orig: &Path, out: &Path) -> Option<serde_json::Value> {
+    let script = root().join("../shared/eval/score.py");
+    if !script.exists() {
+        return None;
+    }
+    let o = Command::new("python3")
+        .arg(&script)
+        .arg("--orig")
+        .arg(orig)
+        .arg("--out")
+        .arg(out)
+        .output()
+        .ok()?;
+    if !o.status.success() {
+        return None;
+    }
+    serde_json::from_slice(&o.stdout).ok()
+}
+
+fn corpus_files() -> Result<Vec<PathBuf>> {
+    let dir = root().join("../shared/corpus");
+    let mut v: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .with_context(|| format!("no corpus at {} (pass files explicitly)", dir.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|e| e == "jsonl"))
+        .collect();
+    v.sort();
+    Ok(v)
+}
+
+fn bench(a: BenchArgs) -> Result<()> {
+    let files = if a.files.is_empty() {
+        corpus_files()?
+    } else {
+        a.files.clone()
+    };
+    let presets: Vec<String> = if a.presets.is_empty() {
+        ctxpress::PRESETS
+            .iter()
+            .map(|p| p.name.to_string())
+            .collect()
+    } else {
+        a.presets.clone()
+    };
+    let strategies: Vec<String> = match a.strategies.as_slice() {
+        [] => ctxpress::core::registry::strategies()?
+            .iter()
+            .map(|f| f.name.to_string())
+            .collect(),
+        [n] if n == "none" => Vec::new(),
+        s => s.to_vec(),
+    };
+    let mut specs: Vec<String> = presets.clone();
+    if !specs.iter().any(|p| p == "identity") {
+        specs.insert(0, "identity".into());
+    }
+    specs.extend(strategies.iter().map(|s| format!("strategy:{s}")));
+    let python = Command::new("python3")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !python {
+        eprintln!("python3 not found: quality figures (fact retention) are not computed");
+    }
+    let tmp = tempfile::tempdir()?;
+    let mut all = Vec::new();
+    for f in &files {
+        let mut identity_secs = None;
+        for spec in &specs {
+            let out = tmp.path().join("out.jsonl");
+            let mut m = child(spec, f, a.runs, Some(&out))?;
+            if python {
+                m.score = score(f, &out);
+            }
+            if spec == "identity" {
+                identity_secs = Some(m.median_secs);
+            }
+            m.vs_identity = identity_secs.map(|i| m.median_secs / i.max(1e-9));
+            eprintln!(
+                "{:<28} {:<30} ratio {:>5.2}  {:>7.1} MB/s",
+                m.file,
+                m.pipeline,
+                m.ratio(),
+                m.mbps()
+            );
+            all.push(m);
+        }
+    }
+    let table = markdown(&all);
+    println!("{table}");
+    if let Some(p) = &a.json {
+        std::fs::write(p, serde_json::to_string_pretty(&all)?)?;
+    }
+    if a.write_docs {
+        write_docs(&table)?;
+    }
+    if let Some(name) = &a.baseline {
+        let dir = root().join("benches/baselines");
+        std::fs::create_dir_all(&dir)?;
+        std::fs::write(
+            dir.join(format!("{name}.json")),
+            serde_json::to_string_pretty(&all)?,
+        )?;
+    }
+    if let Some(name) = &a.compare {
+        let base: Vec<Measurement> = serde_json::from_str(&std::fs::read_to_string(
+            root().join(format!("benches/baselines/{name}.json")),
+        )?)?;
+        if compare(&base, &all) {
+            bail!("quality regressed against baseline `{name}`");
+        }
+    }
+    Ok(())
+}
+
+fn fmt_opt(v: Option<f64>, digits: usize) -> String {
+    v.map(|x| format!("{x:.digits$}"))
+        .unwrap_or_else(|| "–".into())
+}
+
+fn markdown(all: &[Measurement]) -> String {
+    let mut s = String::from(
+        "| file | pipeline | msgs in→out | ratio (chars) | ratio (tokens) | fact ret. | user fact ret. | trail ret. | new violations | MB/s | × identity | peak RSS MB |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+    );
+    for m in all {
+        let g = |k: &str| {
+            m.score
+                .as_ref()
+                .and_then(|s| s.get(k))
+                .and_then(serde_json::Value::as_f64)
+        };
+        let violations = m
+            .score
+            .as_ref()
+            .and_then(|s| s.get("invalid_new"))
+            .and_then(serde_json::Value::as_u64)
+            .map(|v| v as usize)
+            .unwrap_or(m.new_violations);
+        s.push_str(&format!(
+            "| {} | {} | {}→{} | {:.2} | {:.2} | {} | {} | {} | {} | {:.1} | {} | {:.0} |\n",
+            m.file,
+            m.pipeline,
+            m.messages_before,
+            m.messages_after,
+            m.ratio(),
+            m.token_ratio(),
+            fmt_opt(g("fact_ret"), 3),
+            fmt_opt(g("user_fact_ret"), 3),
+            fmt_opt(g("trail_ret"), 3),
+            violations,
+            m.mbps(),
+            fmt_opt(m.vs_identity, 2),
+            m.peak_rss_kb as f64 / 1024.0
+        ));
+    }
+    s
+}
+
+/// Quality tolerance for `--compare`.
+const TOLERANCE: f64 = 0.005;
+
+fn compare(base: &[Measurement], cur: &[Measurement]) -> bool {
+    let mut regressed = false;
+    for c in cur {
+        let Some(b) = base
+            .iter()
+            .find(|b| b.file == c.file && b.pipeline == c.pipeline)
+        else {
+            continue;
+        };
+        let g = |m: &Measurement, k: &str| {
+            m.score
+                .as_ref()
+                .and_then(|s| s.get(k))
+                .and_then(serde_json::Value::as_f64)
+        };
+        let mut line = format!(
+            "{} {}: ratio {:.3} → {:.3}, MB/s {:.1} → {:.1}",
+            c.file,
+            c.pipeline,
+            b.ratio(),
+            c.ratio(),
+            b.mbps(),
+            c.mbps()
+        );
+        if c.ratio() < b.ratio() * (1.0 - TOLERANCE) {
+            regressed = true;
+            line.push_str("  REGRESSION(ratio)");
+        }
+        for k in ["fact_ret", "user_fact_ret", "trail_ret"] {
+            if let (Some(x), Some(y)) = (g(b, k), g(c, k)) {
+                line.push_str(&format!(", {k} {x:.4} → {y:.4}"));
+                if y < x - TOLERANCE {
+                    regressed = true;
+                    line.push_str(&format!("  REGRESSION({k})"));
+                }
+            }
+        }
+        if c.new_violations > b.new_violations {
+            regressed = true;
+            line.push_str("  REGRESSION(violations)");
+        }
+        println!("{line}");
+    }
+    regressed
+}
+
+fn write_docs(table: &str) -> Result<()> {
+    let path = root().join("docs/benchmarks.md");
+    let head = "# Benchmarks\n\nGenerated by `cargo xtask bench --write-docs` on the files of `../shared/corpus` \
+(2-core machine; numbers from one run, medians of the timed runs).\n\n";
+    let how = "\n## How to read the numbers\n\n\
+- **ratio (chars)**: characters of text, tool results and tool-call arguments in ÷ out (the scorer's measure); \
+**ratio (tokens)** the same with the heuristic token counter.\n\
+- **fact ret.**, **user fact ret.**, **trail ret.**: from `../shared/eval/score.py`: the share of facts (paths, identifiers, \
+numbers with units, URLs, versions, hashes, error names) of the input still found in the output; the same for user \
+messages; the share of edited files whose name is still in the output.\n\
+- **new violations**: conversations whose output breaks tool-call pairing while the input did not (must be 0).\n\
+- **MB/s**: input bytes ÷ median wall time of parse + compress + serialize, in one process; **× identity**: that time \
+÷ the identity preset's on the same file in the same run (the floor: parse and serialize only).\n\
+- **peak RSS**: the measuring process's high-water mark, including the whole input held in memory.\n\
+- Speed is noisy on shared machines; compare ratios within one run, not across runs.\n";
+    std::fs::create_dir_all(path.parent().expect("docs dir"))?;
+    std::fs::write(&path, format!("{head}{table}{how}"))?;
+    eprintln!("wrote {}", path.display());
+    Ok(())
+}
+
+fn scale(presets: Vec<String>, sizes: Vec<f64>) -> Result<()> {
+    let presets: Vec<String> = if presets.is_empty() {
+        ctxpress::PRESETS
+            .iter()
+            .map(|p| p.name.to_string())
+            .collect()
+    } else {
+        presets
+    };
+    let src = corpus_files()?;
+    let mut sessions = Vec::new();
+    for f in &src {
+        for line in std::fs::read_to_string(f)?
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+        {
+            let v: serde_json::Value = serde_json::from_str(line)?;
+            if let Some(m) = v.get("messages").and_then(|m| m.as_array()) {
+                sessions.push(m.clone());
+            }
+        }
+    }
+    if sessions.is_empty() {
+        bail!("no sessions in the corpus");
+    }
+    let tmp = tempfile::tempdir()?;
+    println!("| size MB | pipeline | s per MB | MB/s | peak RSS MB |\n|---|---|---|---|---|");
+    for size in sizes {
+        let target = (size * 1e6) as usize;
+        let mut msgs: Vec<serde_json::Value> = Vec::new();
+        let mut bytes = 0;
+        let mut round = 0;
+        'fill: loop {
+            for s in &sessions {
+                for m in s {
+                    let mut m = m.clone();
+                    uniquify(&mut m, round);
+                    bytes += m.to_string().len();
+                    msgs.push(m);
+                }
+                if bytes >= target {
+                    break 'fill;
+                }
+            }
+            round += 1;
+        }
+        let file = tmp.path().join(format!("scale-{size}.jsonl"));
+        std::fs::write(
+            &file,
+            format!("{}\n", serde_json::json!({"id": "scale", "messages": msgs})),
+        )?;
+        for p in &presets {
+            let m = child(p, &file, 1, None)?;
+            println!(
+                "| {size} | {p} | {:.3} | {:.1} | {:.0} |",
+                m.median_secs / (m.bytes as f64 / 1e6),
+                m.mbps(),
+                m.peak_rss_kb as f64 / 1024.0
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Make tool-call ids unique across repeated copies of a session.
+fn uniquify(m: &mut serde_json::Value, round: usize) {
+    if round == 0 {
+        return;
+    }
+    if let Some(id) = m
+        .get_mut("tool_call_id")
+        .and_then(|v| v.as_str().map(|s| format!("{s}_r{round}")))
+    {
+        m["tool_call_id"] = serde_json::Value::String(id);
+    }
+    if let Some(calls) = m.get_mut("tool_calls").and_then(|v| v.as_array_mut()) {
+        for c in calls {
+            if let Some(id) = c
+                .get("id")
+                .and_then(|v| v.as_str())
+                .map(|s| format!("{s}_r{round}"))
+            {
+                c["id"] = serde_json::Value::String(id);
+            }
+        }
+    }
+}

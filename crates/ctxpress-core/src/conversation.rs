@@ -185,8 +185,8 @@ impl Conversation {
     /// `messages` array. Unknown fields are kept verbatim, in order.
     pub fn parse(text: &str) -> Result<Self, ParseError> {
         let start = text.len() - text.trim_start().len();
-        let (shape, fields, arr_raw): (Shape, Map<String, Value>, &str) = match text[start..]
-            .as_bytes()
+        let (shape, fields, arr_raw): (Shape, Map<String, Value>, &str) = match text.as_bytes()
+            [start..]
             .first()
         {
             Some(b'[') => (Shape::Array, Map::new(), text.trim()),

@@ -238,7 +238,10 @@ mod tests {
             std::slice::from_ref(&a),
             std::slice::from_ref(&b)
         ));
-        assert!(introduces_violations(&[a.clone()], &[a.clone(), b]));
+        assert!(introduces_violations(
+            std::slice::from_ref(&a),
+            &[a.clone(), b]
+        ));
         assert!(!introduces_violations(&[a], &[]));
     }
 }

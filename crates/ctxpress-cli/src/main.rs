@@ -1,0 +1,428 @@
+//! `ctxpress`: compress, expand, validate and inspect LLM conversation histories.
+
+mod io;
+
+use anyhow::{Context, Result};
+use clap::{Parser, Subcommand};
+use ctxpress::core::tokens::{count_message, counter_by_name};
+use ctxpress::core::{Role, StageStatus, TokenCounter};
+use ctxpress::{Compressor, Conversation, PipelineConfig, Report};
+use io::{InputError, read_input, render, write_output};
+use serde_json::{Value, json};
+use std::io::IsTerminal;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+#[derive(Parser)]
+#[command(
+    name = "ctxpress",
+    version,
+    about = "Shrink LLM conversation and agent histories to fit a context window"
+)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Compress conversations (.json document or .jsonl batch; `-` for stdin).
+    Compress(CompressArgs),
+    /// Restore the originals of compressed conversations from an archive.
+    Expand {
+        /// Compressed input.
+        input: String,
+        /// The archive written by `compress --archive`.
+        #[arg(long)]
+        archive: String,
+        /// Output file (default stdout).
+        #[arg(short, long)]
+        output: Option<String>,
+    },
+    /// Check tool-call pairing and roles; exit 1 when violations are found.
+    Validate {
+        /// Input file or `-`.
+        #[arg(default_value = "-")]
+        input: String,
+    },
+    /// Messages, tokens by role and tool-output share.
+    Stats {
+        /// Input file or `-`.
+        #[arg(default_value = "-")]
+        input: String,
+        /// Token counter: heuristic, o200k_base, cl100k_base.
+        #[arg(long, default_value = "heuristic")]
+        tokenizer: String,
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// List the registered strategies.
+    Strategies,
+    /// List the presets, or print one as TOML.
+    Presets {
+        /// Print this preset's configuration.
+        #[arg(long)]
+        show: Option<String>,
+    },
+}
+
+#[derive(clap::Args)]
+struct CompressArgs {
+    /// Input file (.json or .jsonl) or `-` for stdin.
+    #[arg(default_value = "-")]
+    input: String,
+    /// Output file (default stdout). Written atomically; never the input.
+    #[arg(short, long)]
+    output: Option<String>,
+    /// Preset name (see `ctxpress presets`).
+    #[arg(long, conflicts_with = "config")]
+    preset: Option<String>,
+    /// Pipeline configuration file (TOML or JSON).
+    #[arg(long)]
+    config: Option<String>,
+    /// Target token count for each conversation.
+    #[arg(long, value_name = "TOKENS")]
+    budget: Option<usize>,
+    /// The model's context window in tokens.
+    #[arg(long, value_name = "TOKENS")]
+    window: Option<usize>,
+    /// SQLite archive of originals, for `ctxpress expand`.
+    #[arg(long, value_name = "DB")]
+    archive: Option<String>,
+    /// Token counter: heuristic, o200k_base, cl100k_base.
+    #[arg(long)]
+    tokenizer: Option<String>,
+    /// OpenAI-compatible endpoint for summarizing stages (key from $OPENAI_API_KEY).
+    #[arg(long, value_name = "URL")]
+    llm_url: Option<String>,
+    /// Model name for --llm-url.
+    #[arg(long, value_name = "NAME")]
+    llm_model: Option<String>,
+    /// Print a per-stage table to stderr.
+    #[arg(long)]
+    stats: bool,
+    /// Write the report as JSON to this file.
+    #[arg(long, value_name = "FILE")]
+    stats_json: Option<String>,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let r = match cli.cmd {
+        Cmd::Compress(a) => compress(a),
+        Cmd::Expand {
+            input,
+            archive,
+            output,
+        } => expand(&input, &archive, output.as_deref()),
+        Cmd::Validate { input } => validate(&input),
+        Cmd::Stats {
+            input,
+            tokenizer,
+            json,
+        } => stats(&input, &tokenizer, json),
+        Cmd::Strategies => strategies(),
+        Cmd::Presets { show } => presets(show.as_deref()),
+    };
+    match r {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn usage(msg: impl Into<String>) -> anyhow::Error {
+    anyhow::Error::new(InputError(msg.into()))
+}
+
+fn load_config(a: &CompressArgs) -> Result<PipelineConfig> {
+    let mut cfg = match (&a.preset, &a.config) {
+        (_, Some(path)) => {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| usage(format!("{path}: cannot read: {e}")))?;
+            PipelineConfig::parse(&text).map_err(|e| usage(format!("{path}: {e}")))?
+        }
+        (Some(name), None) => ctxpress::preset(name).map_err(|e| usage(e.to_string()))?,
+        (None, None) => ctxpress::preset(DEFAULT_PRESET).map_err(|e| usage(e.to_string()))?,
+    };
+    if let Some(t) = &a.tokenizer {
+        if counter_by_name(t).is_none() {
+            return Err(usage(format!(
+                "--tokenizer: unknown counter `{t}` (heuristic, o200k_base, cl100k_base)"
+            )));
+        }
+        cfg.tokenizer = Some(t.clone());
+    }
+    if a.llm_url.is_some() || a.llm_model.is_some() {
+        let llm = cfg.llm.get_or_insert_with(Default::default);
+        if let Some(u) = &a.llm_url {
+            llm.insert("base_url".into(), Value::String(u.clone()));
+        }
+        if let Some(m) = &a.llm_model {
+            llm.insert("model".into(), Value::String(m.clone()));
+        }
+    }
+    Ok(cfg)
+}
+
+/// The preset used when neither --preset nor --config is given.
+const DEFAULT_PRESET: &str = "identity";
+
+fn open_archive(path: &str) -> Result<Arc<dyn ctxpress::Archive>> {
+    let a = ctxpress::store::SqliteArchive::open(path)
+        .map_err(|e| usage(format!("{path}: cannot open archive: {e}")))?;
+    Ok(Arc::new(a))
+}
+
+fn compress(a: CompressArgs) -> Result<ExitCode> {
+    let cfg = load_config(&a)?;
+    let mut input = read_input(&a.input)?;
+    let archive = a.archive.as_deref().map(open_archive).transpose()?;
+    let compressor = Compressor::from_config(&cfg)
+        .map_err(|e| usage(e.to_string()))?
+        .with_budget(a.budget)
+        .with_window(a.window)
+        .with_archive(archive);
+    let bar = progress(input.items.len());
+    let mut total = Report::default();
+    let runtime = if compressor.needs_async() {
+        Some(
+            tokio::runtime::Builder::new_multi_thread()
+                .worker_threads(2)
+                .enable_all()
+                .build()
+                .context("starting the async runtime")?,
+        )
+    } else {
+        None
+    };
+    for (line, conv) in input.items.iter_mut() {
+        let r = match &runtime {
+            Some(rt) => rt.block_on(compressor.compress_async(conv)),
+            None => compressor.compress(conv),
+        }
+        .with_context(|| format!("{}:{line}", input.name))?;
+        total.merge(&r);
+        if let Some(b) = &bar {
+            b.inc(1);
+        }
+    }
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    let convs: Vec<&Conversation> = input.items.iter().map(|(_, c)| c).collect();
+    write_output(
+        a.output.as_deref(),
+        input.path.as_deref(),
+        &render(input.kind, &convs),
+    )?;
+    if a.stats {
+        eprint!("{}", stats_table(&total));
+    }
+    if let Some(p) = &a.stats_json {
+        let v = json!({ "conversations": input.items.len(), "input_bytes": input.bytes, "ratio": total.ratio(), "report": total });
+        write_output(Some(p), None, serde_json::to_string_pretty(&v)?.as_bytes())?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn progress(n: usize) -> Option<indicatif::ProgressBar> {
+    if n < 2 || !std::io::stderr().is_terminal() {
+        return None;
+    }
+    let b = indicatif::ProgressBar::new(n as u64);
+    if let Ok(style) =
+        indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} conversations {elapsed}")
+    {
+        b.set_style(style);
+    }
+    Some(b)
+}
+
+fn stats_table(r: &Report) -> String {
+    let mut s = String::new();
+    s.push_str(&format!(
+        "{:<16} {:<10} {:>15} {:>23} {:>7} {:>10}\n",
+        "stage", "status", "messages", "tokens", "ratio", "time"
+    ));
+    let row = |name: &str,
+               status: &str,
+               mb: usize,
+               ma: usize,
+               tb: usize,
+               ta: usize,
+               cb: usize,
+               ca: usize,
+               us: u128| {
+        let ratio = if ca == 0 { 1.0 } else { cb as f64 / ca as f64 };
+        format!(
+            "{name:<16} {status:<10} {:>15} {:>23} {ratio:>7.2} {:>8.1}ms\n",
+            format!("{mb} → {ma}"),
+            format!("{tb} → {ta}"),
+            us as f64 / 1000.0
+        )
+    };
+    for st in &r.stages {
+        let status = match &st.status {
+            StageStatus::Applied => "applied",
+            StageStatus::Reverted(_) => "reverted",
+            StageStatus::Failed(_) => "failed",
+            StageStatus::Skipped(_) => "skipped",
+        };
+        s.push_str(&row(
+            &st.name,
+            status,
+            st.messages_before,
+            st.messages_after,
+            st.tokens_before,
+            st.tokens_after,
+            st.chars_before,
+            st.chars_after,
+            st.micros,
+        ));
+        for (k, v) in &st.outcome.counters {
+            s.push_str(&format!("    {k}: {v}\n"));
+        }
+        if let StageStatus::Reverted(why) | StageStatus::Failed(why) = &st.status {
+            s.push_str(&format!("    {why}\n"));
+        }
+    }
+    s.push_str(&row(
+        "total",
+        "",
+        r.messages_before,
+        r.messages_after,
+        r.tokens_before,
+        r.tokens_after,
+        r.chars_before,
+        r.chars_after,
+        r.micros,
+    ));
+    s
+}
+
+fn expand(input: &str, archive: &str, output: Option<&str>) -> Result<ExitCode> {
+    if !std::path::Path::new(archive).exists() {
+        return Err(usage(format!("{archive}: no such archive")));
+    }
+    let inp = read_input(input)?;
+    let arch = open_archive(archive)?;
+    let mut out = Vec::with_capacity(inp.items.len());
+    for (line, c) in &inp.items {
+        out.push(
+            ctxpress::expand(c, arch.as_ref()).with_context(|| format!("{}:{line}", inp.name))?,
+        );
+    }
+    let refs: Vec<&Conversation> = out.iter().collect();
+    write_output(output, inp.path.as_deref(), &render(inp.kind, &refs))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+fn validate(input: &str) -> Result<ExitCode> {
+    let inp = read_input(input)?;
+    let mut bad = 0;
+    for (line, c) in &inp.items {
+        let v = ctxpress::validate(c);
+        for x in &v {
+            let id = c.id().map(|i| format!(" ({i})")).unwrap_or_default();
+            println!("{}:{line}{id}: {x}", inp.name);
+        }
+        bad += usize::from(!v.is_empty());
+    }
+    if bad > 0 {
+        eprintln!("{bad} of {} conversations have violations", inp.items.len());
+        Ok(ExitCode::from(1))
+    } else {
+        eprintln!("{} conversations, no violations", inp.items.len());
+        Ok(ExitCode::SUCCESS)
+    }
+}
+
+fn stats(input: &str, tokenizer: &str, as_json: bool) -> Result<ExitCode> {
+    let counter: Arc<dyn TokenCounter> = counter_by_name(tokenizer)
+        .ok_or_else(|| usage(format!("--tokenizer: unknown counter `{tokenizer}`")))?;
+    let inp = read_input(input)?;
+    let mut by_role: std::collections::BTreeMap<String, (usize, usize)> = Default::default();
+    let (mut chars, mut tool_chars, mut msgs) = (0usize, 0usize, 0usize);
+    for (_, c) in &inp.items {
+        for m in &c.messages {
+            msgs += 1;
+            let t = count_message(counter.as_ref(), m);
+            let e = by_role.entry(m.role_str().to_string()).or_default();
+            e.0 += 1;
+            e.1 += t;
+            let size = m.size();
+            chars += size;
+            if m.is_tool_result() {
+                tool_chars += if matches!(m.role(), Role::Tool | Role::Function) {
+                    size
+                } else {
+                    m.tool_results()
+                        .iter()
+                        .map(|r| r.text.chars().count())
+                        .sum()
+                };
+            }
+        }
+    }
+    let tokens: usize = by_role.values().map(|v| v.1).sum();
+    let share = if chars == 0 {
+        0.0
+    } else {
+        tool_chars as f64 / chars as f64
+    };
+    if as_json {
+        let roles: serde_json::Map<String, Value> = by_role
+            .iter()
+            .map(|(k, v)| (k.clone(), json!({"messages": v.0, "tokens": v.1})))
+            .collect();
+        println!(
+            "{}",
+            json!({"conversations": inp.items.len(), "messages": msgs, "tokens": tokens, "tokenizer": counter.name(), "chars": chars, "tool_output_share": share, "roles": roles})
+        );
+    } else {
+        println!("conversations  {}", inp.items.len());
+        println!("messages       {msgs}");
+        println!("tokens         {tokens} ({})", counter.name());
+        println!("tool output    {:.1}% of {chars} chars", share * 100.0);
+        for (role, (n, t)) in &by_role {
+            println!("  {role:<12} {n:>7} messages {t:>10} tokens");
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn strategies() -> Result<ExitCode> {
+    for f in ctxpress::core::registry::strategies()? {
+        println!("{:<16} {}", f.name, f.summary);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn presets(show: Option<&str>) -> Result<ExitCode> {
+    match show {
+        Some(name) => {
+            let p = ctxpress::PRESETS.iter().find(|p| p.name == name);
+            match p {
+                Some(p) => print!("{}", p.toml),
+                None => {
+                    return Err(usage(
+                        ctxpress::preset(name)
+                            .err()
+                            .map(|e| e.to_string())
+                            .unwrap_or_default(),
+                    ));
+                }
+            }
+        }
+        None => {
+            for p in ctxpress::PRESETS {
+                println!("{:<16} {}", p.name, p.summary);
+            }
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}

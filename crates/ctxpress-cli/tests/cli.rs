@@ -1,0 +1,249 @@
+//! End-to-end tests of the `ctxpress` binary.
+#![allow(missing_docs)]
+
+use assert_cmd::Command;
+use predicates::prelude::*;
+use std::path::{Path, PathBuf};
+
+fn bin() -> Command {
+    Command::cargo_bin("ctxpress").unwrap()
+}
+
+fn data(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../examples/data")
+        .join(name)
+}
+
+const TOOL_DOC: &str = r#"[{"role": "user", "content": "run it"}, {"role": "assistant", "content": "", "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "bash", "arguments": "{\"command\": \"ls\"}"}}]}, {"role": "tool", "tool_call_id": "c1", "content": "a.txt"}]"#;
+
+#[test]
+fn identity_keeps_documents_and_jsonl_byte_identical() {
+    let dir = tempfile::tempdir().unwrap();
+    for name in ["single.json", "swe_agent.jsonl"] {
+        let out = dir.path().join(name);
+        bin()
+            .args(["compress", "--preset", "identity", "-o"])
+            .arg(&out)
+            .arg(data(name))
+            .assert()
+            .success();
+        assert_eq!(
+            std::fs::read(&out).unwrap(),
+            std::fs::read(data(name)).unwrap(),
+            "{name}"
+        );
+    }
+}
+
+#[test]
+fn stdin_to_stdout() {
+    bin()
+        .args(["compress", "-"])
+        .write_stdin(TOOL_DOC)
+        .assert()
+        .success()
+        .stdout(TOOL_DOC);
+}
+
+#[test]
+fn malformed_json_names_file_line_column_and_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let inp = dir.path().join("bad.json");
+    std::fs::write(&inp, "[\n  {\"role\": \"user\", \"content\": \"x\",}\n]").unwrap();
+    let out = dir.path().join("out.json");
+    bin()
+        .args(["compress", "-o"])
+        .arg(&out)
+        .arg(&inp)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("bad.json:2:").and(predicate::str::contains("error:")));
+    assert!(!out.exists());
+    assert_eq!(
+        std::fs::read_to_string(&inp).unwrap(),
+        "[\n  {\"role\": \"user\", \"content\": \"x\",}\n]"
+    );
+}
+
+#[test]
+fn malformed_jsonl_names_the_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let inp = dir.path().join("bad.jsonl");
+    std::fs::write(
+        &inp,
+        "{\"id\": 1, \"messages\": []}\n{\"id\": 2, \"messages\": [}\n",
+    )
+    .unwrap();
+    let out = dir.path().join("out.jsonl");
+    bin()
+        .args(["compress", "-o"])
+        .arg(&out)
+        .arg(&inp)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("bad.jsonl:2:"));
+    assert!(!out.exists());
+}
+
+#[test]
+fn wrong_shape_says_what_was_expected() {
+    bin()
+        .args(["compress", "-"])
+        .write_stdin(r#"{"conversation": []}"#)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "expected an object with a `messages` array",
+        ));
+    bin()
+        .args(["compress", "-"])
+        .write_stdin("[1, 2]")
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "messages[0]: expected a message object",
+        ));
+}
+
+#[test]
+fn missing_file_and_empty_input_exit_2() {
+    bin()
+        .args(["compress", "/nonexistent/x.json"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("cannot read"));
+    bin()
+        .args(["compress", "-"])
+        .write_stdin("  \n")
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("empty input"));
+    let dir = tempfile::tempdir().unwrap();
+    let empty = dir.path().join("e.jsonl");
+    std::fs::write(&empty, "").unwrap();
+    let out = dir.path().join("o.jsonl");
+    bin()
+        .args(["compress", "-o"])
+        .arg(&out)
+        .arg(&empty)
+        .assert()
+        .code(2);
+    assert!(!out.exists());
+}
+
+#[test]
+fn refuses_to_overwrite_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let inp = dir.path().join("c.json");
+    std::fs::write(&inp, TOOL_DOC).unwrap();
+    bin()
+        .args(["compress", "-o"])
+        .arg(&inp)
+        .arg(&inp)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("refusing to overwrite"));
+    assert_eq!(std::fs::read_to_string(&inp).unwrap(), TOOL_DOC);
+}
+
+#[test]
+fn unknown_preset_and_bad_config_suggest() {
+    bin()
+        .args(["compress", "--preset", "identiy", "-"])
+        .write_stdin(TOOL_DOC)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("did you mean `identity`"));
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("p.toml");
+    std::fs::write(&cfg, "version = 1\n[[stages]]\ntype = \"identit\"\n").unwrap();
+    bin()
+        .args(["compress", "--config"])
+        .arg(&cfg)
+        .arg("-")
+        .write_stdin(TOOL_DOC)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "stages[0]: unknown strategy `identit`",
+        ));
+}
+
+#[test]
+fn validate_reports_violations_with_exit_1() {
+    bin()
+        .args(["validate", "-"])
+        .write_stdin(TOOL_DOC)
+        .assert()
+        .success();
+    let broken = r#"[{"role": "user", "content": "x"}, {"role": "tool", "tool_call_id": "zz", "content": "r"}]"#;
+    bin()
+        .args(["validate", "-"])
+        .write_stdin(broken)
+        .assert()
+        .code(1)
+        .stdout(predicate::str::contains("messages[1]").and(predicate::str::contains("zz")));
+}
+
+#[test]
+fn stats_json_and_listings() {
+    let out = bin()
+        .args(["stats", "--json"])
+        .arg(data("swe_agent.jsonl"))
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    assert_eq!(v["conversations"], 13);
+    assert!(v["tool_output_share"].as_f64().unwrap() > 0.1);
+    assert!(v["roles"]["tool"]["messages"].as_u64().unwrap() > 0);
+    bin()
+        .arg("presets")
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("identity"));
+    bin()
+        .args(["presets", "--show", "identity"])
+        .assert()
+        .success()
+        .stdout(predicate::str::contains("version = 1"));
+    bin().arg("strategies").assert().success();
+}
+
+#[test]
+fn compress_with_archive_then_expand_restores_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("a.db");
+    let out = dir.path().join("out.jsonl");
+    let back = dir.path().join("back.jsonl");
+    let preset = std::env::var("CTXPRESS_TEST_PRESET").unwrap_or_else(|_| "identity".into());
+    bin()
+        .args(["compress", "--preset", &preset, "--stats", "--archive"])
+        .arg(&db)
+        .arg("-o")
+        .arg(&out)
+        .arg(data("swe_agent.jsonl"))
+        .assert()
+        .success()
+        .stderr(predicate::str::contains("total"));
+    bin()
+        .args(["expand", "--archive"])
+        .arg(&db)
+        .arg("-o")
+        .arg(&back)
+        .arg(&out)
+        .assert()
+        .success();
+    assert_eq!(
+        std::fs::read(&back).unwrap(),
+        std::fs::read(data("swe_agent.jsonl")).unwrap()
+    );
+    bin()
+        .args(["expand", "--archive", "/nonexistent/a.db"])
+        .arg(&out)
+        .assert()
+        .code(2);
+}
