@@ -45,6 +45,15 @@ enum Cmd {
         #[arg(default_value = "-")]
         input: String,
     },
+    /// Print each message's tier, reasons and preservation decision as JSON lines.
+    Classify {
+        /// Input file or `-`.
+        #[arg(default_value = "-")]
+        input: String,
+        /// Classifier parameters as TOML (e.g. `recency_window = 6`).
+        #[arg(long, value_name = "FILE")]
+        config: Option<String>,
+    },
     /// Messages, tokens by role and tool-output share.
     Stats {
         /// Input file or `-`.
@@ -117,6 +126,7 @@ fn main() -> ExitCode {
             output,
         } => expand(&input, &archive, output.as_deref()),
         Cmd::Validate { input } => validate(&input),
+        Cmd::Classify { input, config } => classify(&input, config.as_deref()),
         Cmd::Stats {
             input,
             tokenizer,
@@ -339,6 +349,40 @@ fn validate(input: &str) -> Result<ExitCode> {
         eprintln!("{} conversations, no violations", inp.items.len());
         Ok(ExitCode::SUCCESS)
     }
+}
+
+fn classify(input: &str, config: Option<&str>) -> Result<ExitCode> {
+    use ctxpress::classifier::{ClassifierConfig, decide};
+    let cfg: ClassifierConfig = match config {
+        None => ClassifierConfig::default(),
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| usage(format!("{path}: cannot read: {e}")))?;
+            let v = PipelineConfig::from_toml(&format!(
+                "version = 1\n[[stages]]\ntype = \"classifier\"\n{text}"
+            ))
+            .map_err(|e| usage(format!("{path}: {e}")))?;
+            let params = v
+                .stages
+                .first()
+                .map(|s| Value::Object(s.params.clone()))
+                .unwrap_or(Value::Null);
+            ctxpress::core::parse_params("classifier", &params)
+                .map_err(|e| usage(format!("{path}: {e}")))?
+        }
+    };
+    let inp = read_input(input)?;
+    let mut out = std::io::stdout().lock();
+    for (_, c) in &inp.items {
+        for d in decide(c, &cfg) {
+            let mut v = serde_json::to_value(&d)?;
+            if let (Some(id), Some(o)) = (c.id(), v.as_object_mut()) {
+                o.insert("conversation".into(), Value::String(id));
+            }
+            std::io::Write::write_all(&mut out, format!("{v}\n").as_bytes())?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 fn stats(input: &str, tokenizer: &str, as_json: bool) -> Result<ExitCode> {

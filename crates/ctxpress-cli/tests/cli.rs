@@ -247,3 +247,29 @@ fn compress_with_archive_then_expand_restores_bytes() {
         .assert()
         .code(2);
 }
+
+#[test]
+fn classify_prints_one_json_line_per_message() {
+    let out = bin()
+        .args(["classify"])
+        .arg(data("single.json"))
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let lines: Vec<serde_json::Value> = String::from_utf8(out)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 6);
+    for (i, l) in lines.iter().enumerate() {
+        assert_eq!(l["index"], i);
+        for k in ["role", "tier", "hard", "soft", "decision", "rule"] {
+            assert!(l.get(k).is_some(), "missing {k} in {l}");
+        }
+    }
+    assert_eq!(lines[0]["role"], "system");
+    assert_eq!(lines[0]["decision"], "preserve");
+}
