@@ -85,6 +85,9 @@ static FILE_NAME: LazyLock<Regex> = LazyLock::new(|| {
 static VERSION: LazyLock<Regex> =
     LazyLock::new(|| re(r"\bv?\d+\.\d+\.\d+(?:[-+][0-9A-Za-z.]+)?\b|\bv\d+\.\d+\b"));
 static PROPER: LazyLock<Regex> = LazyLock::new(|| re(r"\b[A-Z][a-z]{2,}\b"));
+static CODE: LazyLock<Regex> =
+    LazyLock::new(|| re(r"\b[A-Z][A-Z0-9]*[0-9][A-Z0-9]*\b|\b[A-Z]{2,5}\b"));
+static DATE: LazyLock<Regex> = LazyLock::new(|| re(r"\b\d{4}-\d{2}-\d{2}\b"));
 static FILE_LINE: LazyLock<Regex> =
     LazyLock::new(|| re(r"(?:[A-Za-z0-9_-]+[./])+[A-Za-z0-9_-]+:\d+"));
 static BULLET: LazyLock<Regex> = LazyLock::new(|| re(r"^\s*(?:[-*+•]|\d+[.)])\s"));
@@ -688,15 +691,27 @@ pub fn extract_entities(text: &str, max: usize) -> Vec<String> {
     ids.extend(found(&SNAKE));
     ids.sort();
     take(ids, &mut out);
+    let codes: Vec<(usize, usize)> = CODE
+        .find_iter(text)
+        .filter(|m| m.len() >= 3 && !is_status_word(m.as_str()))
+        .map(|m| (m.start(), m.end()))
+        .collect();
+    take(codes, &mut out);
     take(found(&VERSION), &mut out);
-    take(found(&NUM_UNIT), &mut out);
+    let mut nums = found(&DATE);
+    nums.extend(found(&NUM_UNIT));
+    nums.sort();
+    take(nums, &mut out);
     let proper: Vec<(usize, usize)> = PROPER
         .find_iter(text)
         .filter(|m| {
             let w = m.as_str();
             let verb_like = w.ends_with("ed") || w.ends_with("ing");
             let starter = verb_like && at_sentence_start(text.get(..m.start()).unwrap_or(""));
-            !COMMON_CAPITALIZED.contains(&w) && !starter
+            let after = text.get(m.end()..).unwrap_or("").trim_start_matches('*');
+            let label =
+                after.starts_with(':') && at_sentence_start(text.get(..m.start()).unwrap_or(""));
+            !COMMON_CAPITALIZED.contains(&w) && !starter && !label
         })
         .map(|m| (m.start(), m.end()))
         .collect();
@@ -727,27 +742,30 @@ pub fn is_structured(text: &str) -> bool {
 }
 
 fn is_structural_line(l: &str) -> bool {
-    FILE_LINE.is_match(l) || BULLET.is_match(l) || KEY_VALUE.is_match(l) || STATUS.is_match(l)
+    FILE_LINE.is_match(l) || BULLET.is_match(l) || KEY_VALUE.is_match(l) || STATUS_LINE.is_match(l)
 }
 
 /// Summary of structured tool output within `budget` characters: the line
-/// count, the files involved, then status lines (errors and failures first).
+/// count, the files involved, then status lines (errors and failures first,
+/// then warnings, then other status lines), then other informative lines, each
+/// kept in its original order.
 pub fn summarize_structured(text: &str, budget: usize) -> String {
-    let lines: Vec<&str> = text
+    let lines: Vec<String> = text
         .lines()
-        .map(str::trim)
+        .map(|l| l.trim().replace("**", ""))
         .filter(|l| !l.is_empty())
         .collect();
     let mut files: Vec<&str> = Vec::new();
     for l in &lines {
+        let urls: Vec<regex::Match<'_>> = URL.find_iter(l).collect();
+        let overlaps =
+            |a: &regex::Match<'_>, b: &regex::Match<'_>| a.start() < b.end() && b.start() < a.end();
         let paths: Vec<regex::Match<'_>> = PATH
             .find_iter(l)
-            .filter(|m| plausible_path(m.as_str()) && !m.as_str().contains("://"))
+            .filter(|m| plausible_path(m.as_str()) && !urls.iter().any(|u| overlaps(u, m)))
             .collect();
         let names = FILE_NAME.find_iter(l).filter(|n| {
-            !paths
-                .iter()
-                .any(|m| n.start() < m.end() && m.start() < n.end())
+            !paths.iter().any(|m| overlaps(m, n)) && !urls.iter().any(|u| overlaps(u, n))
         });
         let mut found: Vec<regex::Match<'_>> = paths.iter().copied().chain(names).collect();
         found.sort_by_key(|m| m.start());
@@ -768,36 +786,34 @@ pub fn summarize_structured(text: &str, budget: usize) -> String {
         }
     }
     let mut head = truncate_words(&head, budget);
-    let severity = |l: &str| -> u8 {
+    let rank = |l: &str| -> u8 {
         let u = l.to_ascii_uppercase();
         if u.contains("ERROR") || u.contains("FAIL") || u.contains("PANICKED") {
             0
         } else if u.contains("WARN") {
             1
-        } else {
+        } else if STATUS_LINE.is_match(l) {
             2
+        } else {
+            3
         }
     };
-    let mut status: Vec<(u8, usize, &str)> = lines
+    // Lines that carry more than a label ("Flights:") are worth keeping.
+    let informative = |l: &str| {
+        let t = l.trim_start_matches(|c: char| !c.is_alphanumeric());
+        t.chars().count() >= 12 && !t.trim_end().ends_with(':')
+    };
+    let mut cands: Vec<(u8, usize, &str)> = lines
         .iter()
         .enumerate()
-        .filter(|(_, l)| STATUS_LINE.is_match(l))
-        .map(|(i, l)| (severity(l), i, *l))
+        .map(|(i, l)| (rank(l), i, l.as_str()))
+        .filter(|(r, _, l)| !l.ends_with(':') && (*r < 3 || informative(l)))
         .collect();
-    if status.is_empty() {
-        status = lines
-            .iter()
-            .enumerate()
-            .filter(|(_, l)| is_structural_line(l))
-            .take(2)
-            .map(|(i, l)| (2, i, *l))
-            .collect();
-    }
-    status.sort();
+    cands.sort();
     let mut seen = HashSet::new();
     let mut picked: Vec<(usize, String)> = Vec::new();
     let mut used = chars(&head);
-    for (_, i, l) in status {
+    for (_, i, l) in cands {
         if !seen.insert(l) {
             continue;
         }
@@ -1116,7 +1132,15 @@ mod tests {
         let s = summarize_structured(grep, 200);
         assert_eq!(
             s,
-            "6 lines; files: src/a.rs, src/b.rs, src/c.rs; src/a.rs:10: fn main; src/a.rs:20: let x"
+            "6 lines; files: src/a.rs, src/b.rs, src/c.rs; src/a.rs:10: fn main; \
+             src/a.rs:20: let x; src/b.rs:3: use y; src/b.rs:9: mod z; src/c.rs:1: //!; src/c.rs:2: //!"
+        );
+        // Errors first when the budget is tight, kept in original order.
+        let out = "ok: a.rs\nok: b.rs\nok: c.rs\nERROR: d.rs broke\nok: e.rs\nWARN: f.rs slow\n";
+        assert!(is_structured(out));
+        assert_eq!(
+            summarize_structured(out, 70),
+            "6 lines; files: a.rs, b.rs, c.rs, d.rs, e.rs, f.rs; ERROR: d.rs broke"
         );
     }
 
