@@ -1,1 +1,496 @@
-//! ctxpress strategy crate: stale-pruner (see ARCHITECTURE.md).
+//! ctxpress strategy `stale_pruner`: removes tool operations that later
+//! operations made obsolete (spec 002), across agent dialects.
+//!
+//! Operations are extracted from tool calls with the dialect table of
+//! `ctxpress_core::dialect`. Rules, each switchable and counted:
+//! 1. stale read: a read of a path that is later edited, written or created;
+//! 2. superseded edit: of several full-file writes of a path only the last
+//!    stays; partial edits follow [`PartialEdits`];
+//! 3. stale command: the same command run again later (only the last run stays);
+//! 4. failed command: removed unless it is the latest run of its command family
+//!    (the agent still needs an unresolved error);
+//!
+//! plus read references: a read returning exactly what the agent wrote or a
+//! kept earlier read returned becomes a short reference to it.
+//!
+//! Removing an operation removes its call and its result together. Calls
+//! without a result, unknown tools, user messages and the protected tail are
+//! never touched.
+
+use ctxpress_core::dialect::{
+    self, DialectTable, OpKind, Operation, Status, command_family, content_fingerprint,
+    result_payload, result_status,
+};
+use ctxpress_core::{
+    ConfigError, Conversation, Role, StageContext, StageOutcome, Strategy, StrategyError,
+};
+use serde::{Deserialize, Serialize};
+use std::collections::{HashMap, HashSet};
+
+/// What to do with partial edits (`Edit`, `str_replace`, patches).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PartialEdits {
+    /// Keep them all: they carry change history no later write contains.
+    #[default]
+    Keep,
+    /// Keep only the last change of each file (spec 002 literally).
+    KeepLast,
+}
+
+/// Parameters of the `stale_pruner` stage.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct StalePrunerConfig {
+    /// Rule 1: remove reads of files that are changed later.
+    pub stale_reads: bool,
+    /// Rule 2: remove full-file writes superseded by a later one.
+    pub superseded_edits: bool,
+    /// How partial edits are treated by rule 2.
+    pub partial_edits: PartialEdits,
+    /// Rule 3: remove earlier runs of a command that is run again.
+    pub stale_commands: bool,
+    /// Treat repeated identical searches (Grep, Glob, ...) like commands.
+    pub stale_searches: bool,
+    /// Rule 4: remove failed commands that were retried or superseded.
+    pub failed_commands: bool,
+    /// Replace reads that repeat known content with a reference.
+    pub read_references: bool,
+    /// User and assistant messages at the end that are never touched.
+    pub protected_tail: usize,
+    /// The session's working directory, when the conversation does not say.
+    pub cwd: Option<String>,
+    /// Extra tool dialects, layered over the built-in table.
+    pub dialect: DialectTable,
+}
+
+impl Default for StalePrunerConfig {
+    fn default() -> Self {
+        StalePrunerConfig {
+            stale_reads: true,
+            superseded_edits: true,
+            partial_edits: PartialEdits::Keep,
+            stale_commands: true,
+            stale_searches: true,
+            failed_commands: true,
+            read_references: true,
+            protected_tail: 5,
+            cwd: None,
+            dialect: DialectTable::default(),
+        }
+    }
+}
+
+/// The stale-op pruner.
+#[derive(Debug, Clone)]
+pub struct StalePruner {
+    cfg: StalePrunerConfig,
+    table: DialectTable,
+}
+
+impl StalePruner {
+    /// Build from a config.
+    pub fn new(cfg: StalePrunerConfig) -> Self {
+        let mut table = DialectTable::builtin();
+        table.extend(cfg.dialect.clone());
+        StalePruner { cfg, table }
+    }
+
+    /// The configuration in use.
+    pub fn config(&self) -> &StalePrunerConfig {
+        &self.cfg
+    }
+}
+
+impl Default for StalePruner {
+    fn default() -> Self {
+        Self::new(StalePrunerConfig::default())
+    }
+}
+
+ctxpress_core::register_strategy!(
+    "stale_pruner",
+    "remove stale reads, superseded edits, repeated and failed commands",
+    StalePrunerConfig,
+    |c| Ok::<_, ConfigError>(StalePruner::new(c))
+);
+
+/// Why an operation goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Rule {
+    StaleRead,
+    SupersededEdit,
+    StaleCommand,
+    FailedCommand,
+}
+
+/// One operation found in the conversation.
+#[derive(Debug)]
+struct Rec {
+    op: Operation,
+    call_id: String,
+    /// Message index of the call.
+    call_msg: usize,
+    /// Message index of the result, when answered.
+    result_msg: Option<usize>,
+    status: Status,
+    /// Fingerprint of the result payload (reads).
+    result_hash: Option<u64>,
+    result_len: usize,
+    /// May be removed or rewritten.
+    mutable: bool,
+}
+
+impl Rec {
+    fn succeeded(&self) -> bool {
+        self.result_msg.is_some() && self.status != Status::Failure
+    }
+}
+
+/// Counts of one run.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Counts {
+    /// Rule 1.
+    pub stale_reads: u64,
+    /// Rule 2.
+    pub superseded_edits: u64,
+    /// Rule 3.
+    pub stale_commands: u64,
+    /// Rule 4.
+    pub failed_commands: u64,
+    /// Reads made references.
+    pub read_references: u64,
+}
+
+impl StalePruner {
+    fn collect(&self, conv: &Conversation) -> Vec<Rec> {
+        let tail = conv.tail_start(self.cfg.protected_tail);
+        let session_cwd = self
+            .cfg
+            .cwd
+            .as_deref()
+            .map(|c| dialect::normalize_path(c, None))
+            .or_else(|| dialect::detect_cwd(conv));
+        // Call ids used more than once cannot be removed safely.
+        let mut id_count: HashMap<String, usize> = HashMap::new();
+        for m in &conv.messages {
+            for c in m.tool_calls() {
+                *id_count.entry(c.id.to_string()).or_default() += 1;
+            }
+        }
+        let mut recs = Vec::new();
+        let mut current_file: Option<String> = None;
+        for ex in conv.exchanges() {
+            let Some(msg) = conv.messages.get(ex.call) else {
+                continue;
+            };
+            for call in msg.tool_calls() {
+                let Some(mut op) = self.table.extract(&call, session_cwd.as_deref()) else {
+                    continue;
+                };
+                if op.paths.is_empty() && op.current_file {
+                    match &current_file {
+                        Some(f) if matches!(op.kind, OpKind::Read | OpKind::Edit) => {
+                            op.paths = vec![f.clone()]
+                        }
+                        _ => {}
+                    }
+                }
+                if matches!(op.kind, OpKind::Read | OpKind::Write | OpKind::Edit) {
+                    if op.paths.is_empty() {
+                        continue;
+                    }
+                    if op.paths.len() == 1 {
+                        current_file = op.paths.first().cloned();
+                    }
+                }
+                let mut result = None;
+                for &r in &ex.results {
+                    if let Some(rm) = conv.messages.get(r)
+                        && let Some(res) =
+                            rm.tool_results().into_iter().find(|x| x.call_id == call.id)
+                    {
+                        result = Some((r, res.text.to_string(), res.is_error));
+                        break;
+                    }
+                }
+                let id = call.id.to_string();
+                let unique = !id.is_empty() && id_count.get(&id) == Some(&1);
+                let (result_msg, status, result_hash, result_len) = match &result {
+                    Some((r, text, is_err)) => {
+                        let st = result_status(op.exit, text, *is_err);
+                        let h = (op.kind == OpKind::Read && st != Status::Failure)
+                            .then(|| content_fingerprint(result_payload(text)));
+                        (Some(*r), st, h, text.chars().count())
+                    }
+                    None => (None, Status::Unknown, None, 0),
+                };
+                let mutable = unique
+                    && ex.call < tail
+                    && result_msg.is_some_and(|r| r < tail)
+                    && msg.role() == Role::Assistant;
+                recs.push(Rec {
+                    op,
+                    call_id: id,
+                    call_msg: ex.call,
+                    result_msg,
+                    status,
+                    result_hash,
+                    result_len,
+                    mutable,
+                });
+            }
+        }
+        recs
+    }
+
+    /// Decide removals; returns (index into recs -> rule).
+    fn decide(&self, recs: &[Rec]) -> HashMap<usize, Rule> {
+        let cfg = &self.cfg;
+        let mut out: HashMap<usize, Rule> = HashMap::new();
+        // Walk backwards, remembering what happens later.
+        let mut later_modified: HashSet<&str> = HashSet::new();
+        let mut later_full_write: HashSet<&str> = HashSet::new();
+        let mut later_command: HashSet<(Option<&str>, &str)> = HashSet::new();
+        let mut later_family: HashSet<(Option<&str>, String)> = HashSet::new();
+        for (i, r) in recs.iter().enumerate().rev() {
+            let answered = r.result_msg.is_some();
+            let ok = r.succeeded();
+            let cwd = r.op.cwd.as_deref();
+            let cmd = r.op.command.as_deref();
+            if r.mutable {
+                let all = |set: &HashSet<&str>, paths: &[String]| {
+                    !paths.is_empty() && paths.iter().all(|p| set.contains(p.as_str()))
+                };
+                let rule = match r.op.kind {
+                    OpKind::Read if cfg.stale_reads && all(&later_modified, &r.op.paths) => {
+                        Some(Rule::StaleRead)
+                    }
+                    OpKind::Write
+                        if cfg.superseded_edits && ok && all(&later_full_write, &r.op.paths) =>
+                    {
+                        Some(Rule::SupersededEdit)
+                    }
+                    OpKind::Edit
+                        if cfg.superseded_edits
+                            && cfg.partial_edits == PartialEdits::KeepLast
+                            && ok
+                            && all(&later_modified, &r.op.paths) =>
+                    {
+                        Some(Rule::SupersededEdit)
+                    }
+                    OpKind::Command | OpKind::Search
+                        if (r.op.kind == OpKind::Command || cfg.stale_searches)
+                            && cfg.stale_commands
+                            && cmd.is_some_and(|c| later_command.contains(&(cwd, c))) =>
+                    {
+                        Some(Rule::StaleCommand)
+                    }
+                    _ => None,
+                };
+                let rule = rule.or_else(|| {
+                    let is_cmd = r.op.kind == OpKind::Command || r.op.is_shell();
+                    (cfg.failed_commands
+                        && is_cmd
+                        && r.status == Status::Failure
+                        && cmd.is_some_and(|c| later_family.contains(&(cwd, command_family(c)))))
+                    .then_some(Rule::FailedCommand)
+                });
+                if let Some(rule) = rule {
+                    out.insert(i, rule);
+                }
+            }
+            if !answered {
+                continue;
+            }
+            // Record this operation for earlier ones.
+            if ok {
+                for p in r.op.modified_paths() {
+                    later_modified.insert(p.as_str());
+                }
+                if r.op.kind == OpKind::Write {
+                    for p in &r.op.paths {
+                        later_full_write.insert(p.as_str());
+                    }
+                }
+            }
+            if let Some(c) = cmd {
+                if matches!(r.op.kind, OpKind::Command | OpKind::Search) {
+                    later_command.insert((cwd, c));
+                }
+                if r.op.kind == OpKind::Command || r.op.is_shell() {
+                    later_family.insert((cwd, command_family(c)));
+                }
+            }
+        }
+        out
+    }
+}
+
+fn summary(c: &Counts) -> String {
+    format!(
+        "Removed: {} stale reads, {} stale edits, {} stale bash, {} failed bash; {} reads made references",
+        c.stale_reads, c.superseded_edits, c.stale_commands, c.failed_commands, c.read_references
+    )
+}
+
+fn only_thinking(m: &ctxpress_core::Message) -> bool {
+    match m.content() {
+        Some(serde_json::Value::Array(b)) => {
+            !m.has_tool_calls()
+                && !b.is_empty()
+                && b.iter().all(|x| {
+                    matches!(
+                        x.get("type").and_then(serde_json::Value::as_str),
+                        Some("thinking") | Some("redacted_thinking")
+                    ) || (x.get("type").and_then(serde_json::Value::as_str) == Some("text")
+                        && x.get("text")
+                            .and_then(serde_json::Value::as_str)
+                            .is_none_or(|t| t.trim().is_empty()))
+                })
+        }
+        _ => false,
+    }
+}
+
+impl StalePruner {
+    /// Prune `conv` in place and return the counts.
+    pub fn prune(&self, conv: &mut Conversation) -> Counts {
+        let recs = self.collect(conv);
+        let removed = self.decide(&recs);
+        let mut counts = Counts::default();
+        for rule in removed.values() {
+            match rule {
+                Rule::StaleRead => counts.stale_reads += 1,
+                Rule::SupersededEdit => counts.superseded_edits += 1,
+                Rule::StaleCommand => counts.stale_commands += 1,
+                Rule::FailedCommand => counts.failed_commands += 1,
+            }
+        }
+        // Read references: point at a kept earlier read or write of the same content.
+        let mut refs: Vec<(usize, String)> = Vec::new();
+        if self.cfg.read_references {
+            // (path, fingerprint) -> (call id, what)
+            let mut known: HashMap<(&str, u64), (&str, &'static str)> = HashMap::new();
+            for (i, r) in recs.iter().enumerate() {
+                if removed.contains_key(&i) || !r.succeeded() {
+                    continue;
+                }
+                let [path] = r.op.paths.as_slice() else {
+                    continue;
+                };
+                match r.op.kind {
+                    OpKind::Write => {
+                        // A later write or edit of the path invalidates older entries by
+                        // content only, so nothing to clear: equal content is equal.
+                        if let Some(h) = r.op.content_hash {
+                            known.insert((path.as_str(), h), (r.call_id.as_str(), "written by"));
+                        }
+                    }
+                    OpKind::Read => {
+                        let Some(h) = r.result_hash else { continue };
+                        if let Some((src, what)) = known.get(&(path.as_str(), h)) {
+                            let text = format!(
+                                "[ctxpress: {path} unchanged: same content as {what} call {src}]"
+                            );
+                            if r.mutable && text.chars().count() * 2 < r.result_len {
+                                refs.push((i, text));
+                                continue;
+                            }
+                        }
+                        known.insert((path.as_str(), h), (r.call_id.as_str(), "returned by"));
+                    }
+                    _ => {}
+                }
+            }
+        }
+        counts.read_references = refs.len() as u64;
+        // Apply: rewrite reference results, then remove calls and results.
+        for (i, text) in &refs {
+            if let Some(r) = recs.get(*i)
+                && let Some(ri) = r.result_msg
+                && let Some(m) = conv.messages.get_mut(ri)
+            {
+                m.set_tool_result_text(&r.call_id, text.clone());
+            }
+        }
+        let mut by_msg: HashMap<usize, HashSet<&str>> = HashMap::new();
+        let mut drop_msgs: HashSet<usize> = HashSet::new();
+        for i in removed.keys() {
+            let Some(r) = recs.get(*i) else { continue };
+            by_msg.entry(r.call_msg).or_default().insert(&r.call_id);
+            if let Some(ri) = r.result_msg {
+                by_msg.entry(ri).or_default().insert(&r.call_id);
+            }
+        }
+        for (mi, ids) in &by_msg {
+            let Some(m) = conv.messages.get_mut(*mi) else {
+                continue;
+            };
+            match m.role() {
+                Role::Assistant => {
+                    m.remove_tool_calls(ids);
+                    if m.is_empty() || only_thinking(m) {
+                        drop_msgs.insert(*mi);
+                    }
+                }
+                Role::Tool | Role::Function => {
+                    drop_msgs.insert(*mi);
+                }
+                Role::User => {
+                    let carrier = m.is_tool_result_carrier();
+                    m.remove_tool_results(ids);
+                    let empty =
+                        matches!(m.content(), Some(serde_json::Value::Array(b)) if b.is_empty());
+                    if carrier && empty {
+                        drop_msgs.insert(*mi);
+                    }
+                }
+                _ => {}
+            }
+        }
+        if !drop_msgs.is_empty() {
+            let mut i = 0;
+            conv.messages.retain(|_| {
+                let keep = !drop_msgs.contains(&i);
+                i += 1;
+                keep
+            });
+        }
+        counts
+    }
+}
+
+impl Strategy for StalePruner {
+    fn name(&self) -> &str {
+        "stale_pruner"
+    }
+
+    fn apply(
+        &self,
+        conv: &mut Conversation,
+        ctx: &StageContext,
+    ) -> Result<StageOutcome, StrategyError> {
+        let msgs_before = conv.messages.len();
+        let tokens_before = ctx.tokens(conv);
+        let c = self.prune(conv);
+        let mut out = StageOutcome::default();
+        out.count("stale_reads", c.stale_reads);
+        out.count("superseded_edits", c.superseded_edits);
+        out.count("stale_commands", c.stale_commands);
+        out.count("failed_commands", c.failed_commands);
+        out.count("read_references", c.read_references);
+        out.notes.push(format!(
+            "{}; messages {} -> {}, tokens {} -> {}",
+            summary(&c),
+            msgs_before,
+            conv.messages.len(),
+            tokens_before,
+            ctx.tokens(conv)
+        ));
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests;
