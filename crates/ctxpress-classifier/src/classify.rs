@@ -65,7 +65,7 @@ pub fn classify(text: &str) -> Classification {
     if has_traceback(text) {
         hard.push(Reason::ErrorTraceback);
     }
-    soft_reasons(text, &mut soft);
+    soft_reasons(text, &stats, &mut soft);
 
     hard.sort();
     soft.sort();
@@ -88,9 +88,14 @@ struct ByteStats {
     words: usize,
     dollar_or_backslash: bool,
     e2_bytes: bool,
+    non_ascii: bool,
+    digit: bool,
+    at: bool,
+    slash: bool,
+    quote: bool,
 }
 
-fn is_special(b: u8) -> bool {
+const fn is_special(b: u8) -> bool {
     matches!(
         b,
         b'{' | b'}'
@@ -118,70 +123,109 @@ fn is_special(b: u8) -> bool {
     )
 }
 
+const K_WORD: u8 = 0;
+const K_SPACE: u8 = 1;
+const K_NEWLINE: u8 = 2;
+const K_SPECIAL: u8 = 3;
+const K_CONT: u8 = 4;
+const K_CJK: u8 = 5;
+const K_LEAD: u8 = 6;
+
+/// Byte classes for [`scan_bytes`].
+static BYTE_CLASS: [u8; 256] = {
+    let mut t = [K_WORD; 256];
+    let mut i = 0;
+    while i < 256 {
+        let b = i as u8;
+        t[i] = if b == b'\n' {
+            K_NEWLINE
+        } else if b.is_ascii_whitespace() {
+            K_SPACE
+        } else if is_special(b) {
+            K_SPECIAL
+        } else if b & 0xC0 == 0x80 {
+            K_CONT
+        } else if b >= 0xE3 && b <= 0xE9 {
+            // U+3000..U+9FFF: kana and CJK ideographs, written without spaces.
+            K_CJK
+        } else if b >= 0x80 {
+            K_LEAD
+        } else {
+            K_WORD
+        };
+        i += 1;
+    }
+    t
+};
+
 /// One pass over the bytes: character count, special characters (ignoring
 /// Markdown emphasis `**`, headings and bullets), words (CJK ideographs and kana
 /// count one word each) and prefilter flags.
 fn scan_bytes(text: &str) -> ByteStats {
     let b = text.as_bytes();
     let mut s = ByteStats::default();
+    let mut cont = 0usize;
     let mut in_word = false;
     let mut line_start = true;
     let mut i = 0;
     while i < b.len() {
         let c = b[i];
-        if c & 0xC0 != 0x80 {
-            s.chars += 1;
-        }
-        if c.is_ascii_whitespace() {
-            in_word = false;
-            if c == b'\n' {
+        match BYTE_CLASS[c as usize] {
+            K_WORD => {
+                s.digit |= c.is_ascii_digit();
+                s.slash |= c == b'/';
+                s.quote |= c == b'"';
+                s.words += usize::from(!in_word);
+                in_word = true;
+                line_start = false;
+            }
+            K_SPACE => in_word = false,
+            K_NEWLINE => {
+                in_word = false;
                 line_start = true;
             }
-            i += 1;
-            continue;
-        }
-        if line_start {
-            line_start = false;
-            // Markdown heading marks and bullets are formatting, not syntax.
-            let mut j = i;
-            while j < b.len() && b[j] == b'#' {
-                j += 1;
-            }
-            let bullet = j == i && matches!(b[i], b'*' | b'+') && b.get(i + 1) == Some(&b' ');
-            if (j > i && b.get(j) == Some(&b' ')) || bullet {
-                let end = if bullet { i + 1 } else { j };
-                s.chars += end - i - 1;
-                i = end;
-                continue;
-            }
-        }
-        if c == b'*' && b.get(i + 1) == Some(&b'*') {
-            s.chars += 1;
-            i += 2;
-            in_word = true;
-            continue;
-        }
-        if is_special(c) {
-            s.special += 1;
-            if c == b'$' || c == b'\\' {
-                s.dollar_or_backslash = true;
-            }
-        }
-        if (0xE3..=0xE9).contains(&c) {
-            // U+3000..U+9FFF: kana and CJK ideographs, written without spaces.
-            s.words += 1;
-            in_word = false;
-        } else if c & 0xC0 != 0x80 {
-            if c == 0xE2 {
-                s.e2_bytes = true;
-            }
-            if !in_word {
+            K_CONT => cont += 1,
+            K_CJK => {
+                s.non_ascii = true;
                 s.words += 1;
+                in_word = false;
+                line_start = false;
+            }
+            K_LEAD => {
+                s.non_ascii = true;
+                s.e2_bytes |= c == 0xE2;
+                s.words += usize::from(!in_word);
                 in_word = true;
+                line_start = false;
+            }
+            _ => {
+                s.words += usize::from(!in_word);
+                in_word = true;
+                if line_start {
+                    line_start = false;
+                    // Markdown heading marks and bullets are formatting, not syntax.
+                    let mut j = i;
+                    while j < b.len() && b[j] == b'#' {
+                        j += 1;
+                    }
+                    let bullet = j == i && (c == b'*' || c == b'+') && b.get(i + 1) == Some(&b' ');
+                    if (j > i && b.get(j) == Some(&b' ')) || bullet {
+                        i = if bullet { i + 1 } else { j };
+                        continue;
+                    }
+                }
+                if c == b'*' && b.get(i + 1) == Some(&b'*') {
+                    i += 2;
+                    continue;
+                }
+                s.special += 1;
+                s.at |= c == b'@';
+                s.dollar_or_backslash |= c == b'$' || c == b'\\';
             }
         }
         i += 1;
     }
+    s.chars = b.len() - cont;
     s
 }
 
@@ -350,8 +394,10 @@ impl VerseRun {
     }
 }
 
-/// One pass over the lines: line-length moments (non-blank lines), indented
-/// code blocks, YAML/TOML key-value runs and verse.
+/// One pass over the lines: line-length moments (non-blank lines), code outside
+/// fences (indented blocks, unified diff hunks, shell transcripts with two or
+/// more `$ ` prompts; all reported as `indented_code`), YAML/TOML key-value
+/// runs and verse.
 fn scan_lines(text: &str) -> LineStats {
     let mut s = LineStats::default();
     let mut prev_blank = true;
@@ -359,6 +405,7 @@ fn scan_lines(text: &str) -> LineStats {
     let (mut ind_lines, mut ind_all_list, mut ind_code, mut ind_open) =
         (0usize, true, false, false);
     let mut kv_run = 0usize;
+    let mut prompts = 0usize;
     let mut verse = VerseRun::default();
     for line in text.split('\n') {
         let line = line.strip_suffix('\r').unwrap_or(line);
@@ -383,6 +430,15 @@ fn scan_lines(text: &str) -> LineStats {
             }
         } else if !blank || !ind_open {
             (ind_lines, ind_all_list, ind_code, ind_open) = (0, true, false, false);
+        }
+
+        if line.starts_with("@@ -") && line.get(4..).is_some_and(|r| r.contains(" @@")) {
+            // unified diff hunk header
+            s.indented_code = true;
+        }
+        if line.starts_with("$ ") && line.as_bytes().get(2).is_some_and(u8::is_ascii_alphabetic) {
+            prompts += 1;
+            s.indented_code |= prompts >= 2;
         }
 
         if !s.yaml {
@@ -541,12 +597,12 @@ pub fn is_valid_json(text: &str) -> bool {
 static LATEX: LazyLock<Regex> = LazyLock::new(|| {
     re(concat!(
         r"\$\$[^$]+\$\$",
-        r"|\\\[[^\]]{1,2000}\\\]",
-        r"|\\\([^)\n]{1,500}\\\)",
+        r"|\\\[[^\]]+\\\]",
+        r"|\\\([^)\n]+\\\)",
         r"|\\begin\{(?:equation|align|gather|math|displaymath|multline)\*?\}",
         r"|\\(?:frac|dfrac|sqrt|sum|prod|int|iint|oint|lim|mathbb|mathrm|mathcal|alpha|beta|gamma|delta|epsilon|theta|lambda|sigma|omega|infty|partial|nabla|cdot|leq|geq|neq|approx|forall|exists)(?-u:\b)",
         r"|\$[A-Za-z]\$",
-        r"|\$[^\s$\d{(][^$\n]{0,200}?[^\s$\\]\$",
+        r"|\$[^[ \t\r\n]$[0-9]{(][^$\n]*?[^[ \t\r\n]$\\]\$",
     ))
 });
 
@@ -595,14 +651,14 @@ fn has_unicode_math(text: &str) -> bool {
 /// Strong anchors: one alone is SQL (upper case as written in SQL).
 static SQL_STRONG: LazyLock<Regex> = LazyLock::new(|| {
     re(concat!(
-        r"(?-u:\b)(?:GROUP\s+BY|ORDER\s+BY|PRIMARY\s+KEY|FOREIGN\s+KEY|NOT\s+NULL|VARCHAR|",
-        r"INNER\s+JOIN|LEFT\s+(?:OUTER\s+)?JOIN|RIGHT\s+(?:OUTER\s+)?JOIN|FULL\s+OUTER\s+JOIN|CROSS\s+JOIN|",
-        r"CREATE\s+(?:TABLE|INDEX|VIEW|UNIQUE\s+INDEX)|ALTER\s+TABLE|DROP\s+TABLE|INSERT\s+INTO|",
-        r"DELETE\s+FROM|AUTO_INCREMENT|SELECT\s+[^\n;]{1,200}?\s+FROM\s+\w|UPDATE\s+\w+\s+SET)(?-u:\b)",
+        r"(?-u:\b)(?:GROUP[ \t\r\n]+BY|ORDER[ \t\r\n]+BY|PRIMARY[ \t\r\n]+KEY|FOREIGN[ \t\r\n]+KEY|NOT[ \t\r\n]+NULL|VARCHAR|",
+        r"INNER[ \t\r\n]+JOIN|LEFT[ \t\r\n]+(?:OUTER[ \t\r\n]+)?JOIN|RIGHT[ \t\r\n]+(?:OUTER[ \t\r\n]+)?JOIN|FULL[ \t\r\n]+OUTER[ \t\r\n]+JOIN|CROSS[ \t\r\n]+JOIN|",
+        r"CREATE[ \t\r\n]+(?:TABLE|INDEX|VIEW|UNIQUE[ \t\r\n]+INDEX)|ALTER[ \t\r\n]+TABLE|DROP[ \t\r\n]+TABLE|INSERT[ \t\r\n]+INTO|",
+        r"DELETE[ \t\r\n]+FROM|AUTO_INCREMENT|SELECT[ \t\r\n]+[^\n;]+?[ \t\r\n]+FROM[ \t\r\n]+[A-Za-z0-9_]+|UPDATE[ \t\r\n]+[A-Za-z0-9_]+[ \t\r\n]+SET)(?-u:\b)",
         // any case, but only with unmistakable statement shapes
-        r"|(?i-u:(?-u:\b)(?:select\s+(?:\*|count\s*\(|distinct\s)|insert\s+into\s+\w+\s*(?:\(|values)",
-        r"|create\s+table\s+(?:if\s+not\s+exists\s+)?\w+\s*\(|delete\s+from\s+\w+\s+where\s",
-        r"|update\s+\w+\s+set\s+\w+\s*=))",
+        r"|(?i-u:(?-u:\b)(?:select[ \t\r\n]+(?:\*|count[ \t\r\n]*\(|distinct[ \t\r\n])|insert[ \t\r\n]+into[ \t\r\n]+[A-Za-z0-9_]+[ \t\r\n]*(?:\(|values)",
+        r"|create[ \t\r\n]+table[ \t\r\n]+(?:if[ \t\r\n]+not[ \t\r\n]+exists[ \t\r\n]+)?[A-Za-z0-9_]+[ \t\r\n]*\(|delete[ \t\r\n]+from[ \t\r\n]+[A-Za-z0-9_]+[ \t\r\n]+where[ \t\r\n]",
+        r"|update[ \t\r\n]+[A-Za-z0-9_]+[ \t\r\n]+set[ \t\r\n]+[A-Za-z0-9_]+[ \t\r\n]*=))",
     ))
 });
 
@@ -685,23 +741,38 @@ static TRACE_HEADER: LazyLock<Regex> = LazyLock::new(|| {
         r"(?m)Traceback \(most recent call last\):",
         r#"|Exception in thread "[^"\n]*" "#,
         r"|thread '[^'\n]*' panicked at ",
-        r"|panicked at [^\n]{0,200}\.rs:\d+:\d+",
-        r"|^goroutine \d+ \[[a-z ]+\]:",
-        r"|^[\w.$]*(?:Error|Exception)(?::[^\n]*)?\r?\n[ \t]+at [^\n]+(?:\.java:\d+\)|:\d+:\d+\)?)",
+        r"|panicked at [^\n]*\.rs:[0-9]+:[0-9]+",
+        r"|^goroutine [0-9]+ \[[a-z ]+\]:",
+        r"|^[[A-Za-z0-9_].$]*(?:Error|Exception)(?::[^\n]*)?\r?\n[ \t]+at [^\n]+(?:\.(?:java|kt|scala|groovy):[0-9]+\)|:[0-9]+:[0-9]+\)?)",
     ))
 });
 
 static TRACE_FRAME: LazyLock<Regex> = LazyLock::new(|| {
     re(concat!(
-        r"(?m)^[ \t]+at [^\n]{1,300}?(?:\.(?:java|kt|scala|groovy):\d+\)|\(Native Method\)|\(Unknown Source\)|:\d+:\d+\)?)\r?$",
-        r#"|^[ \t]*File "[^"\n]+", line \d+"#,
-        r"|^[ \t]+\d+: [\w:<>${}\[\] ]+?::[\w:<>${}\[\] ]+\r?$",
+        r"(?m)^[ \t]+at [^\n]*?(?:\.(?:java|kt|scala|groovy):[0-9]+\)|\(Native Method\)|\(Unknown Source\)|:[0-9]+:[0-9]+\)?)\r?$",
+        r#"|^[ \t]*File "[^"\n]+", line [0-9]+"#,
+        r"|^[ \t]+[0-9]+: [[A-Za-z0-9_]:<>${}\[\] ]+?::[[A-Za-z0-9_]:<>${}\[\] ]+\r?$",
     ))
+});
+
+/// Literals one of which every traceback pattern contains.
+static TRACE_NEEDLES: LazyLock<AhoCorasick> = LazyLock::new(|| {
+    AhoCorasick::new([
+        "Traceback (most recent call last):",
+        "Exception in thread \"",
+        "panicked at ",
+        "goroutine ",
+        "\tat ",
+        "  at ",
+        "File \"",
+    ])
+    .expect("traceback needles compile")
 });
 
 /// Python, Java/Kotlin, Rust, Node and Go stack traces.
 fn has_traceback(text: &str) -> bool {
-    TRACE_HEADER.is_match(text) || TRACE_FRAME.find_iter(text).nth(1).is_some()
+    TRACE_NEEDLES.is_match(text)
+        && (TRACE_HEADER.is_match(text) || TRACE_FRAME.find_iter(text).nth(1).is_some())
 }
 
 // ---------------------------------------------------------------- soft
@@ -713,23 +784,23 @@ const SOFT_PATTERNS: &[&str] = &[
     // email
     r"[A-Za-z0-9._%+\-]+@[A-Za-z0-9\-]+(?:\.[A-Za-z0-9\-]+)*\.[A-Za-z]{2,}(?-u:\b)",
     // phone
-    r"(?:(?:\+\d{1,3}[ .\-]?)?(?:\(\d{3}\) ?|(?-u:\b)\d{3}[ .\-])\d{3}[ .\-]\d{4}|\+\d{1,3}[ .\-]\d{1,4}(?:[ .\-]\d{2,4}){2,3})(?-u:\b)",
+    r"(?:(?:\+[0-9]{1,3}[ .\-]?)?(?:\([0-9]{3}\) ?|(?-u:\b)[0-9]{3}[ .\-])[0-9]{3}[ .\-][0-9]{4}|\+[0-9]{1,3}[ .\-][0-9]{1,4}(?:[ .\-][0-9]{2,4}){2,3})(?-u:\b)",
     // version_number
-    r"(?-u:\b)(?:v\d+(?:\.\d+){1,3}|\d+\.\d+\.\d+(?:-[0-9A-Za-z.]+)?)(?-u:\b)",
+    r"(?-u:\b)(?:v[0-9]+(?:\.[0-9]+){1,3}|[0-9]+\.[0-9]+\.[0-9]+(?:-[0-9A-Za-z.]+)?)(?-u:\b)",
     // hash_or_sha
     r"(?-u:\b)[0-9a-fA-F]{40,64}(?-u:\b)",
     // file_path
-    r"(?m)(?:^|[ \t(\['`=,:])(?:~|\.{1,2})?/[\w.\-]+(?:/[\w.\-]+)+|(?:^|[ \t(\['`=,])[\w.\-]+(?:/[\w.\-]+)+\.[A-Za-z0-9]{1,8}(?-u:\b)",
+    r"(?m)(?:^|[ \t(\['`=,:])(?:~|\.{1,2})?/[[A-Za-z0-9_].\-]+(?:/[[A-Za-z0-9_].\-]+)+|(?:^|[ \t(\['`=,])[[A-Za-z0-9_].\-]+(?:/[[A-Za-z0-9_].\-]+)+\.[A-Za-z0-9]{1,8}(?-u:\b)",
     // ip_or_semver
-    r"(?-u:\b)\d+(?:\.\d+){2,}(?-u:\b)",
+    r"(?-u:\b)[0-9]+(?:\.[0-9]+){2,}(?-u:\b)",
     // quoted_key
-    r#""[A-Za-z_$][\w$.\-]{0,60}"\s*:"#,
+    r#""[A-Za-z_$][[A-Za-z0-9_]$.\-]*"[ \t\r\n]*:"#,
     // legal_term
-    r"(?i-u:(?-u:\b)(?:shall|notwithstanding|whereas|hereinafter|hereby|herein|hereto|thereof|pursuant\s+to|indemnif(?:y|ies|ied|ication)|in\s+witness\s+whereof)(?-u:\b))",
+    r"(?i-u:(?-u:\b)(?:shall|notwithstanding|whereas|hereinafter|hereby|herein|hereto|thereof|pursuant[ \t\r\n]+to|indemnif(?:y|ies|ied|ication)|in[ \t\r\n]+witness[ \t\r\n]+whereof)(?-u:\b))",
     // direct_quote
     "\"[^\"\n]{11,}\"|\u{201c}[^\u{201d}\n]{11,}\u{201d}|\u{ab}[^\u{bb}\n]{11,}\u{bb}",
     // numeric_with_units
-    r"(?-u:\b)\d+(?:\.\d+)?(?:[ ]?(?:ms|ns|µs|sec|secs|seconds?|mins?|minutes?|hrs?|hours?|days?|weeks?|[KMGTP]i?B|kB|bytes?|[kMG]?Hz|km|cm|mm|kg|mg|kW|mV|mA|°[CF]|px|rem|fps|rpm|[KMG]bps)|(?:s|h|m|g|V|W|A|K|B|em))(?-u:\b)",
+    r"(?-u:\b)[0-9]+(?:\.[0-9]+)?(?:[ ]?(?:ms|ns|µs|sec|secs|seconds?|mins?|minutes?|hrs?|hours?|days?|weeks?|[KMGTP]i?B|kB|bytes?|[kMG]?Hz|km|cm|mm|kg|mg|kW|mV|mA|°[CF]|px|rem|fps|rpm|[KMG]bps)|(?:s|h|m|g|V|W|A|K|B|em))(?-u:\b)",
 ];
 
 const SOFT_REASONS: &[Reason] = &[
@@ -746,14 +817,50 @@ const SOFT_REASONS: &[Reason] = &[
     Reason::NumericWithUnits,
 ];
 
-static SOFT_SET: LazyLock<RegexSet> =
-    LazyLock::new(|| RegexSet::new(SOFT_PATTERNS).expect("soft patterns compile"));
+/// Indices into [`SOFT_PATTERNS`] of the patterns that need an ASCII digit.
+const DIGIT_SOFT: [usize; 5] = [2, 3, 4, 6, 10];
+
+static DIGIT_SET: LazyLock<RegexSet> = LazyLock::new(|| {
+    RegexSet::new(DIGIT_SOFT.iter().filter_map(|&i| SOFT_PATTERNS.get(i)))
+        .expect("soft patterns compile")
+});
 static SOFT_RES: LazyLock<Vec<Regex>> =
     LazyLock::new(|| SOFT_PATTERNS.iter().map(|p| re(p)).collect());
 
-fn soft_reasons(text: &str, out: &mut Vec<Reason>) {
-    let hits = SOFT_SET.matches(text);
-    for i in hits.iter() {
+fn soft_reasons(text: &str, stats: &ByteStats, out: &mut Vec<Reason>) {
+    let mut candidates: Vec<usize> = Vec::new();
+    let b = text.as_bytes();
+    if stats.slash && memchr::memmem::find(b, b"://").is_some() {
+        candidates.push(0);
+    }
+    if stats.at {
+        candidates.push(1);
+    }
+    if stats.slash {
+        candidates.push(5);
+    }
+    if stats.quote {
+        candidates.push(7);
+    }
+    candidates.push(8);
+    if stats.quote || stats.non_ascii {
+        candidates.push(9);
+    }
+    let mut hits: Vec<usize> = Vec::new();
+    for i in candidates {
+        if SOFT_RES.get(i).is_some_and(|rx| rx.is_match(text)) {
+            hits.push(i);
+        }
+    }
+    if stats.digit {
+        hits.extend(
+            DIGIT_SET
+                .matches(text)
+                .iter()
+                .filter_map(|k| DIGIT_SOFT.get(k).copied()),
+        );
+    }
+    for i in hits {
         let (Some(&reason), Some(rx)) = (SOFT_REASONS.get(i), SOFT_RES.get(i)) else {
             continue;
         };
