@@ -286,18 +286,32 @@ pub fn archive(
 }
 
 /// Restore the originals of a compressed conversation, through any number of
-/// rounds. Messages the archive does not know are kept as they are.
+/// rounds. Each pass finds the longest leading run of messages that is exactly
+/// the output of an archived compression (its end key has a `doc:` record) and
+/// swaps it for that compression's input, keeping what follows (messages
+/// appended after compression). When no prefix matches, one pass of the
+/// per-position records is tried. Messages the archive does not know are kept.
 pub fn expand(conv: &Conversation, archive: &dyn Archive) -> Result<Conversation, ArchiveError> {
     let mut cur = conv.clone();
     let mut seen = HashSet::new();
     for _round in 0..1024 {
-        let keys = chain_keys(&cur);
-        let end = &keys[keys.len() - 1];
-        if let Some(orig) = archive.get(&format!("doc:{end}"))? {
-            if !seen.insert(end.clone()) {
-                return Err(ArchiveError::Corrupt("archive records form a cycle".into()));
+        let (keys, ends) = prefix_keys(&cur);
+        let mut doc = None;
+        for k in (0..ends.len()).rev() {
+            // A key used once in this expansion cannot apply again: the input it
+            // restored merely starts like that output (e.g. a trailing repeat removed).
+            if seen.contains(&ends[k]) {
+                continue;
             }
-            cur = rebuild(&cur, orig)?;
+            if let Some(orig) = archive.get(&format!("doc:{}", ends[k]))? {
+                doc = Some((k, orig));
+                break;
+            }
+        }
+        if let Some((k, mut texts)) = doc {
+            seen.insert(ends[k].clone());
+            texts.extend(cur.messages[k..].iter().map(|m| cur.message_json(m)));
+            cur = rebuild(&cur, texts)?;
             continue;
         }
         let mut hit = false;
@@ -311,7 +325,7 @@ pub fn expand(conv: &Conversation, archive: &dyn Archive) -> Result<Conversation
                 None => texts.push(cur.message_json(m)),
             }
         }
-        if let Some(orig) = archive.get(end)? {
+        if let Some(orig) = archive.get(&ends[ends.len() - 1])? {
             hit = true;
             texts.extend(orig);
         }
@@ -323,6 +337,21 @@ pub fn expand(conv: &Conversation, archive: &dyn Archive) -> Result<Conversation
     Err(ArchiveError::Corrupt(
         "expansion did not converge after 1024 rounds".into(),
     ))
+}
+
+/// Per-message chain keys, and the end key of every prefix (`ends[k]` closes
+/// the first `k` messages; `ends[len]` is the whole conversation's end key).
+fn prefix_keys(conv: &Conversation) -> (Vec<String>, Vec<String>) {
+    let mut h = xxhash_rust::xxh3::xxh3_128(conv.envelope.prefix.as_bytes());
+    let mut keys = Vec::with_capacity(conv.messages.len());
+    let mut ends = Vec::with_capacity(conv.messages.len() + 1);
+    ends.push(format!("{:032x}", chain(h, END)));
+    for m in &conv.messages {
+        h = chain(h, &conv.message_json(m));
+        keys.push(format!("{h:032x}"));
+        ends.push(format!("{:032x}", chain(h, END)));
+    }
+    (keys, ends)
 }
 
 fn rebuild(cur: &Conversation, texts: Vec<String>) -> Result<Conversation, ArchiveError> {
@@ -390,6 +419,36 @@ mod tests {
     }
 
     #[test]
+    fn two_rounds_then_appended_restores_everything() {
+        let input = Conversation::parse(DOC).unwrap();
+        let arch = MemoryArchive::new();
+        let mut r1 = input.clone();
+        r1.messages.remove(3);
+        archive(&input, &r1, &arch).unwrap();
+        let r1 = Conversation::parse(&r1.to_json_string()).unwrap();
+        let mut r2 = r1.clone();
+        r2.messages.remove(1);
+        archive(&r1, &r2, &arch).unwrap();
+        let mut r2 = Conversation::parse(&r2.to_json_string()).unwrap();
+        r2.messages
+            .push(Message::text_message(MessageId::new("n1"), "user", "more"));
+        r2.messages.push(Message::text_message(
+            MessageId::new("n2"),
+            "assistant",
+            "ok",
+        ));
+        let back = expand(&r2, &arch).unwrap();
+        let want: Vec<String> = input
+            .messages
+            .iter()
+            .map(|m| input.message_json(m))
+            .collect();
+        let got: Vec<String> = back.messages.iter().map(|m| back.message_json(m)).collect();
+        assert_eq!(&got[..5], &want[..]);
+        assert_eq!(got.len(), 7);
+    }
+
+    #[test]
     fn reordering_falls_back_to_whole_input() {
         let input = Conversation::parse(DOC).unwrap();
         let mut out = input.clone();
@@ -411,7 +470,8 @@ mod tests {
         let mut more = Conversation::parse(&out.to_json_string()).unwrap();
         more.messages
             .push(Message::text_message(MessageId::new("n"), "user", "ok"));
-        assert_eq!(expand(&more, &arch).unwrap().messages.len(), 3);
+        // the compressed prefix expands; the appended message stays
+        assert_eq!(expand(&more, &arch).unwrap().messages.len(), 4);
     }
 
     #[test]

@@ -526,7 +526,7 @@ fn corpus_sample(file: &str, n: usize) -> Option<Vec<String>> {
 /// Fails while the workspace's serde_json lacks the `float_roundtrip` feature:
 /// the default float parser can be one ULP off for long mantissas.
 #[test]
-#[ignore = "needs serde_json `float_roundtrip` in the workspace (reported)"]
+
 fn long_floats_survive_rewriting() {
     let doc = r#"[{"role":"user","content":"x","meta":906005250.0262727}]"#;
     let mut c = Conversation::parse(doc).unwrap();

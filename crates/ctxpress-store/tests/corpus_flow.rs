@@ -235,7 +235,7 @@ fn appended_messages_after_two_rounds_expand_by_doc_prefix() {
 /// unchanged prefix match the round-2 output too, get expanded together with
 /// the round-2 records, and the round-1 keys further on can no longer match.
 #[test]
-#[ignore = "core expand() loses originals after two rounds plus appended messages (reported)"]
+
 fn appended_messages_after_two_rounds_expand_with_core() {
     let Some(lines) = corpus() else { return };
     let store = SqliteArchive::open_in_memory().unwrap();
