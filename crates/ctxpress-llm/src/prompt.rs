@@ -92,7 +92,11 @@ fn preamble() -> &'static Regex {
 fn heading_only() -> &'static Regex {
     static RE: OnceLock<Regex> = OnceLock::new();
     RE.get_or_init(|| {
-        Regex::new(r"(?i)\A[\s#*_]*(?:compressed\s+|concise\s+|updated\s+)?summary[\s*_]*\n")
+        // A heading line about the summary itself: "## Summary", "### Summary of
+        // Changes", "**Compressed summary**".
+        Regex::new(
+            r"(?i)\A\s*(?:(?:\#{1,6}[ \t]+|\*\*|__)[^\n]{0,30}?\bsummary\b[^\n.:]{0,30}?|(?:compressed\s+|concise\s+|updated\s+)?summary)[ \t*_]*\n",
+        )
             .expect("heading regex is valid")
     })
 }
@@ -206,6 +210,8 @@ mod tests {
             ),
             ("Sure! Here's the summary: Ran 3 tests.", "Ran 3 tests."),
             ("## Summary\nRan tests, 2 failed.", "Ran tests, 2 failed."),
+            ("### Summary of Changes\n- `a.rs`: fixed", "- `a.rs`: fixed"),
+            ("**Compressed summary**\nKept v1.2.3", "Kept v1.2.3"),
             ("TL;DR: bump v1.2.3", "bump v1.2.3"),
             ("\"Asked about the queue.\"", "Asked about the queue."),
             ("Updated summary: user wants X", "user wants X"),
@@ -223,6 +229,9 @@ mod tests {
             "Error: ENOENT in src/a.ts",
             "\"a\" and \"b\" were swapped",
             "Summarized the logs and found 3 errors.",
+            "The summary table in docs/a.md is stale\nand needs an update.",
+            "Fixed the summary test.\nAll pass.",
+            "Fixed the summary test\nAll pass",
         ];
         for k in keep {
             assert_eq!(clean_answer(k), k);
