@@ -757,16 +757,18 @@ static TRACE_FRAME: LazyLock<Regex> = LazyLock::new(|| {
 
 /// Literals one of which every traceback pattern contains.
 static TRACE_NEEDLES: LazyLock<AhoCorasick> = LazyLock::new(|| {
-    AhoCorasick::new([
-        "Traceback (most recent call last):",
-        "Exception in thread \"",
-        "panicked at ",
-        "goroutine ",
-        "\tat ",
-        "  at ",
-        "File \"",
-    ])
-    .expect("traceback needles compile")
+    AhoCorasickBuilder::new()
+        .match_kind(MatchKind::LeftmostFirst)
+        .build([
+            "Traceback (most recent call last):",
+            "Exception in thread \"",
+            "panicked at ",
+            "goroutine ",
+            "\tat ",
+            "  at ",
+            "File \"",
+        ])
+        .expect("traceback needles compile")
 });
 
 /// Python, Java/Kotlin, Rust, Node and Go stack traces.
