@@ -26,6 +26,7 @@ pub use presets::{PRESETS, Preset, preset};
 
 pub use ctxpress_classifier as classifier;
 pub use ctxpress_dedup as dedup;
+pub use ctxpress_llm as llm;
 pub use ctxpress_stale_pruner as stale_pruner;
 pub use ctxpress_store as store;
 pub use ctxpress_summarizer as summarizer;
@@ -203,7 +204,9 @@ mod tests {
     use super::*;
 
     /// Strategies the facade must link in; extend as strategy crates land.
-    const EXPECTED: &[&str] = &[];
+    const EXPECTED: &[&str] = &["classifier", "dedup", "stale_pruner", "summarizer"];
+    /// Summarizer backends the facade must link in.
+    const BACKENDS: &[&str] = &["anthropic", "extractive", "openai"];
 
     #[test]
     fn every_expected_strategy_is_registered() {
@@ -218,6 +221,31 @@ mod tests {
                 "strategy `{e}` is not registered; registered: {names:?}"
             );
         }
+    }
+
+    #[test]
+    fn every_expected_backend_is_registered() {
+        let names: Vec<&str> = ctxpress_core::summarize::backends()
+            .iter()
+            .map(|f| f.name)
+            .collect();
+        assert_eq!(names, BACKENDS, "registered backends");
+    }
+
+    #[test]
+    fn llm_table_switches_summarizing_stages_to_the_openai_backend() {
+        let cfg = PipelineConfig::from_toml(
+            "version = 1\n[llm]\nbase_url = \"http://127.0.0.1:9/v1\"\nmodel = \"m\"\n[[stages]]\ntype = \"classifier\"\n[[stages]]\ntype = \"summarizer\"\n",
+        )
+        .unwrap();
+        let p = cfg.build().unwrap();
+        assert!(
+            p.needs_async(),
+            "the summarizer must become an async LLM stage"
+        );
+        let local =
+            PipelineConfig::from_toml("version = 1\n[[stages]]\ntype = \"summarizer\"\n").unwrap();
+        assert!(!local.build().unwrap().needs_async());
     }
 
     #[test]

@@ -16,11 +16,23 @@ pub struct Preset {
 }
 
 /// Every preset, in the order `ctxpress presets` lists them.
-pub const PRESETS: &[Preset] = &[Preset {
-    name: "identity",
-    summary: "parse and serialize only (the speed floor)",
-    toml: include_str!("../presets/identity.toml"),
-}];
+pub const PRESETS: &[Preset] = &[
+    Preset {
+        name: "identity",
+        summary: "parse and serialize only (the speed floor)",
+        toml: include_str!("../presets/identity.toml"),
+    },
+    Preset {
+        name: "chat",
+        summary: "chat histories: exact dedup, then extractive summaries of old prose",
+        toml: include_str!("../presets/chat.toml"),
+    },
+    Preset {
+        name: "agent",
+        summary: "agent trajectories: stale-op pruning, fuzzy dedup with deltas, summaries",
+        toml: include_str!("../presets/agent.toml"),
+    },
+];
 
 /// The preset named `name`, parsed.
 pub fn preset(name: &str) -> Result<PipelineConfig, ConfigError> {
