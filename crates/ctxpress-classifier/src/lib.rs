@@ -14,4 +14,4 @@ pub use classify::{
     Segment, T3_MIN_WORDS, classify, has_code_fence, is_valid_json, prose_chars,
     split_code_and_prose,
 };
-pub use rules::{Classifier, ClassifierConfig, MessageDecision, decide, message_text};
+pub use rules::{Classifier, ClassifierConfig, MessageDecision, decide, decide_lazy, message_text};

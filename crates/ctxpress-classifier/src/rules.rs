@@ -87,30 +87,27 @@ fn role_preserved(m: &Message, cfg: &ClassifierConfig) -> bool {
         .any(|p| p == role || (p == "system" && m.role().is_system()))
 }
 
-/// Apply the rules, first match wins, to message `index` whose text is
-/// `text` and classification `cls`.
-fn rule_for(
+/// Rules 1-6 (role, recency window, tool calls, short, already compressed,
+/// duplicate): they decide without looking at the text's tier.
+fn early_rule(
     conv: &Conversation,
     index: usize,
     tail: usize,
     text: &str,
-    cls: &Classification,
     cfg: &ClassifierConfig,
-) -> (Decision, DecisionRule) {
-    let Some(m) = conv.messages.get(index) else {
-        return (Decision::Preserve, DecisionRule::ShortContent);
-    };
+) -> Option<(Decision, DecisionRule)> {
+    let m = conv.messages.get(index)?;
     if role_preserved(m, cfg) {
-        return (Decision::Preserve, DecisionRule::PreservedRole);
+        return Some((Decision::Preserve, DecisionRule::PreservedRole));
     }
     if index >= tail {
-        return (Decision::Preserve, DecisionRule::RecencyWindow);
+        return Some((Decision::Preserve, DecisionRule::RecencyWindow));
     }
     if m.has_tool_calls() {
-        return (Decision::Preserve, DecisionRule::HasToolCalls);
+        return Some((Decision::Preserve, DecisionRule::HasToolCalls));
     }
     if text.chars().count() < cfg.min_chars {
-        return (Decision::Preserve, DecisionRule::ShortContent);
+        return Some((Decision::Preserve, DecisionRule::ShortContent));
     }
     let lead = text.trim_start();
     if cfg
@@ -118,11 +115,20 @@ fn rule_for(
         .iter()
         .any(|p| !p.is_empty() && lead.starts_with(p.as_str()))
     {
-        return (Decision::Preserve, DecisionRule::AlreadyCompressed);
+        return Some((Decision::Preserve, DecisionRule::AlreadyCompressed));
     }
     if conv.ann(m.id()).is_some_and(|a| a.dup.is_some()) {
-        return (Decision::Dedup, DecisionRule::Duplicate);
+        return Some((Decision::Dedup, DecisionRule::Duplicate));
     }
+    None
+}
+
+/// Rules 7-11, which need the classification.
+fn content_rule(
+    text: &str,
+    cls: &Classification,
+    cfg: &ClassifierConfig,
+) -> (Decision, DecisionRule) {
     if cls.hard.contains(&ctxpress_core::Reason::CodeFence) {
         return if prose_chars(text) >= cfg.code_split_min_prose {
             (Decision::CodeSplit, DecisionRule::CodeWithProse)
@@ -148,13 +154,37 @@ pub fn decide(conv: &Conversation, cfg: &ClassifierConfig) -> Vec<MessageDecisio
         .map(|(index, m)| {
             let text = message_text(m);
             let classification = classify(&text);
-            let (decision, rule) = rule_for(conv, index, tail, &text, &classification, cfg);
+            let (decision, rule) = early_rule(conv, index, tail, &text, cfg)
+                .unwrap_or_else(|| content_rule(&text, &classification, cfg));
             MessageDecision {
                 index,
                 role: m.role_str().to_string(),
                 classification,
                 decision,
                 rule,
+            }
+        })
+        .collect()
+}
+
+/// Like [`decide`], but classifies only the messages whose decision depends
+/// on it (rules 7-11); the others get `None`. This is what the strategy runs:
+/// tool outputs and the recency window are never scanned.
+pub fn decide_lazy(
+    conv: &Conversation,
+    cfg: &ClassifierConfig,
+) -> Vec<(Decision, DecisionRule, Option<Classification>)> {
+    let tail = conv.tail_start(cfg.recency_window);
+    (0..conv.messages.len())
+        .map(|index| {
+            let text = message_text(&conv.messages[index]);
+            match early_rule(conv, index, tail, &text, cfg) {
+                Some((d, r)) => (d, r, None),
+                None => {
+                    let cls = classify(&text);
+                    let (d, r) = content_rule(&text, &cls, cfg);
+                    (d, r, Some(cls))
+                }
             }
         })
         .collect()
@@ -168,7 +198,8 @@ pub struct Classifier {
 }
 
 impl Classifier {
-    /// A classifier with these parameters.
+    /// A classifier with these parameters. As a stage it classifies lazily
+    /// (see [`decide_lazy`]).
     pub fn new(cfg: ClassifierConfig) -> Self {
         Classifier { cfg }
     }
@@ -198,14 +229,14 @@ impl Strategy for Classifier {
         conv: &mut Conversation,
         _ctx: &StageContext,
     ) -> Result<StageOutcome, StrategyError> {
-        let decisions = decide(conv, &self.cfg);
+        let decisions = decide_lazy(conv, &self.cfg);
         let ids: Vec<_> = conv.messages.iter().map(|m| m.id().clone()).collect();
         let mut outcome = StageOutcome::default();
-        for (d, id) in decisions.into_iter().zip(ids) {
-            outcome.count(decision_name(d.decision), 1);
+        for ((decision, rule, cls), id) in decisions.into_iter().zip(ids) {
+            outcome.count(decision_name(decision), 1);
             let ann = conv.ann_mut(&id);
-            ann.classification = Some(d.classification);
-            ann.decision = Some((d.decision, d.rule));
+            ann.classification = cls;
+            ann.decision = Some((decision, rule));
         }
         Ok(outcome)
     }
@@ -394,7 +425,9 @@ mod tests {
         assert_eq!(out.counters.get("compress"), Some(&2));
         for m in &c.messages {
             let a = c.ann(m.id()).expect("annotated");
-            assert!(a.classification.is_some() && a.decision.is_some());
+            let (decision, _) = a.decision.expect("every message gets a decision");
+            // Lazy: only messages that reach the content rules are classified.
+            assert_eq!(a.classification.is_some(), decision == Decision::Compress, "{:?}", m.role());
         }
     }
 
