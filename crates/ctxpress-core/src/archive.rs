@@ -133,14 +133,9 @@ const END: &str = "\u{0}end";
 
 /// Chain keys of a conversation: one per message, then one for the end.
 pub fn chain_keys(conv: &Conversation) -> Vec<String> {
-    let mut h = xxhash_rust::xxh3::xxh3_128(conv.envelope.prefix.as_bytes());
-    let mut out = Vec::with_capacity(conv.messages.len() + 1);
-    for m in &conv.messages {
-        h = chain(h, &conv.message_json(m));
-        out.push(format!("{h:032x}"));
-    }
-    out.push(format!("{:032x}", chain(h, END)));
-    out
+    let (mut keys, mut ends) = prefix_keys(conv);
+    keys.extend(ends.pop());
+    keys
 }
 
 /// For each output message, the input indices it stands for, plus those of the
