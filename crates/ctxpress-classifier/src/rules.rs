@@ -427,7 +427,12 @@ mod tests {
             let a = c.ann(m.id()).expect("annotated");
             let (decision, _) = a.decision.expect("every message gets a decision");
             // Lazy: only messages that reach the content rules are classified.
-            assert_eq!(a.classification.is_some(), decision == Decision::Compress, "{:?}", m.role());
+            assert_eq!(
+                a.classification.is_some(),
+                decision == Decision::Compress,
+                "{:?}",
+                m.role()
+            );
         }
     }
 
