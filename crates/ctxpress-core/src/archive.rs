@@ -11,7 +11,7 @@
 //! originals, and repeats until nothing matches, undoing several rounds.
 
 use crate::conversation::Conversation;
-use crate::message::{Message, MessageId};
+use crate::message::MessageId;
 use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 
@@ -359,19 +359,10 @@ fn rebuild(cur: &Conversation, texts: Vec<String>) -> Result<Conversation, Archi
     Ok(next)
 }
 
-/// Message ids of `conv` that are not in `other` (helper for reports).
-pub fn missing_ids(conv: &Conversation, other: &Conversation) -> Vec<MessageId> {
-    let have: HashSet<&MessageId> = other.messages.iter().map(Message::id).collect();
-    conv.messages
-        .iter()
-        .map(|m| m.id().clone())
-        .filter(|id| !have.contains(id))
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::message::Message;
 
     const DOC: &str = r#"{"id": "c", "messages": [{"role": "system", "content": "s"}, {"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}, {"role": "user", "content": "c"}, {"role": "assistant", "content": "d"}]}"#;
 

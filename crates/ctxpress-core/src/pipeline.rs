@@ -187,8 +187,8 @@ impl Pipeline {
     /// [`Pipeline::run_async`] for pipelines that have them.
     pub fn run(&self, conv: &mut Conversation, ctx: &StageContext) -> Report {
         let start = Instant::now();
-        let first = measure(conv, ctx);
-        let mut before = first;
+        let mut before = measure(conv, ctx);
+        let first = (before.messages, before.tokens, before.chars);
         let mut violations = validate(conv);
         let mut stages = Vec::with_capacity(self.stages.len());
         for stage in &self.stages {
@@ -203,14 +203,14 @@ impl Pipeline {
             before = m;
             violations = v;
         }
-        report(first_report(&stages, before, conv, ctx), stages, start)
+        report(first, &before, stages, start)
     }
 
     /// Run, awaiting async stages.
     pub async fn run_async(&self, conv: &mut Conversation, ctx: &StageContext) -> Report {
         let start = Instant::now();
-        let first = measure(conv, ctx);
-        let mut before = first;
+        let mut before = measure(conv, ctx);
+        let first = (before.messages, before.tokens, before.chars);
         let mut violations = validate(conv);
         let mut stages = Vec::with_capacity(self.stages.len());
         for stage in &self.stages {
@@ -234,50 +234,24 @@ impl Pipeline {
             before = m;
             violations = v;
         }
-        report(first_report(&stages, before, conv, ctx), stages, start)
+        report(first, &before, stages, start)
     }
 }
 
-struct Totals {
-    messages_before: usize,
-    tokens_before: usize,
-    chars_before: usize,
-    last: Measure,
-}
-
-fn first_report(
-    stages: &[StageReport],
-    last: Measure,
-    conv: &Conversation,
-    ctx: &StageContext,
-) -> Totals {
-    match stages.first() {
-        Some(s) => Totals {
-            messages_before: s.messages_before,
-            tokens_before: s.tokens_before,
-            chars_before: s.chars_before,
-            last,
-        },
-        None => {
-            let m = measure(conv, ctx);
-            Totals {
-                messages_before: m.messages,
-                tokens_before: m.tokens,
-                chars_before: m.chars,
-                last: m,
-            }
-        }
-    }
-}
-
-fn report(t: Totals, stages: Vec<StageReport>, start: Instant) -> Report {
+/// The run's figures: `first` is (messages, tokens, chars) before any stage.
+fn report(
+    first: (usize, usize, usize),
+    last: &Measure,
+    stages: Vec<StageReport>,
+    start: Instant,
+) -> Report {
     Report {
-        messages_before: t.messages_before,
-        messages_after: t.last.messages,
-        tokens_before: t.tokens_before,
-        tokens_after: t.last.tokens,
-        chars_before: t.chars_before,
-        chars_after: t.last.chars,
+        messages_before: first.0,
+        messages_after: last.messages,
+        tokens_before: first.1,
+        tokens_after: last.tokens,
+        chars_before: first.2,
+        chars_after: last.chars,
         stages,
         micros: start.elapsed().as_micros(),
     }

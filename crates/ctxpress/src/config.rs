@@ -143,18 +143,15 @@ impl PipelineConfig {
         let mut out = Vec::new();
         for (i, s) in self.stages.iter().enumerate() {
             let factory = registry::find(&s.kind).map_err(|e| e.at_stage(i))?;
-            if !s.enabled {
-                // Still validate the parameters, so a disabled stage cannot hide a typo.
-                (factory.build)(&Value::Object(self.params_of(s, factory)))
-                    .map_err(|e| e.at_stage(i))?;
-                continue;
-            }
+            // A disabled stage is built too, so it cannot hide a typo.
             let strategy = (factory.build)(&Value::Object(self.params_of(s, factory)))
                 .map_err(|e| e.at_stage(i))?;
-            out.push(Stage {
-                name: s.kind.clone(),
-                strategy,
-            });
+            if s.enabled {
+                out.push(Stage {
+                    name: s.kind.clone(),
+                    strategy,
+                });
+            }
         }
         Ok(Pipeline::new(out))
     }
