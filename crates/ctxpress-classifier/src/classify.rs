@@ -1,12 +1,25 @@
 //! Text classification: tier plus hard and soft T0 reasons (spec 001).
 //!
-//! Every pattern is compiled once; every detector is a linear scan (byte loops,
-//! line loops, or `regex`/`aho-corasick` automata with ASCII word boundaries so
-//! the lazy DFA applies to any input).
+//! One fused pass ([`scan`]) walks the text line by line (lines found with
+//! `memchr`) and gathers, through byte lookup tables, every count and presence
+//! flag the detectors need: characters, special characters, line-length
+//! moments, token-run lengths, digit facts. The detectors then only look where
+//! their necessary bytes occur:
+//!
+//! - single-line patterns (phone, version, hash, path, units, secrets) run only
+//!   over the runs of lines that pass their gate (a line without two digits
+//!   around a dot holds no version number);
+//! - the other patterns sit behind literal prefilters (`memchr`, `aho-corasick`)
+//!   and only run when a literal they need is present.
+//!
+//! A gate only ever skips text in which its pattern cannot match, so the result
+//! equals running every pattern over the whole text (a test checks this against
+//! the straightforward implementation). Every pattern is compiled once and every
+//! step is linear in the text (`regex` and `aho-corasick` automata, byte loops).
 
 use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
 use ctxpress_core::{Classification, Reason, Tier};
-use regex::{Regex, RegexSet};
+use regex::Regex;
 use std::sync::LazyLock;
 
 /// Prose with fewer words than this is T2, otherwise T3.
@@ -26,52 +39,52 @@ fn re(p: &str) -> Regex {
 pub fn classify(text: &str) -> Classification {
     let mut hard = Vec::new();
     let mut soft = Vec::new();
-    let stats = scan_bytes(text);
-    let lines = scan_lines(text);
+    let s = scan(text);
+    let f = s.flags;
 
-    if has_code_fence(text) {
+    if f & F_FENCE != 0 && has_code_fence(text) {
         hard.push(Reason::CodeFence);
     }
-    if lines.indented_code {
+    if s.lines.indented_code {
         hard.push(Reason::IndentedCode);
     }
     if is_json_structure(text) {
         hard.push(Reason::JsonStructure);
     }
-    if lines.yaml {
+    if s.lines.yaml {
         hard.push(Reason::YamlStructure);
     }
-    if stats.chars > 0 && stats.special as f64 / stats.chars as f64 > SPECIAL_RATIO {
+    if s.chars > 0 && s.special as f64 / s.chars as f64 > SPECIAL_RATIO {
         hard.push(Reason::HighSpecialCharRatio);
     }
-    if lines.high_variance() {
+    if s.lines.high_variance() {
         hard.push(Reason::HighLineLengthVariance);
     }
-    if ctxpress_core::secrets::has_secret(text) {
+    if s.any(Gate::Secret, text, ctxpress_core::secrets::has_secret) {
         hard.push(Reason::ApiKey);
     }
-    if stats.dollar_or_backslash && has_latex(text) {
+    if f & F_DOLLAR_BS != 0 && has_latex(text) {
         hard.push(Reason::LatexMath);
     }
-    if stats.e2_bytes && has_unicode_math(text) {
+    if f & F_E2 != 0 && has_unicode_math(text) {
         hard.push(Reason::UnicodeMath);
     }
-    if is_sql(text) {
+    if f & F_UPPER_OR_SQL != 0 && is_sql(text) {
         hard.push(Reason::SqlContent);
     }
-    if lines.verse {
+    if s.lines.verse {
         hard.push(Reason::VersePattern);
     }
     if has_traceback(text) {
         hard.push(Reason::ErrorTraceback);
     }
-    soft_reasons(text, &stats, &mut soft);
+    soft_reasons(text, &s, &mut soft);
 
     hard.sort();
     soft.sort();
     let tier = if !hard.is_empty() || !soft.is_empty() {
         Tier::T0
-    } else if stats.words < T3_MIN_WORDS {
+    } else if count_words(text, T3_MIN_WORDS) < T3_MIN_WORDS {
         Tier::T2
     } else {
         Tier::T3
@@ -79,21 +92,32 @@ pub fn classify(text: &str) -> Classification {
     Classification { tier, hard, soft }
 }
 
-// ---------------------------------------------------------------- byte scan
+// ---------------------------------------------------------------- tables
 
-#[derive(Default)]
-struct ByteStats {
-    chars: usize,
-    special: usize,
-    words: usize,
-    dollar_or_backslash: bool,
-    e2_bytes: bool,
-    non_ascii: bool,
-    digit: bool,
-    at: bool,
-    slash: bool,
-    quote: bool,
-}
+const F_DIGIT: u32 = 1;
+const F_SLASH: u32 = 1 << 1;
+const F_QUOTE: u32 = 1 << 2;
+const F_AT: u32 = 1 << 3;
+const F_DOLLAR_BS: u32 = 1 << 4;
+const F_E2: u32 = 1 << 5;
+const F_NONASCII: u32 = 1 << 6;
+const F_COLON: u32 = 1 << 7;
+const F_EQ: u32 = 1 << 8;
+/// A byte that rules a line out as verse.
+const F_VERSE_BAD: u32 = 1 << 9;
+/// A byte of [`has_code_chars`].
+const F_CODE: u32 = 1 << 10;
+const F_STAR: u32 = 1 << 11;
+/// Not whitespace: an ASCII byte that `str::trim` keeps.
+const F_INK: u32 = 1 << 12;
+const F_DOT: u32 = 1 << 13;
+/// `` ` `` or `~`: fence characters.
+const F_FENCE: u32 = 1 << 14;
+const F_PLUS: u32 = 1 << 15;
+const F_LBRACKET: u32 = 1 << 16;
+/// An upper-case ASCII letter, or a letter that can start a case-insensitive
+/// SQL statement word (`s`, `i`, `c`, `d`, `u`).
+const F_UPPER_OR_SQL: u32 = 1 << 17;
 
 const fn is_special(b: u8) -> bool {
     matches!(
@@ -123,113 +147,354 @@ const fn is_special(b: u8) -> bool {
     )
 }
 
-const K_WORD: u8 = 0;
-const K_SPACE: u8 = 1;
-const K_NEWLINE: u8 = 2;
-const K_SPECIAL: u8 = 3;
-const K_CONT: u8 = 4;
-const K_CJK: u8 = 5;
-const K_LEAD: u8 = 6;
+const fn byte_flags(b: u8) -> u32 {
+    let mut f = 0;
+    if b.is_ascii_digit() {
+        f |= F_DIGIT;
+    }
+    if b == b'/' {
+        f |= F_SLASH;
+    }
+    if b == b'"' {
+        f |= F_QUOTE;
+    }
+    if b == b'@' {
+        f |= F_AT;
+    }
+    if b == b'$' || b == b'\\' {
+        f |= F_DOLLAR_BS;
+    }
+    if b == 0xE2 {
+        f |= F_E2;
+    }
+    if b >= 0x80 {
+        f |= F_NONASCII;
+    }
+    if b == b':' {
+        f |= F_COLON;
+    }
+    if b == b'=' {
+        f |= F_EQ;
+    }
+    if matches!(
+        b,
+        b'=' | b'('
+            | b')'
+            | b'{'
+            | b'}'
+            | b'['
+            | b']'
+            | b'<'
+            | b'>'
+            | b'/'
+            | b'\\'
+            | b'|'
+            | b':'
+            | b'#'
+            | b'*'
+            | b'_'
+            | b'`'
+            | b'$'
+            | b'@'
+    ) {
+        f |= F_VERSE_BAD;
+    }
+    if matches!(
+        b,
+        b'(' | b')' | b'{' | b'}' | b'[' | b']' | b';' | b'=' | b'<' | b'>'
+    ) {
+        f |= F_CODE;
+    }
+    if b == b'*' {
+        f |= F_STAR;
+    }
+    if b < 0x80 && !matches!(b, b' ' | b'\t' | b'\n' | 0x0B | 0x0C | b'\r') {
+        f |= F_INK;
+    }
+    if b == b'.' {
+        f |= F_DOT;
+    }
+    if b == b'`' || b == b'~' {
+        f |= F_FENCE;
+    }
+    if b == b'+' {
+        f |= F_PLUS;
+    }
+    if b == b'[' {
+        f |= F_LBRACKET;
+    }
+    if b.is_ascii_uppercase() || matches!(b, b's' | b'i' | b'c' | b'd' | b'u') {
+        f |= F_UPPER_OR_SQL;
+    }
+    f
+}
 
-/// Byte classes for [`scan_bytes`].
-static BYTE_CLASS: [u8; 256] = {
-    let mut t = [K_WORD; 256];
+/// Presence flags of each byte (`F_*`).
+static FLAGS: [u32; 256] = {
+    let mut t = [0; 256];
     let mut i = 0;
     while i < 256 {
-        let b = i as u8;
-        t[i] = if b == b'\n' {
-            K_NEWLINE
-        } else if b.is_ascii_whitespace() {
-            K_SPACE
-        } else if is_special(b) {
-            K_SPECIAL
-        } else if b & 0xC0 == 0x80 {
-            K_CONT
-        } else if b >= 0xE3 && b <= 0xE9 {
-            // U+3000..U+9FFF: kana and CJK ideographs, written without spaces.
-            K_CJK
-        } else if b >= 0x80 {
-            K_LEAD
-        } else {
-            K_WORD
-        };
+        t[i] = byte_flags(i as u8);
         i += 1;
     }
     t
 };
 
-/// One pass over the bytes: character count, special characters (ignoring
-/// Markdown emphasis `**`, headings and bullets), words (CJK ideographs and kana
-/// count one word each) and prefilter flags.
-fn scan_bytes(text: &str) -> ByteStats {
-    let b = text.as_bytes();
-    let mut s = ByteStats::default();
-    let mut cont = 0usize;
-    let mut in_word = false;
-    let mut line_start = true;
+/// Special characters in the low half, UTF-8 continuation bytes in the high
+/// half: one addition counts both.
+static COUNTS: [u64; 256] = {
+    let mut t = [0; 256];
     let mut i = 0;
-    while i < b.len() {
-        let c = b[i];
-        match BYTE_CLASS[c as usize] {
-            K_WORD => {
-                s.digit |= c.is_ascii_digit();
-                s.slash |= c == b'/';
-                s.quote |= c == b'"';
-                s.words += usize::from(!in_word);
-                in_word = true;
-                line_start = false;
-            }
-            K_SPACE => in_word = false,
-            K_NEWLINE => {
-                in_word = false;
-                line_start = true;
-            }
-            K_CONT => cont += 1,
-            K_CJK => {
-                s.non_ascii = true;
-                s.words += 1;
-                in_word = false;
-                line_start = false;
-            }
-            K_LEAD => {
-                s.non_ascii = true;
-                s.e2_bytes |= c == 0xE2;
-                s.words += usize::from(!in_word);
-                in_word = true;
-                line_start = false;
-            }
-            _ => {
-                s.words += usize::from(!in_word);
-                in_word = true;
-                if line_start {
-                    line_start = false;
-                    // Markdown heading marks and bullets are formatting, not syntax.
-                    let mut j = i;
-                    while j < b.len() && b[j] == b'#' {
-                        j += 1;
-                    }
-                    let bullet = j == i && (c == b'*' || c == b'+') && b.get(i + 1) == Some(&b' ');
-                    if (j > i && b.get(j) == Some(&b' ')) || bullet {
-                        i = if bullet { i + 1 } else { j };
-                        continue;
-                    }
-                }
-                if c == b'*' && b.get(i + 1) == Some(&b'*') {
-                    i += 2;
-                    continue;
-                }
-                s.special += 1;
-                s.at |= c == b'@';
-                s.dollar_or_backslash |= c == b'$' || c == b'\\';
+    while i < 256 {
+        let b = i as u8;
+        t[i] = (is_special(b) as u64) | (((b & 0xC0 == 0x80) as u64) << 32);
+        i += 1;
+    }
+    t
+};
+
+const P_DIGIT: u8 = 1;
+/// Can follow a number in a `numeric_with_units` match: letter, space, `µ`/`°`.
+const P_UNIT: u8 = 2;
+/// A byte of a token a secret or hash can be part of (`[A-Za-z0-9_.-]`).
+const P_TOKEN: u8 = 4;
+
+static PAIRS: [u8; 256] = {
+    let mut t = [0; 256];
+    let mut i = 0;
+    while i < 256 {
+        let b = i as u8;
+        let mut p = 0;
+        if b.is_ascii_digit() {
+            p |= P_DIGIT;
+        }
+        if b.is_ascii_alphabetic() || b == b' ' || b == 0xC2 {
+            p |= P_UNIT;
+        }
+        if b.is_ascii_alphanumeric() || b == b'_' || b == b'-' || b == b'.' {
+            p |= P_TOKEN;
+        }
+        t[i] = p;
+        i += 1;
+    }
+    t
+};
+
+// ---------------------------------------------------------------- fused scan
+
+/// Line gates: which runs of lines a single-line pattern must look at.
+#[derive(Clone, Copy)]
+enum Gate {
+    /// A token run of 20+ bytes: secrets.
+    Secret,
+    /// A token run of 40+ bytes: hashes.
+    Hash,
+    /// Ten digits, or six and a `+`: phone numbers.
+    Phone,
+    /// A digit, a dot, a digit: version numbers, IPs and semvers.
+    DotNum,
+    /// A digit followed by a letter, a space, `µ` or `°`: numbers with units.
+    Units,
+    /// A slash: file paths.
+    Path,
+}
+
+const GATES: usize = 6;
+
+/// What the fused pass learned about a text.
+struct Scan {
+    chars: usize,
+    special: usize,
+    flags: u32,
+    lines: LineStats,
+    /// Per gate: byte ranges of consecutive lines that pass it.
+    spans: [Vec<(usize, usize)>; GATES],
+}
+
+impl Scan {
+    /// True when `f` holds for one of the line runs of `gate`.
+    fn any(&self, gate: Gate, text: &str, f: impl Fn(&str) -> bool) -> bool {
+        self.spans[gate as usize]
+            .iter()
+            .any(|&(a, b)| text.get(a..b).is_some_and(&f))
+    }
+
+    fn add(&mut self, gate: Gate, start: usize, end: usize) {
+        let v = &mut self.spans[gate as usize];
+        match v.last_mut() {
+            Some(last) if last.1 + 1 == start => last.1 = end,
+            _ => v.push((start, end)),
+        }
+    }
+}
+
+/// Byte-level facts of one line.
+struct LineFacts {
+    flags: u32,
+    special: usize,
+    cont: usize,
+    digits: usize,
+    longest_token: usize,
+    digit_then_unit: bool,
+}
+
+fn line_facts(b: &[u8]) -> LineFacts {
+    let mut counts = 0u64;
+    let mut flags = 0u32;
+    let mut digits = 0usize;
+    let mut since = 0usize;
+    let mut longest = 0usize;
+    let mut prev_digit = 0u8;
+    let mut unit = 0u8;
+    for &c in b {
+        let i = c as usize;
+        counts = counts.wrapping_add(COUNTS[i]);
+        flags |= FLAGS[i];
+        let p = PAIRS[i];
+        digits += (p & P_DIGIT) as usize;
+        unit |= prev_digit & (p >> 1);
+        prev_digit = p & P_DIGIT;
+        since = if p & P_TOKEN != 0 { since + 1 } else { 0 };
+        longest = longest.max(since);
+    }
+    LineFacts {
+        flags,
+        special: (counts & 0xFFFF_FFFF) as usize,
+        cont: (counts >> 32) as usize,
+        digits,
+        longest_token: longest,
+        digit_then_unit: unit != 0,
+    }
+}
+
+/// Markdown heading marks, bullets and `**` emphasis: formatting, not syntax.
+/// Returns how many of the line's special characters they account for.
+fn markdown_specials(b: &[u8], flags: u32) -> usize {
+    let Some(i) = b.iter().position(|c| !c.is_ascii_whitespace()) else {
+        return 0;
+    };
+    let mut n = 0;
+    let mut bullet = None;
+    match b.get(i) {
+        Some(b'#') => {
+            let j = i + b
+                .get(i..)
+                .map_or(0, |r| r.iter().take_while(|&&c| c == b'#').count());
+            if b.get(j) == Some(&b' ') {
+                n += j - i;
             }
         }
-        i += 1;
+        Some(b'*' | b'+') if b.get(i + 1) == Some(&b' ') => {
+            n += 1;
+            bullet = Some(i);
+        }
+        _ => {}
+    }
+    if flags & F_STAR != 0 {
+        let mut k = 0;
+        while let Some(p) = b.get(k..).and_then(|r| memchr::memchr(b'*', r)) {
+            let start = k + p;
+            let run = b
+                .get(start..)
+                .map_or(0, |r| r.iter().take_while(|&&c| c == b'*').count());
+            if bullet != Some(start) {
+                n += 2 * (run / 2);
+            }
+            k = start + run.max(1);
+        }
+    }
+    n
+}
+
+/// True when the line has a digit, a dot and a digit in a row.
+fn has_digit_dot_digit(b: &[u8]) -> bool {
+    memchr::memchr_iter(b'.', b).any(|p| {
+        p > 0
+            && b.get(p - 1).is_some_and(u8::is_ascii_digit)
+            && b.get(p + 1).is_some_and(u8::is_ascii_digit)
+    })
+}
+
+/// The fused pass: text totals, line statistics and line gates.
+fn scan(text: &str) -> Scan {
+    let mut s = Scan {
+        chars: 0,
+        special: 0,
+        flags: 0,
+        lines: LineStats::default(),
+        spans: Default::default(),
+    };
+    let mut ls = LineState::default();
+    let b = text.as_bytes();
+    let mut cont = 0usize;
+    let mut start = 0usize;
+    loop {
+        let end =
+            memchr::memchr(b'\n', b.get(start..).unwrap_or(&[])).map_or(b.len(), |p| start + p);
+        let lb = b.get(start..end).unwrap_or(&[]);
+        let line = text.get(start..end).unwrap_or("");
+        let lf = line_facts(lb);
+        s.flags |= lf.flags;
+        cont += lf.cont;
+        s.special += lf.special;
+        if lf.flags & (F_STAR | F_FENCE | F_PLUS | F_INK) != 0 {
+            s.special -= markdown_specials(lb, lf.flags).min(lf.special);
+        }
+        ls.line(&mut s.lines, line, &lf);
+
+        if lf.longest_token >= 20 {
+            s.add(Gate::Secret, start, end);
+            if lf.longest_token >= 40 {
+                s.add(Gate::Hash, start, end);
+            }
+        }
+        if lf.digits >= 10 || (lf.digits >= 6 && lf.flags & F_PLUS != 0) {
+            s.add(Gate::Phone, start, end);
+        }
+        if lf.digits >= 2 && lf.flags & F_DOT != 0 && has_digit_dot_digit(lb) {
+            s.add(Gate::DotNum, start, end);
+        }
+        if lf.digit_then_unit {
+            s.add(Gate::Units, start, end);
+        }
+        if lf.flags & F_SLASH != 0 {
+            s.add(Gate::Path, start, end);
+        }
+        if end >= b.len() {
+            break;
+        }
+        start = end + 1;
     }
     s.chars = b.len() - cont;
     s
 }
 
-// ---------------------------------------------------------------- line scan
+/// Words for the T2/T3 split, counted up to `limit`: runs of non-whitespace,
+/// where each CJK ideograph or kana counts as one word.
+fn count_words(text: &str, limit: usize) -> usize {
+    let mut words = 0;
+    let mut in_word = false;
+    for &c in text.as_bytes() {
+        if c.is_ascii_whitespace() {
+            in_word = false;
+        } else if c & 0xC0 == 0x80 {
+            // continuation byte: the state of its lead byte holds
+        } else if (0xE3..=0xE9).contains(&c) {
+            // U+3000..U+9FFF: kana and CJK ideographs, written without spaces.
+            words += 1;
+            in_word = false;
+        } else {
+            words += usize::from(!in_word);
+            in_word = true;
+        }
+        if words >= limit {
+            break;
+        }
+    }
+    words
+}
+
+// ---------------------------------------------------------------- line stats
 
 #[derive(Default)]
 struct LineStats {
@@ -252,6 +517,105 @@ impl LineStats {
         var.sqrt() / mean > LINE_CV
     }
 }
+
+/// Line-to-line state: code outside fences (indented blocks, unified diff
+/// hunks, shell transcripts with two or more `$ ` prompts; all reported as
+/// `indented_code`), YAML/TOML key-value runs and verse.
+struct LineState {
+    prev_blank: bool,
+    ind_lines: usize,
+    ind_all_list: bool,
+    ind_code: bool,
+    ind_open: bool,
+    kv_run: usize,
+    prompts: usize,
+    verse: VerseRun,
+}
+
+impl Default for LineState {
+    fn default() -> Self {
+        LineState {
+            prev_blank: true,
+            ind_lines: 0,
+            ind_all_list: true,
+            ind_code: false,
+            ind_open: false,
+            kv_run: 0,
+            prompts: 0,
+            verse: VerseRun::default(),
+        }
+    }
+}
+
+impl LineState {
+    fn line(&mut self, s: &mut LineStats, raw: &str, lf: &LineFacts) {
+        let line = raw.strip_suffix('\r').unwrap_or(raw);
+        let blank = lf.flags & F_INK == 0 && (lf.flags & F_NONASCII == 0 || line.trim().is_empty());
+        let chars = line.len() - lf.cont;
+        if !blank {
+            let len = chars as f64;
+            s.n += 1;
+            s.sum += len;
+            s.sumsq += len * len;
+        }
+
+        // indented code: >= 2 consecutive indented lines after a blank line
+        let indented = !blank && (line.starts_with("    ") || line.starts_with('\t'));
+        if indented && (self.ind_open || self.prev_blank) {
+            self.ind_open = true;
+            self.ind_lines += 1;
+            let t = line.trim_start();
+            self.ind_all_list &= is_list_item(t);
+            self.ind_code |= lf.flags & F_CODE != 0 || t.starts_with("$ ");
+            if self.ind_lines >= 2 && !self.ind_all_list && self.ind_code {
+                s.indented_code = true;
+            }
+        } else if !blank || !self.ind_open {
+            (
+                self.ind_lines,
+                self.ind_all_list,
+                self.ind_code,
+                self.ind_open,
+            ) = (0, true, false, false);
+        }
+
+        if line.starts_with("@@ -") && line.get(4..).is_some_and(|r| r.contains(" @@")) {
+            // unified diff hunk header
+            s.indented_code = true;
+        }
+        if line.starts_with("$ ") && line.as_bytes().get(2).is_some_and(u8::is_ascii_alphabetic) {
+            self.prompts += 1;
+            s.indented_code |= self.prompts >= 2;
+        }
+
+        if !s.yaml {
+            if !blank && lf.flags & (F_COLON | F_EQ | F_LBRACKET) != 0 && is_key_value_line(line) {
+                self.kv_run += 1;
+                s.yaml = self.kv_run >= 3;
+            } else if !(self.kv_run > 0 && line.trim_start().starts_with("- ")) {
+                self.kv_run = 0;
+            }
+        }
+
+        if !s.verse {
+            let candidate = lf.flags & F_VERSE_BAD == 0 && chars >= 8;
+            match candidate.then(|| verse_line(line.trim())).flatten() {
+                Some(v) => {
+                    self.verse.lines += 1;
+                    self.verse.words += v.words;
+                    self.verse.caps += v.caps;
+                    self.verse.rest += v.rest;
+                    self.verse.unterminated += usize::from(v.unterminated);
+                    s.verse = self.verse.is_verse();
+                }
+                None => self.verse = VerseRun::default(),
+            }
+        }
+        self.prev_blank = blank;
+    }
+}
+
+// ---------------------------------------------------------------- line helpers
 
 fn char_len(s: &str) -> usize {
     s.bytes().filter(|b| b & 0xC0 != 0x80).count()
@@ -298,15 +662,6 @@ fn is_key_value_line(line: &str) -> bool {
         return is_identifier_key(k.trim_end()) && !rest.is_empty() && !rest.starts_with('=');
     }
     false
-}
-
-fn has_code_chars(s: &str) -> bool {
-    s.bytes().any(|b| {
-        matches!(
-            b,
-            b'(' | b')' | b'{' | b'}' | b'[' | b']' | b';' | b'=' | b'<' | b'>'
-        )
-    })
 }
 
 /// A line that could be a line of verse: capitalized, a few words, no code or
@@ -392,80 +747,6 @@ impl VerseRun {
             && self.words >= self.lines * 3
             && self.caps * 10 <= self.rest * 3
     }
-}
-
-/// One pass over the lines: line-length moments (non-blank lines), code outside
-/// fences (indented blocks, unified diff hunks, shell transcripts with two or
-/// more `$ ` prompts; all reported as `indented_code`), YAML/TOML key-value
-/// runs and verse.
-fn scan_lines(text: &str) -> LineStats {
-    let mut s = LineStats::default();
-    let mut prev_blank = true;
-    // indented block state
-    let (mut ind_lines, mut ind_all_list, mut ind_code, mut ind_open) =
-        (0usize, true, false, false);
-    let mut kv_run = 0usize;
-    let mut prompts = 0usize;
-    let mut verse = VerseRun::default();
-    for line in text.split('\n') {
-        let line = line.strip_suffix('\r').unwrap_or(line);
-        let blank = line.trim().is_empty();
-        if !blank {
-            let len = char_len(line) as f64;
-            s.n += 1;
-            s.sum += len;
-            s.sumsq += len * len;
-        }
-
-        // indented code: >= 2 consecutive indented lines after a blank line
-        let indented = !blank && (line.starts_with("    ") || line.starts_with('\t'));
-        if indented && (ind_open || prev_blank) {
-            ind_open = true;
-            ind_lines += 1;
-            let t = line.trim_start();
-            ind_all_list &= is_list_item(t);
-            ind_code |= has_code_chars(t) || t.starts_with("$ ");
-            if ind_lines >= 2 && !ind_all_list && ind_code {
-                s.indented_code = true;
-            }
-        } else if !blank || !ind_open {
-            (ind_lines, ind_all_list, ind_code, ind_open) = (0, true, false, false);
-        }
-
-        if line.starts_with("@@ -") && line.get(4..).is_some_and(|r| r.contains(" @@")) {
-            // unified diff hunk header
-            s.indented_code = true;
-        }
-        if line.starts_with("$ ") && line.as_bytes().get(2).is_some_and(u8::is_ascii_alphabetic) {
-            prompts += 1;
-            s.indented_code |= prompts >= 2;
-        }
-
-        if !s.yaml {
-            if !blank && is_key_value_line(line) {
-                kv_run += 1;
-                s.yaml = kv_run >= 3;
-            } else if !(kv_run > 0 && line.trim_start().starts_with("- ")) {
-                kv_run = 0;
-            }
-        }
-
-        if !s.verse {
-            match verse_line(line.trim()) {
-                Some(v) => {
-                    verse.lines += 1;
-                    verse.words += v.words;
-                    verse.caps += v.caps;
-                    verse.rest += v.rest;
-                    verse.unterminated += usize::from(v.unterminated);
-                    s.verse = verse.is_verse();
-                }
-                None => verse = VerseRun::default(),
-            }
-        }
-        prev_blank = blank;
-    }
-    s
 }
 
 // ---------------------------------------------------------------- fences
@@ -606,21 +887,51 @@ static LATEX: LazyLock<Regex> = LazyLock::new(|| {
     ))
 });
 
-fn has_latex(text: &str) -> bool {
-    LATEX.find_iter(text).any(|m| {
-        let s = m.as_str();
-        if s.starts_with("$$") || s.starts_with('\\') || s.len() == 3 {
-            return true;
+/// Command names of the `\\name` alternative of [`LATEX`].
+const LATEX_COMMANDS: &[&str] = &[
+    "frac", "dfrac", "sqrt", "sum", "prod", "int", "iint", "oint", "lim", "mathbb", "mathrm",
+    "mathcal", "alpha", "beta", "gamma", "delta", "epsilon", "theta", "lambda", "sigma", "omega",
+    "infty", "partial", "nabla", "cdot", "leq", "geq", "neq", "approx", "forall", "exists",
+];
+
+/// True when some `$` or `\` could start a [`LATEX`] match: `$` with another
+/// `$` later on its line, `\[`, `\(`, `\begin{` or a known command name.
+/// Shell variables and string escapes (`$HOME`, `\n`) are not.
+fn latex_candidate(text: &str) -> bool {
+    let b = text.as_bytes();
+    memchr::memchr2_iter(b'$', b'\\', b).any(|p| {
+        let rest = b.get(p + 1..).unwrap_or(&[]);
+        if b.get(p) == Some(&b'$') {
+            return memchr::memchr2(b'$', b'\n', rest).is_some_and(|q| rest.get(q) == Some(&b'$'));
         }
-        // inline `$...$`: needs math syntax inside, and must not be followed by
-        // an identifier character (shell `$A_B $C`).
-        let inner = s.get(1..s.len() - 1).unwrap_or("");
-        let after = text.as_bytes().get(m.end());
-        inner
-            .bytes()
-            .any(|b| matches!(b, b'\\' | b'^' | b'_' | b'=' | b'{' | b'+'))
-            && !after.is_some_and(|b| b.is_ascii_alphanumeric())
+        match rest.first() {
+            Some(b'[' | b'(') => true,
+            _ => {
+                let n = rest.iter().take_while(|&&c| is_word_byte(c)).count();
+                let name = rest.get(..n).unwrap_or(&[]);
+                (name == b"begin" && rest.get(n) == Some(&b'{'))
+                    || LATEX_COMMANDS.iter().any(|c| c.as_bytes() == name)
+            }
+        }
     })
+}
+
+fn has_latex(text: &str) -> bool {
+    latex_candidate(text)
+        && LATEX.find_iter(text).any(|m| {
+            let s = m.as_str();
+            if s.starts_with("$$") || s.starts_with('\\') || s.len() == 3 {
+                return true;
+            }
+            // inline `$...$`: needs math syntax inside, and must not be followed by
+            // an identifier character (shell `$A_B $C`).
+            let inner = s.get(1..s.len() - 1).unwrap_or("");
+            let after = text.as_bytes().get(m.end());
+            inner
+                .bytes()
+                .any(|b| matches!(b, b'\\' | b'^' | b'_' | b'=' | b'{' | b'+'))
+                && !after.is_some_and(|b| b.is_ascii_alphanumeric())
+        })
 }
 
 const MATH_SYMBOLS: &[char] = &[
@@ -649,17 +960,54 @@ fn has_unicode_math(text: &str) -> bool {
 // ---------------------------------------------------------------- SQL
 
 /// Strong anchors: one alone is SQL (upper case as written in SQL).
+/// Upper-case strong anchors (as written in SQL): one alone is SQL.
 static SQL_STRONG: LazyLock<Regex> = LazyLock::new(|| {
     re(concat!(
         r"(?-u:\b)(?:GROUP[ \t\r\n]+BY|ORDER[ \t\r\n]+BY|PRIMARY[ \t\r\n]+KEY|FOREIGN[ \t\r\n]+KEY|NOT[ \t\r\n]+NULL|VARCHAR|",
         r"INNER[ \t\r\n]+JOIN|LEFT[ \t\r\n]+(?:OUTER[ \t\r\n]+)?JOIN|RIGHT[ \t\r\n]+(?:OUTER[ \t\r\n]+)?JOIN|FULL[ \t\r\n]+OUTER[ \t\r\n]+JOIN|CROSS[ \t\r\n]+JOIN|",
         r"CREATE[ \t\r\n]+(?:TABLE|INDEX|VIEW|UNIQUE[ \t\r\n]+INDEX)|ALTER[ \t\r\n]+TABLE|DROP[ \t\r\n]+TABLE|INSERT[ \t\r\n]+INTO|",
         r"DELETE[ \t\r\n]+FROM|AUTO_INCREMENT|SELECT[ \t\r\n]+[^\n;]+?[ \t\r\n]+FROM[ \t\r\n]+[A-Za-z0-9_]+|UPDATE[ \t\r\n]+[A-Za-z0-9_]+[ \t\r\n]+SET)(?-u:\b)",
-        // any case, but only with unmistakable statement shapes
-        r"|(?i-u:(?-u:\b)(?:select[ \t\r\n]+(?:\*|count[ \t\r\n]*\(|distinct[ \t\r\n])|insert[ \t\r\n]+into[ \t\r\n]+[A-Za-z0-9_]+[ \t\r\n]*(?:\(|values)",
-        r"|create[ \t\r\n]+table[ \t\r\n]+(?:if[ \t\r\n]+not[ \t\r\n]+exists[ \t\r\n]+)?[A-Za-z0-9_]+[ \t\r\n]*\(|delete[ \t\r\n]+from[ \t\r\n]+[A-Za-z0-9_]+[ \t\r\n]+where[ \t\r\n]",
-        r"|update[ \t\r\n]+[A-Za-z0-9_]+[ \t\r\n]+set[ \t\r\n]+[A-Za-z0-9_]+[ \t\r\n]*=))",
     ))
+});
+
+/// First words of the [`SQL_STRONG`] alternatives.
+const SQL_STRONG_FIRST: &[&str] = &[
+    "GROUP",
+    "ORDER",
+    "PRIMARY",
+    "FOREIGN",
+    "NOT",
+    "VARCHAR",
+    "INNER",
+    "LEFT",
+    "RIGHT",
+    "FULL",
+    "CROSS",
+    "CREATE",
+    "ALTER",
+    "DROP",
+    "INSERT",
+    "DELETE",
+    "AUTO_INCREMENT",
+    "SELECT",
+    "UPDATE",
+];
+
+/// Statement shapes unmistakable in any case, anchored at a statement word
+/// found by [`SQL_STATEMENT_WORDS`].
+static SQL_ANY_CASE: LazyLock<Regex> = LazyLock::new(|| {
+    re(concat!(
+        r"^(?i-u:select[ \t\r\n]+(?:\*|count[ \t\r\n]*\(|distinct[ \t\r\n])|insert[ \t\r\n]+into[ \t\r\n]+[A-Za-z0-9_]+[ \t\r\n]*(?:\(|values)",
+        r"|create[ \t\r\n]+table[ \t\r\n]+(?:if[ \t\r\n]+not[ \t\r\n]+exists[ \t\r\n]+)?[A-Za-z0-9_]+[ \t\r\n]*\(|delete[ \t\r\n]+from[ \t\r\n]+[A-Za-z0-9_]+[ \t\r\n]+where[ \t\r\n]",
+        r"|update[ \t\r\n]+[A-Za-z0-9_]+[ \t\r\n]+set[ \t\r\n]+[A-Za-z0-9_]+[ \t\r\n]*=)",
+    ))
+});
+
+static SQL_STATEMENT_WORDS: LazyLock<AhoCorasick> = LazyLock::new(|| {
+    AhoCorasickBuilder::new()
+        .ascii_case_insensitive(true)
+        .build(["select", "insert", "create", "delete", "update"])
+        .expect("sql statement words compile")
 });
 
 const SQL_WEAK: &[&str] = &[
@@ -702,10 +1050,15 @@ const SQL_OTHER: &[&str] = &[
     "LIKE",
 ];
 
+/// The upper-case keywords of [`SQL_WEAK`] and [`SQL_OTHER`] (pattern ids in
+/// that order, so a bit per keyword), then the rest of [`SQL_STRONG_FIRST`].
 static SQL_WORDS: LazyLock<AhoCorasick> = LazyLock::new(|| {
+    let extra = SQL_STRONG_FIRST
+        .iter()
+        .filter(|w| !SQL_WEAK.contains(w) && !SQL_OTHER.contains(w));
     AhoCorasickBuilder::new()
         .match_kind(MatchKind::LeftmostLongest)
-        .build(SQL_WEAK.iter().chain(SQL_OTHER))
+        .build(SQL_WEAK.iter().chain(SQL_OTHER).chain(extra))
         .expect("sql keywords compile")
 });
 
@@ -713,27 +1066,39 @@ fn is_word_byte(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b == b'_'
 }
 
+/// Strong anchors, or three distinct keywords one of which is weak.
 fn is_sql(text: &str) -> bool {
-    if SQL_STRONG.is_match(text) {
-        return true;
-    }
     let b = text.as_bytes();
-    let mut seen = 0u64;
-    for m in SQL_WORDS.find_iter(text) {
-        let before = m.start().checked_sub(1).and_then(|i| b.get(i));
-        let after = b.get(m.end());
-        if before.is_some_and(|&c| is_word_byte(c)) || after.is_some_and(|&c| is_word_byte(c)) {
-            continue;
-        }
-        seen |= 1u64 << m.pattern().as_usize();
-        let weak_mask = (1u64 << SQL_WEAK.len()) - 1;
-        if seen & weak_mask != 0 && seen.count_ones() >= 3 {
+    let starts_word = |p: usize| p == 0 || b.get(p - 1).is_none_or(|&c| !is_word_byte(c));
+    for m in SQL_STATEMENT_WORDS.find_iter(text) {
+        if starts_word(m.start())
+            && text
+                .get(m.start()..)
+                .is_some_and(|r| SQL_ANY_CASE.is_match(r))
+        {
             return true;
         }
     }
-    false
+    let counted = SQL_WEAK.len() + SQL_OTHER.len();
+    let weak_mask = (1u64 << SQL_WEAK.len()) - 1;
+    let mut seen = 0u64;
+    let mut strong = false;
+    for m in SQL_WORDS.find_iter(text) {
+        if !starts_word(m.start()) || b.get(m.end()).is_some_and(|&c| is_word_byte(c)) {
+            continue;
+        }
+        let k = m.pattern().as_usize();
+        let word = text.get(m.start()..m.end()).unwrap_or("");
+        strong |= SQL_STRONG_FIRST.contains(&word);
+        if k < counted {
+            seen |= 1u64 << k;
+            if seen & weak_mask != 0 && seen.count_ones() >= 3 {
+                return true;
+            }
+        }
+    }
+    strong && SQL_STRONG.is_match(text)
 }
-
 // ---------------------------------------------------------------- tracebacks
 
 static TRACE_HEADER: LazyLock<Regex> = LazyLock::new(|| {
@@ -819,64 +1184,67 @@ const SOFT_REASONS: &[Reason] = &[
     Reason::NumericWithUnits,
 ];
 
-/// Indices into [`SOFT_PATTERNS`] of the patterns that need an ASCII digit.
-const DIGIT_SOFT: [usize; 5] = [2, 3, 4, 6, 10];
-
-static DIGIT_SET: LazyLock<RegexSet> = LazyLock::new(|| {
-    RegexSet::new(DIGIT_SOFT.iter().filter_map(|&i| SOFT_PATTERNS.get(i)))
-        .expect("soft patterns compile")
-});
 static SOFT_RES: LazyLock<Vec<Regex>> =
     LazyLock::new(|| SOFT_PATTERNS.iter().map(|p| re(p)).collect());
 
-fn soft_reasons(text: &str, stats: &ByteStats, out: &mut Vec<Reason>) {
-    let mut candidates: Vec<usize> = Vec::new();
+/// Literals one of which every `legal_term` match contains (any case).
+static LEGAL_WORDS: LazyLock<AhoCorasick> = LazyLock::new(|| {
+    AhoCorasickBuilder::new()
+        .ascii_case_insensitive(true)
+        .build([
+            "shall",
+            "notwithstanding",
+            "whereas",
+            "herein",
+            "hereby",
+            "hereto",
+            "thereof",
+            "pursuant",
+            "indemnif",
+            "witness",
+        ])
+        .expect("legal words compile")
+});
+
+/// Where each soft reason can occur: everywhere behind a flag and literal
+/// prefilter, or only in the runs of lines of a gate.
+enum Where {
+    Text,
+    Lines(Gate),
+}
+
+fn soft_reasons(text: &str, s: &Scan, out: &mut Vec<Reason>) {
+    let f = s.flags;
     let b = text.as_bytes();
-    if stats.slash && memchr::memmem::find(b, b"://").is_some() {
-        candidates.push(0);
-    }
-    if stats.at {
-        candidates.push(1);
-    }
-    if stats.slash {
-        candidates.push(5);
-    }
-    if stats.quote {
-        candidates.push(7);
-    }
-    candidates.push(8);
-    if stats.quote || stats.non_ascii {
-        candidates.push(9);
-    }
-    let mut hits: Vec<usize> = Vec::new();
-    for i in candidates {
-        if SOFT_RES.get(i).is_some_and(|rx| rx.is_match(text)) {
-            hits.push(i);
-        }
-    }
-    if stats.digit {
-        hits.extend(
-            DIGIT_SET
-                .matches(text)
-                .iter()
-                .filter_map(|k| DIGIT_SOFT.get(k).copied()),
-        );
-    }
-    for i in hits {
-        let (Some(&reason), Some(rx)) = (SOFT_REASONS.get(i), SOFT_RES.get(i)) else {
-            continue;
+    for (i, (&reason, rx)) in SOFT_REASONS.iter().zip(SOFT_RES.iter()).enumerate() {
+        let place = match i {
+            0 if f & F_SLASH != 0 && memchr::memmem::find(b, b"://").is_some() => Where::Text,
+            1 if f & F_AT != 0 => Where::Text,
+            2 => Where::Lines(Gate::Phone),
+            3 | 6 => Where::Lines(Gate::DotNum),
+            4 => Where::Lines(Gate::Hash),
+            5 => Where::Lines(Gate::Path),
+            7 if f & F_QUOTE != 0 => Where::Text,
+            8 if LEGAL_WORDS.is_match(text) => Where::Text,
+            9 if f & (F_QUOTE | F_NONASCII) != 0 => Where::Text,
+            10 => Where::Lines(Gate::Units),
+            _ => continue,
         };
-        let ok = match reason {
-            Reason::VersionNumber => rx.find_iter(text).any(|m| {
-                m.as_str().starts_with('v') || !inside_longer_dotted(text, m.start(), m.end())
+        let hit = |t: &str| match reason {
+            Reason::VersionNumber => rx.find_iter(t).any(|m| {
+                m.as_str().starts_with('v') || !inside_longer_dotted(t, m.start(), m.end())
             }),
-            Reason::HashOrSha => rx.find_iter(text).any(|m| {
+            Reason::HashOrSha => rx.find_iter(t).any(|m| {
                 let s = m.as_str().as_bytes();
                 s.iter().any(u8::is_ascii_digit) && s.iter().any(u8::is_ascii_alphabetic)
             }),
-            _ => true,
+            _ => rx.is_match(t),
         };
-        if ok {
+        let found = match place {
+            Where::Text => hit(text),
+            Where::Lines(g) => s.any(g, text, hit),
+        };
+        if found {
             out.push(reason);
         }
     }
@@ -917,22 +1285,253 @@ mod tests {
 
     #[test]
     fn word_counts_cjk() {
-        assert_eq!(scan_bytes("one two  three").words, 3);
-        assert_eq!(scan_bytes("日本語です").words, 5);
-        assert_eq!(scan_bytes("").words, 0);
+        assert_eq!(count_words("one two  three", usize::MAX), 3);
+        assert_eq!(count_words("日本語です", usize::MAX), 5);
+        assert_eq!(count_words("", usize::MAX), 0);
     }
 
     #[test]
     fn special_ratio_ignores_markdown_emphasis() {
-        let s = scan_bytes("# Title\n* **Bold**: text");
+        let s = scan("# Title\n* **Bold**: text");
         assert_eq!(s.special, 1);
     }
 
     #[test]
     fn line_variance_needs_more_than_three_lines() {
         let t = format!("a\n{}\nb", "x".repeat(500));
-        assert!(!scan_lines(&t).high_variance());
+        assert!(!scan(&t).lines.high_variance());
         let t = format!("a\nb\nc\nd\ne\n{}", "x".repeat(500));
-        assert!(scan_lines(&t).high_variance());
+        assert!(scan(&t).lines.high_variance());
+    }
+
+    /// Every text of every message of the shared corpus: string contents and
+    /// the text of content blocks (empty when `../shared` is absent).
+    fn corpus_texts() -> Vec<String> {
+        fn collect(v: &serde_json::Value, out: &mut Vec<String>) {
+            match v {
+                serde_json::Value::String(s) if !s.is_empty() => out.push(s.clone()),
+                serde_json::Value::Array(a) => a.iter().for_each(|x| collect(x, out)),
+                serde_json::Value::Object(o) => {
+                    for k in ["text", "content"] {
+                        if let Some(x) = o.get(k) {
+                            collect(x, out);
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/corpus");
+        let mut out = Vec::new();
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return out;
+        };
+        for e in entries.filter_map(Result::ok) {
+            let p = e.path();
+            if p.extension().is_none_or(|x| x != "jsonl") {
+                continue;
+            }
+            for line in std::fs::read_to_string(&p).unwrap_or_default().lines() {
+                let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else {
+                    continue;
+                };
+                for m in v["messages"].as_array().into_iter().flatten() {
+                    collect(&m["content"], &mut out);
+                }
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn agrees_with_reference_on_the_corpus() {
+        let texts = corpus_texts();
+        let mut differ = Vec::new();
+        for t in &texts {
+            let (fast, slow) = (classify(t), crate::reference::classify(t));
+            if fast != slow {
+                differ.push(format!(
+                    "{:?}\n  fast {fast:?}\n  ref  {slow:?}",
+                    t.chars().take(160).collect::<String>()
+                ));
+            }
+        }
+        assert!(
+            differ.is_empty(),
+            "{} of {} texts differ:\n{}",
+            differ.len(),
+            texts.len(),
+            differ
+                .iter()
+                .take(10)
+                .cloned()
+                .collect::<Vec<_>>()
+                .join("\n")
+        );
+    }
+
+    /// Pieces that trigger (or nearly trigger) every detector and gate.
+    const PIECES: &[&str] = &[
+        " ",
+        " ",
+        " ",
+        "\n",
+        "\n",
+        "\r\n",
+        "\t",
+        "    ",
+        "\u{b}",
+        "\u{a0}",
+        "\u{3000}",
+        "word",
+        "the",
+        "Light",
+        "I",
+        "é",
+        "日本",
+        "≥",
+        "∑",
+        "→",
+        ".",
+        ",",
+        ":",
+        ";",
+        "=",
+        "-",
+        "_",
+        "/",
+        "\\",
+        "$",
+        "$$",
+        "\"",
+        "'",
+        "`",
+        "```",
+        "~~~",
+        "~",
+        "(",
+        ")",
+        "[",
+        "]",
+        "{",
+        "}",
+        "<",
+        "@",
+        "#",
+        "# ",
+        "* ",
+        "+ ",
+        "- ",
+        "*",
+        "**",
+        "***",
+        "1",
+        "42",
+        "2024",
+        "3.",
+        "1.2",
+        "1.2.3",
+        "v1.2",
+        "192.168.0.1",
+        "555-123-4567",
+        "(555) 123-4567",
+        "+44 20 7946 0958",
+        "3ms",
+        "10 MB",
+        "5 µs",
+        "20°C",
+        "7s",
+        "/usr/bin/env",
+        "src/main.rs",
+        "~/a/b",
+        "./x/y",
+        "a@b.com",
+        "https://x.io/a",
+        "\"key\": ",
+        "\"a quoted sentence here\"",
+        "“a curly quoted text”",
+        "shall",
+        "Pursuant to",
+        "hereby",
+        "SELECT",
+        "select * from t",
+        "GROUP BY",
+        "NOT NULL",
+        "WHERE",
+        "JOIN",
+        "FROM",
+        "update t set x =",
+        "delete from t where ",
+        "AKIAIOSFODNN7EXAMPLE",
+        "sk-proj-Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4z",
+        "token_9fK2mQ7xR4tB8wN1pL6vC3jH5d",
+        "3f2a1b9c8d7e6f5a4b3c2d1e0f9a8b7c6d5e4f3a",
+        "abcdefghijklmnopqrstuvwxyz_0123456789",
+        "\\frac{a}{b}",
+        "\\(x\\)",
+        "\\[x\\]",
+        "$x^2$",
+        "\\n",
+        "$HOME",
+        "@@ -1,2 +1,2 @@",
+        "$ ls",
+        "key: value",
+        "[section]",
+        "a = b",
+        "Traceback (most recent call last):",
+        "  File \"x.py\", line 3",
+        "\tat Foo.bar(Foo.java:12)",
+        "panicked at src/a.rs:1:2",
+        "{\"a\": 1}",
+        "[1, 2]",
+    ];
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(3000))]
+        #[test]
+        fn agrees_with_reference_on_random_texts(
+            picks in proptest::collection::vec(0..PIECES.len(), 0..80)
+        ) {
+            let t: String = picks.iter().filter_map(|&i| PIECES.get(i).copied()).collect();
+            proptest::prop_assert_eq!(classify(&t), crate::reference::classify(&t), "{:?}", t);
+        }
+    }
+
+    #[test]
+    #[ignore = "profiling aid: cargo test --release -p ctxpress-classifier -- --ignored --nocapture"]
+    fn profile_detectors() {
+        let texts = corpus_texts();
+        let bytes: usize = texts.iter().map(String::len).sum();
+        let time = |name: &str, f: &dyn Fn(&str) -> usize| {
+            let start = std::time::Instant::now();
+            let mut n = 0;
+            for _ in 0..3 {
+                n += texts.iter().map(|t| f(t)).sum::<usize>();
+            }
+            let secs = start.elapsed().as_secs_f64() / 3.0;
+            eprintln!(
+                "{name:12} {:8.1} MB/s {:7.1} ms ({n})",
+                bytes as f64 / 1e6 / secs,
+                secs * 1e3
+            );
+        };
+        eprintln!("{} texts, {:.1} MB", texts.len(), bytes as f64 / 1e6);
+        time("classify", &|t| classify(t).hard.len());
+        time("reference", &|t| crate::reference::classify(t).hard.len());
+        time("scan", &|t| scan(t).special);
+        time("fence", &|t| has_code_fence(t) as usize);
+        time("secret", &|t| {
+            let s = scan(t);
+            s.any(Gate::Secret, t, ctxpress_core::secrets::has_secret) as usize
+        });
+        time("latex", &|t| has_latex(t) as usize);
+        time("sql", &|t| is_sql(t) as usize);
+        time("trace", &|t| has_traceback(t) as usize);
+        time("soft", &|t| {
+            let s = scan(t);
+            let mut v = Vec::new();
+            soft_reasons(t, &s, &mut v);
+            v.len()
+        });
     }
 }

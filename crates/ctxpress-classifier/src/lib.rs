@@ -8,6 +8,8 @@
 //! - [`Classifier`]: the strategy, registered as `classifier`.
 
 mod classify;
+#[cfg(test)]
+mod reference;
 mod rules;
 
 pub use classify::{

@@ -1,0 +1,897 @@
+//! The straightforward classifier this crate shipped first (one pass per
+//! detector over the whole text), kept for tests: the fast [`crate::classify`]
+//! must agree with it on every input.
+//!
+//! Every pattern is compiled once; every detector is a linear scan (byte loops,
+//! line loops, or `regex`/`aho-corasick` automata with ASCII word boundaries so
+//! the lazy DFA applies to any input).
+#![allow(dead_code)]
+
+use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
+use ctxpress_core::{Classification, Reason, Tier};
+use regex::{Regex, RegexSet};
+use std::sync::LazyLock;
+
+/// Prose with fewer words than this is T2, otherwise T3.
+pub const T3_MIN_WORDS: usize = 20;
+
+/// Special-character ratio above which text is `high_special_char_ratio`.
+const SPECIAL_RATIO: f64 = 0.15;
+/// Coefficient of variation above which line lengths are `high_line_length_variance`.
+const LINE_CV: f64 = 1.2;
+
+fn re(p: &str) -> Regex {
+    // Patterns are constants: a failure is a programming error every test hits.
+    Regex::new(p).expect("classifier pattern compiles")
+}
+
+/// Classify one text: its tier and the hard and soft T0 reasons it carries.
+pub fn classify(text: &str) -> Classification {
+    let mut hard = Vec::new();
+    let mut soft = Vec::new();
+    let stats = scan_bytes(text);
+    let lines = scan_lines(text);
+
+    if has_code_fence(text) {
+        hard.push(Reason::CodeFence);
+    }
+    if lines.indented_code {
+        hard.push(Reason::IndentedCode);
+    }
+    if is_json_structure(text) {
+        hard.push(Reason::JsonStructure);
+    }
+    if lines.yaml {
+        hard.push(Reason::YamlStructure);
+    }
+    if stats.chars > 0 && stats.special as f64 / stats.chars as f64 > SPECIAL_RATIO {
+        hard.push(Reason::HighSpecialCharRatio);
+    }
+    if lines.high_variance() {
+        hard.push(Reason::HighLineLengthVariance);
+    }
+    if ctxpress_core::secrets::has_secret(text) {
+        hard.push(Reason::ApiKey);
+    }
+    if stats.dollar_or_backslash && has_latex(text) {
+        hard.push(Reason::LatexMath);
+    }
+    if stats.e2_bytes && has_unicode_math(text) {
+        hard.push(Reason::UnicodeMath);
+    }
+    if is_sql(text) {
+        hard.push(Reason::SqlContent);
+    }
+    if lines.verse {
+        hard.push(Reason::VersePattern);
+    }
+    if has_traceback(text) {
+        hard.push(Reason::ErrorTraceback);
+    }
+    soft_reasons(text, &stats, &mut soft);
+
+    hard.sort();
+    soft.sort();
+    let tier = if !hard.is_empty() || !soft.is_empty() {
+        Tier::T0
+    } else if stats.words < T3_MIN_WORDS {
+        Tier::T2
+    } else {
+        Tier::T3
+    };
+    Classification { tier, hard, soft }
+}
+
+// ---------------------------------------------------------------- byte scan
+
+#[derive(Default)]
+struct ByteStats {
+    chars: usize,
+    special: usize,
+    words: usize,
+    dollar_or_backslash: bool,
+    e2_bytes: bool,
+    non_ascii: bool,
+    digit: bool,
+    at: bool,
+    slash: bool,
+    quote: bool,
+}
+
+const fn is_special(b: u8) -> bool {
+    matches!(
+        b,
+        b'{' | b'}'
+            | b'['
+            | b']'
+            | b'<'
+            | b'>'
+            | b'|'
+            | b'\\'
+            | b';'
+            | b':'
+            | b'@'
+            | b'#'
+            | b'$'
+            | b'%'
+            | b'^'
+            | b'&'
+            | b'*'
+            | b'('
+            | b')'
+            | b'='
+            | b'+'
+            | b'`'
+            | b'~'
+    )
+}
+
+const K_WORD: u8 = 0;
+const K_SPACE: u8 = 1;
+const K_NEWLINE: u8 = 2;
+const K_SPECIAL: u8 = 3;
+const K_CONT: u8 = 4;
+const K_CJK: u8 = 5;
+const K_LEAD: u8 = 6;
+
+/// Byte classes for [`scan_bytes`].
+static BYTE_CLASS: [u8; 256] = {
+    let mut t = [K_WORD; 256];
+    let mut i = 0;
+    while i < 256 {
+        let b = i as u8;
+        t[i] = if b == b'\n' {
+            K_NEWLINE
+        } else if b.is_ascii_whitespace() {
+            K_SPACE
+        } else if is_special(b) {
+            K_SPECIAL
+        } else if b & 0xC0 == 0x80 {
+            K_CONT
+        } else if b >= 0xE3 && b <= 0xE9 {
+            // U+3000..U+9FFF: kana and CJK ideographs, written without spaces.
+            K_CJK
+        } else if b >= 0x80 {
+            K_LEAD
+        } else {
+            K_WORD
+        };
+        i += 1;
+    }
+    t
+};
+
+/// One pass over the bytes: character count, special characters (ignoring
+/// Markdown emphasis `**`, headings and bullets), words (CJK ideographs and kana
+/// count one word each) and prefilter flags.
+fn scan_bytes(text: &str) -> ByteStats {
+    let b = text.as_bytes();
+    let mut s = ByteStats::default();
+    let mut cont = 0usize;
+    let mut in_word = false;
+    let mut line_start = true;
+    let mut i = 0;
+    while i < b.len() {
+        let c = b[i];
+        match BYTE_CLASS[c as usize] {
+            K_WORD => {
+                s.digit |= c.is_ascii_digit();
+                s.slash |= c == b'/';
+                s.quote |= c == b'"';
+                s.words += usize::from(!in_word);
+                in_word = true;
+                line_start = false;
+            }
+            K_SPACE => in_word = false,
+            K_NEWLINE => {
+                in_word = false;
+                line_start = true;
+            }
+            K_CONT => cont += 1,
+            K_CJK => {
+                s.non_ascii = true;
+                s.words += 1;
+                in_word = false;
+                line_start = false;
+            }
+            K_LEAD => {
+                s.non_ascii = true;
+                s.e2_bytes |= c == 0xE2;
+                s.words += usize::from(!in_word);
+                in_word = true;
+                line_start = false;
+            }
+            _ => {
+                s.words += usize::from(!in_word);
+                in_word = true;
+                if line_start {
+                    line_start = false;
+                    // Markdown heading marks and bullets are formatting, not syntax.
+                    let mut j = i;
+                    while j < b.len() && b[j] == b'#' {
+                        j += 1;
+                    }
+                    let bullet = j == i && (c == b'*' || c == b'+') && b.get(i + 1) == Some(&b' ');
+                    if (j > i && b.get(j) == Some(&b' ')) || bullet {
+                        i = if bullet { i + 1 } else { j };
+                        continue;
+                    }
+                }
+                if c == b'*' && b.get(i + 1) == Some(&b'*') {
+                    i += 2;
+                    continue;
+                }
+                s.special += 1;
+                s.at |= c == b'@';
+                s.dollar_or_backslash |= c == b'$' || c == b'\\';
+            }
+        }
+        i += 1;
+    }
+    s.chars = b.len() - cont;
+    s
+}
+
+// ---------------------------------------------------------------- line scan
+
+#[derive(Default)]
+struct LineStats {
+    n: usize,
+    sum: f64,
+    sumsq: f64,
+    indented_code: bool,
+    yaml: bool,
+    verse: bool,
+}
+
+impl LineStats {
+    fn high_variance(&self) -> bool {
+        if self.n <= 3 || self.sum <= 0.0 {
+            return false;
+        }
+        let n = self.n as f64;
+        let mean = self.sum / n;
+        let var = (self.sumsq / n - mean * mean).max(0.0);
+        var.sqrt() / mean > LINE_CV
+    }
+}
+
+fn char_len(s: &str) -> usize {
+    s.bytes().filter(|b| b & 0xC0 != 0x80).count()
+}
+
+fn is_list_item(t: &str) -> bool {
+    let b = t.as_bytes();
+    match b.first() {
+        Some(b'-' | b'*' | b'+') => b.get(1) == Some(&b' '),
+        Some(d) if d.is_ascii_digit() => {
+            let n = b.iter().take_while(|c| c.is_ascii_digit()).count();
+            matches!(b.get(n), Some(b'.' | b')')) && b.get(n + 1) == Some(&b' ')
+        }
+        _ => false,
+    }
+}
+
+fn is_identifier_key(k: &str) -> bool {
+    let b = k.as_bytes();
+    !b.is_empty()
+        && b.len() <= 40
+        && (b[0].is_ascii_alphabetic() || b[0] == b'_')
+        && b.iter()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'_' | b'-' | b'.'))
+}
+
+/// `key: value`, `key:`, `- key: value`, `key = value` or a `[section]` header.
+fn is_key_value_line(line: &str) -> bool {
+    let t = line.trim();
+    let t = t.strip_prefix("- ").unwrap_or(t);
+    if let Some(inner) = t.strip_prefix('[').and_then(|r| r.strip_suffix(']')) {
+        return is_identifier_key(inner.trim_matches('['));
+    }
+    if let Some(p) = t.find(':') {
+        let (k, rest) = t.split_at(p);
+        let rest = rest.get(1..).unwrap_or("");
+        if is_identifier_key(k) && (rest.is_empty() || rest.starts_with(' ')) {
+            return true;
+        }
+    }
+    if let Some(p) = t.find('=') {
+        let (k, rest) = t.split_at(p);
+        let rest = rest.get(1..).unwrap_or("").trim();
+        return is_identifier_key(k.trim_end()) && !rest.is_empty() && !rest.starts_with('=');
+    }
+    false
+}
+
+fn has_code_chars(s: &str) -> bool {
+    s.bytes().any(|b| {
+        matches!(
+            b,
+            b'(' | b')' | b'{' | b'}' | b'[' | b']' | b';' | b'=' | b'<' | b'>'
+        )
+    })
+}
+
+/// A line that could be a line of verse: capitalized, a few words, no code or
+/// key-value syntax, first word not an all-caps log level.
+fn verse_line(t: &str) -> Option<VerseLine> {
+    let n = char_len(t);
+    if !(8..=80).contains(&n) {
+        return None;
+    }
+    let first = t.chars().next()?;
+    if !first.is_uppercase() {
+        return None;
+    }
+    if t.bytes().any(|b| {
+        matches!(
+            b,
+            b'=' | b'('
+                | b')'
+                | b'{'
+                | b'}'
+                | b'['
+                | b']'
+                | b'<'
+                | b'>'
+                | b'/'
+                | b'\\'
+                | b'|'
+                | b':'
+                | b'#'
+                | b'*'
+                | b'_'
+                | b'`'
+                | b'$'
+                | b'@'
+        )
+    }) {
+        return None;
+    }
+    let mut words = t.split_whitespace();
+    let w0 = words.next()?;
+    if w0.chars().count() >= 2 && w0.chars().all(|c| !c.is_alphabetic() || c.is_uppercase()) {
+        return None;
+    }
+    let (mut rest, mut caps) = (0usize, 0usize);
+    for w in words {
+        rest += 1;
+        if w != "I" && w.chars().next().is_some_and(char::is_uppercase) {
+            caps += 1;
+        }
+    }
+    if rest < 1 {
+        return None;
+    }
+    let unterminated = !matches!(t.as_bytes().last(), Some(b'.' | b'!' | b'?' | b':' | b';'));
+    Some(VerseLine {
+        words: rest + 1,
+        caps,
+        rest,
+        unterminated,
+    })
+}
+
+struct VerseLine {
+    words: usize,
+    caps: usize,
+    rest: usize,
+    unterminated: bool,
+}
+
+#[derive(Default)]
+struct VerseRun {
+    lines: usize,
+    words: usize,
+    caps: usize,
+    rest: usize,
+    unterminated: usize,
+}
+
+impl VerseRun {
+    fn is_verse(&self) -> bool {
+        self.lines >= 4
+            && self.unterminated * 2 >= self.lines
+            && self.words >= self.lines * 3
+            && self.caps * 10 <= self.rest * 3
+    }
+}
+
+/// One pass over the lines: line-length moments (non-blank lines), code outside
+/// fences (indented blocks, unified diff hunks, shell transcripts with two or
+/// more `$ ` prompts; all reported as `indented_code`), YAML/TOML key-value
+/// runs and verse.
+fn scan_lines(text: &str) -> LineStats {
+    let mut s = LineStats::default();
+    let mut prev_blank = true;
+    // indented block state
+    let (mut ind_lines, mut ind_all_list, mut ind_code, mut ind_open) =
+        (0usize, true, false, false);
+    let mut kv_run = 0usize;
+    let mut prompts = 0usize;
+    let mut verse = VerseRun::default();
+    for line in text.split('\n') {
+        let line = line.strip_suffix('\r').unwrap_or(line);
+        let blank = line.trim().is_empty();
+        if !blank {
+            let len = char_len(line) as f64;
+            s.n += 1;
+            s.sum += len;
+            s.sumsq += len * len;
+        }
+
+        // indented code: >= 2 consecutive indented lines after a blank line
+        let indented = !blank && (line.starts_with("    ") || line.starts_with('\t'));
+        if indented && (ind_open || prev_blank) {
+            ind_open = true;
+            ind_lines += 1;
+            let t = line.trim_start();
+            ind_all_list &= is_list_item(t);
+            ind_code |= has_code_chars(t) || t.starts_with("$ ");
+            if ind_lines >= 2 && !ind_all_list && ind_code {
+                s.indented_code = true;
+            }
+        } else if !blank || !ind_open {
+            (ind_lines, ind_all_list, ind_code, ind_open) = (0, true, false, false);
+        }
+
+        if line.starts_with("@@ -") && line.get(4..).is_some_and(|r| r.contains(" @@")) {
+            // unified diff hunk header
+            s.indented_code = true;
+        }
+        if line.starts_with("$ ") && line.as_bytes().get(2).is_some_and(u8::is_ascii_alphabetic) {
+            prompts += 1;
+            s.indented_code |= prompts >= 2;
+        }
+
+        if !s.yaml {
+            if !blank && is_key_value_line(line) {
+                kv_run += 1;
+                s.yaml = kv_run >= 3;
+            } else if !(kv_run > 0 && line.trim_start().starts_with("- ")) {
+                kv_run = 0;
+            }
+        }
+
+        if !s.verse {
+            match verse_line(line.trim()) {
+                Some(v) => {
+                    verse.lines += 1;
+                    verse.words += v.words;
+                    verse.caps += v.caps;
+                    verse.rest += v.rest;
+                    verse.unterminated += usize::from(v.unterminated);
+                    s.verse = verse.is_verse();
+                }
+                None => verse = VerseRun::default(),
+            }
+        }
+        prev_blank = blank;
+    }
+    s
+}
+
+// ---------------------------------------------------------------- fences
+
+/// A piece of a message: prose or a fenced code block (fence lines included).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Segment<'a> {
+    /// True for a fenced code block.
+    pub code: bool,
+    /// The text of the piece.
+    pub text: &'a str,
+}
+
+/// The fence marker opening a line (up to 3 spaces of indent), if any.
+fn fence_of(line: &str) -> Option<(u8, usize)> {
+    let t = line.trim_start_matches(' ');
+    if line.len() - t.len() > 3 {
+        return None;
+    }
+    let c = *t.as_bytes().first()?;
+    if c != b'`' && c != b'~' {
+        return None;
+    }
+    let n = t.bytes().take_while(|&b| b == c).count();
+    (n >= 3).then_some((c, n))
+}
+
+/// Split a text into prose and fenced code blocks, in order. An unclosed fence
+/// runs to the end of the text.
+pub fn split_code_and_prose(text: &str) -> Vec<Segment<'_>> {
+    let mut out = Vec::new();
+    let mut seg_start = 0;
+    let mut open: Option<(u8, usize)> = None;
+    let mut pos = 0;
+    for line in text.split_inclusive('\n') {
+        let start = pos;
+        pos += line.len();
+        match open {
+            None => {
+                if let Some(f) = fence_of(line) {
+                    if start > seg_start {
+                        out.push(Segment {
+                            code: false,
+                            text: text.get(seg_start..start).unwrap_or(""),
+                        });
+                    }
+                    seg_start = start;
+                    open = Some(f);
+                }
+            }
+            Some((c, n)) => {
+                if let Some((c2, n2)) = fence_of(line) {
+                    let rest = line.trim().trim_start_matches(c as char);
+                    if c2 == c && n2 >= n && rest.is_empty() {
+                        out.push(Segment {
+                            code: true,
+                            text: text.get(seg_start..pos).unwrap_or(""),
+                        });
+                        seg_start = pos;
+                        open = None;
+                    }
+                }
+            }
+        }
+    }
+    if seg_start < text.len() {
+        out.push(Segment {
+            code: open.is_some(),
+            text: text.get(seg_start..).unwrap_or(""),
+        });
+    }
+    out
+}
+
+/// Characters of prose outside fenced code blocks (each piece trimmed).
+pub fn prose_chars(text: &str) -> usize {
+    split_code_and_prose(text)
+        .iter()
+        .filter(|s| !s.code)
+        .map(|s| char_len(s.text.trim()))
+        .sum()
+}
+
+/// True when the text has at least one fenced code block.
+pub fn has_code_fence(text: &str) -> bool {
+    let b = text.as_bytes();
+    (memchr::memmem::find(b, b"```").is_some() || memchr::memmem::find(b, b"~~~").is_some())
+        && split_code_and_prose(text).iter().any(|s| s.code)
+}
+
+// ---------------------------------------------------------------- JSON
+
+/// Starts with `{` or `[` followed by JSON-like content: valid JSON, or an
+/// object/array opening with a quoted key or nested structure.
+fn is_json_structure(text: &str) -> bool {
+    let t = text.trim();
+    let b = t.as_bytes();
+    let Some(&first) = b.first() else {
+        return false;
+    };
+    if first != b'{' && first != b'[' {
+        return false;
+    }
+    let next = t.get(1..).unwrap_or("").trim_start();
+    let looks = if first == b'{' {
+        next.starts_with('"') || next.starts_with('}')
+    } else {
+        next.starts_with('{')
+            || next.starts_with('"')
+            || next.starts_with('[')
+            || next.starts_with(']')
+    };
+    if looks && (first == b'{' || next.starts_with('{') || next.starts_with('[')) {
+        return true;
+    }
+    let closes = matches!((first, b.last()), (b'{', Some(b'}')) | (b'[', Some(b']')));
+    closes && is_valid_json(t)
+}
+
+/// True when `text` (trimmed) parses as a JSON object or array.
+pub fn is_valid_json(text: &str) -> bool {
+    let t = text.trim();
+    matches!(t.as_bytes().first(), Some(b'{' | b'[' | b'"'))
+        && serde_json::from_str::<serde::de::IgnoredAny>(t).is_ok()
+}
+
+// ---------------------------------------------------------------- math
+
+static LATEX: LazyLock<Regex> = LazyLock::new(|| {
+    re(concat!(
+        r"\$\$[^$]+\$\$",
+        r"|\\\[[^\]]+\\\]",
+        r"|\\\([^)\n]+\\\)",
+        r"|\\begin\{(?:equation|align|gather|math|displaymath|multline)\*?\}",
+        r"|\\(?:frac|dfrac|sqrt|sum|prod|int|iint|oint|lim|mathbb|mathrm|mathcal|alpha|beta|gamma|delta|epsilon|theta|lambda|sigma|omega|infty|partial|nabla|cdot|leq|geq|neq|approx|forall|exists)(?-u:\b)",
+        r"|\$[A-Za-z]\$",
+        r"|\$[^[ \t\r\n]$[0-9]{(][^$\n]*?[^[ \t\r\n]$\\]\$",
+    ))
+});
+
+fn has_latex(text: &str) -> bool {
+    LATEX.find_iter(text).any(|m| {
+        let s = m.as_str();
+        if s.starts_with("$$") || s.starts_with('\\') || s.len() == 3 {
+            return true;
+        }
+        // inline `$...$`: needs math syntax inside, and must not be followed by
+        // an identifier character (shell `$A_B $C`).
+        let inner = s.get(1..s.len() - 1).unwrap_or("");
+        let after = text.as_bytes().get(m.end());
+        inner
+            .bytes()
+            .any(|b| matches!(b, b'\\' | b'^' | b'_' | b'=' | b'{' | b'+'))
+            && !after.is_some_and(|b| b.is_ascii_alphanumeric())
+    })
+}
+
+const MATH_SYMBOLS: &[char] = &[
+    '∑', '∏', '∫', '∬', '∮', '∂', '∇', '√', '∞', '≠', '≈', '≡', '≤', '≥', '∈', '∉', '∋', '⊂', '⊃',
+    '⊆', '⊇', '∪', '∩', '∀', '∃', '∄', '∅', '∧', '∨', '⊕', '⊗', 'ℝ', 'ℕ', 'ℤ', 'ℚ', 'ℂ', '∝', '∠',
+    '⊥', '∴', '∵', '∘', '⊢', '⊨',
+];
+
+/// Two or more mathematical symbols (a single `≥` in prose is not math).
+fn has_unicode_math(text: &str) -> bool {
+    let b = text.as_bytes();
+    let mut n = 0;
+    for p in memchr::memchr_iter(0xE2, b) {
+        if let Some(c) = text.get(p..).and_then(|s| s.chars().next())
+            && MATH_SYMBOLS.contains(&c)
+        {
+            n += 1;
+            if n >= 2 {
+                return true;
+            }
+        }
+    }
+    false
+}
+
+// ---------------------------------------------------------------- SQL
+
+/// Strong anchors: one alone is SQL (upper case as written in SQL).
+static SQL_STRONG: LazyLock<Regex> = LazyLock::new(|| {
+    re(concat!(
+        r"(?-u:\b)(?:GROUP[ \t\r\n]+BY|ORDER[ \t\r\n]+BY|PRIMARY[ \t\r\n]+KEY|FOREIGN[ \t\r\n]+KEY|NOT[ \t\r\n]+NULL|VARCHAR|",
+        r"INNER[ \t\r\n]+JOIN|LEFT[ \t\r\n]+(?:OUTER[ \t\r\n]+)?JOIN|RIGHT[ \t\r\n]+(?:OUTER[ \t\r\n]+)?JOIN|FULL[ \t\r\n]+OUTER[ \t\r\n]+JOIN|CROSS[ \t\r\n]+JOIN|",
+        r"CREATE[ \t\r\n]+(?:TABLE|INDEX|VIEW|UNIQUE[ \t\r\n]+INDEX)|ALTER[ \t\r\n]+TABLE|DROP[ \t\r\n]+TABLE|INSERT[ \t\r\n]+INTO|",
+        r"DELETE[ \t\r\n]+FROM|AUTO_INCREMENT|SELECT[ \t\r\n]+[^\n;]+?[ \t\r\n]+FROM[ \t\r\n]+[A-Za-z0-9_]+|UPDATE[ \t\r\n]+[A-Za-z0-9_]+[ \t\r\n]+SET)(?-u:\b)",
+        // any case, but only with unmistakable statement shapes
+        r"|(?i-u:(?-u:\b)(?:select[ \t\r\n]+(?:\*|count[ \t\r\n]*\(|distinct[ \t\r\n])|insert[ \t\r\n]+into[ \t\r\n]+[A-Za-z0-9_]+[ \t\r\n]*(?:\(|values)",
+        r"|create[ \t\r\n]+table[ \t\r\n]+(?:if[ \t\r\n]+not[ \t\r\n]+exists[ \t\r\n]+)?[A-Za-z0-9_]+[ \t\r\n]*\(|delete[ \t\r\n]+from[ \t\r\n]+[A-Za-z0-9_]+[ \t\r\n]+where[ \t\r\n]",
+        r"|update[ \t\r\n]+[A-Za-z0-9_]+[ \t\r\n]+set[ \t\r\n]+[A-Za-z0-9_]+[ \t\r\n]*=))",
+    ))
+});
+
+const SQL_WEAK: &[&str] = &[
+    "WHERE",
+    "JOIN",
+    "HAVING",
+    "UNION",
+    "DISTINCT",
+    "EXCEPT",
+    "INTERSECT",
+];
+const SQL_OTHER: &[&str] = &[
+    "SELECT",
+    "FROM",
+    "INSERT",
+    "INTO",
+    "UPDATE",
+    "DELETE",
+    "SET",
+    "VALUES",
+    "CREATE",
+    "TABLE",
+    "DROP",
+    "ALTER",
+    "INDEX",
+    "LIMIT",
+    "OFFSET",
+    "VIEW",
+    "SCHEMA",
+    "FETCH",
+    "COMMIT",
+    "ROLLBACK",
+    "TRIGGER",
+    "PROCEDURE",
+    "DATABASE",
+    "GRANT",
+    "REVOKE",
+    "TRUNCATE",
+    "BETWEEN",
+    "LIKE",
+];
+
+static SQL_WORDS: LazyLock<AhoCorasick> = LazyLock::new(|| {
+    AhoCorasickBuilder::new()
+        .match_kind(MatchKind::LeftmostLongest)
+        .build(SQL_WEAK.iter().chain(SQL_OTHER))
+        .expect("sql keywords compile")
+});
+
+fn is_word_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b == b'_'
+}
+
+fn is_sql(text: &str) -> bool {
+    if SQL_STRONG.is_match(text) {
+        return true;
+    }
+    let b = text.as_bytes();
+    let mut seen = 0u64;
+    for m in SQL_WORDS.find_iter(text) {
+        let before = m.start().checked_sub(1).and_then(|i| b.get(i));
+        let after = b.get(m.end());
+        if before.is_some_and(|&c| is_word_byte(c)) || after.is_some_and(|&c| is_word_byte(c)) {
+            continue;
+        }
+        seen |= 1u64 << m.pattern().as_usize();
+        let weak_mask = (1u64 << SQL_WEAK.len()) - 1;
+        if seen & weak_mask != 0 && seen.count_ones() >= 3 {
+            return true;
+        }
+    }
+    false
+}
+
+// ---------------------------------------------------------------- tracebacks
+
+static TRACE_HEADER: LazyLock<Regex> = LazyLock::new(|| {
+    re(concat!(
+        r"(?m)Traceback \(most recent call last\):",
+        r#"|Exception in thread "[^"\n]*" "#,
+        r"|thread '[^'\n]*' panicked at ",
+        r"|panicked at [^\n]*\.rs:[0-9]+:[0-9]+",
+        r"|^goroutine [0-9]+ \[[a-z ]+\]:",
+        r"|^[[A-Za-z0-9_].$]*(?:Error|Exception)(?::[^\n]*)?\r?\n[ \t]+at [^\n]+(?:\.(?:java|kt|scala|groovy):[0-9]+\)|:[0-9]+:[0-9]+\)?)",
+    ))
+});
+
+static TRACE_FRAME: LazyLock<Regex> = LazyLock::new(|| {
+    re(concat!(
+        r"(?m)^[ \t]+at [^\n]*?(?:\.(?:java|kt|scala|groovy):[0-9]+\)|\(Native Method\)|\(Unknown Source\)|:[0-9]+:[0-9]+\)?)\r?$",
+        r#"|^[ \t]*File "[^"\n]+", line [0-9]+"#,
+        r"|^[ \t]+[0-9]+: [[A-Za-z0-9_]:<>${}\[\] ]+?::[[A-Za-z0-9_]:<>${}\[\] ]+\r?$",
+    ))
+});
+
+/// Literals one of which every traceback pattern contains.
+static TRACE_NEEDLES: LazyLock<AhoCorasick> = LazyLock::new(|| {
+    AhoCorasickBuilder::new()
+        .match_kind(MatchKind::LeftmostFirst)
+        .build([
+            "Traceback (most recent call last):",
+            "Exception in thread \"",
+            "panicked at ",
+            "goroutine ",
+            "\tat ",
+            "  at ",
+            "File \"",
+        ])
+        .expect("traceback needles compile")
+});
+
+/// Python, Java/Kotlin, Rust, Node and Go stack traces.
+fn has_traceback(text: &str) -> bool {
+    TRACE_NEEDLES.is_match(text)
+        && (TRACE_HEADER.is_match(text) || TRACE_FRAME.find_iter(text).nth(1).is_some())
+}
+
+// ---------------------------------------------------------------- soft
+
+/// Candidate patterns, one per soft reason, in [`SOFT_REASONS`] order.
+const SOFT_PATTERNS: &[&str] = &[
+    // url
+    r"(?-u:\b)https?://[A-Za-z0-9\[]",
+    // email
+    r"[A-Za-z0-9._%+\-]+@[A-Za-z0-9\-]+(?:\.[A-Za-z0-9\-]+)*\.[A-Za-z]{2,}(?-u:\b)",
+    // phone
+    r"(?:(?:\+[0-9]{1,3}[ .\-]?)?(?:\([0-9]{3}\) ?|(?-u:\b)[0-9]{3}[ .\-])[0-9]{3}[ .\-][0-9]{4}|\+[0-9]{1,3}[ .\-][0-9]{1,4}(?:[ .\-][0-9]{2,4}){2,3})(?-u:\b)",
+    // version_number
+    r"(?-u:\b)(?:v[0-9]+(?:\.[0-9]+){1,3}|[0-9]+\.[0-9]+\.[0-9]+(?:-[0-9A-Za-z.]+)?)(?-u:\b)",
+    // hash_or_sha
+    r"(?-u:\b)[0-9a-fA-F]{40,64}(?-u:\b)",
+    // file_path
+    r"(?m)(?:^|[ \t(\['`=,:])(?:~|\.{1,2})?/[[A-Za-z0-9_].\-]+(?:/[[A-Za-z0-9_].\-]+)+|(?:^|[ \t(\['`=,])[[A-Za-z0-9_].\-]+(?:/[[A-Za-z0-9_].\-]+)+\.[A-Za-z0-9]{1,8}(?-u:\b)",
+    // ip_or_semver
+    r"(?-u:\b)[0-9]+(?:\.[0-9]+){2,}(?-u:\b)",
+    // quoted_key
+    r#""[A-Za-z_$][[A-Za-z0-9_]$.\-]*"[ \t\r\n]*:"#,
+    // legal_term
+    r"(?i-u:(?-u:\b)(?:shall|notwithstanding|whereas|hereinafter|hereby|herein|hereto|thereof|pursuant[ \t\r\n]+to|indemnif(?:y|ies|ied|ication)|in[ \t\r\n]+witness[ \t\r\n]+whereof)(?-u:\b))",
+    // direct_quote
+    "\"[^\"\n]{11,}\"|\u{201c}[^\u{201d}\n]{11,}\u{201d}|\u{ab}[^\u{bb}\n]{11,}\u{bb}",
+    // numeric_with_units
+    r"(?-u:\b)[0-9]+(?:\.[0-9]+)?(?:[ ]?(?:ms|ns|µs|sec|secs|seconds?|mins?|minutes?|hrs?|hours?|days?|weeks?|[KMGTP]i?B|kB|bytes?|[kMG]?Hz|km|cm|mm|kg|mg|kW|mV|mA|°[CF]|px|rem|fps|rpm|[KMG]bps)|(?:s|h|m|g|V|W|A|K|B|em))(?-u:\b)",
+];
+
+const SOFT_REASONS: &[Reason] = &[
+    Reason::Url,
+    Reason::Email,
+    Reason::Phone,
+    Reason::VersionNumber,
+    Reason::HashOrSha,
+    Reason::FilePath,
+    Reason::IpOrSemver,
+    Reason::QuotedKey,
+    Reason::LegalTerm,
+    Reason::DirectQuote,
+    Reason::NumericWithUnits,
+];
+
+/// Indices into [`SOFT_PATTERNS`] of the patterns that need an ASCII digit.
+const DIGIT_SOFT: [usize; 5] = [2, 3, 4, 6, 10];
+
+static DIGIT_SET: LazyLock<RegexSet> = LazyLock::new(|| {
+    RegexSet::new(DIGIT_SOFT.iter().filter_map(|&i| SOFT_PATTERNS.get(i)))
+        .expect("soft patterns compile")
+});
+static SOFT_RES: LazyLock<Vec<Regex>> =
+    LazyLock::new(|| SOFT_PATTERNS.iter().map(|p| re(p)).collect());
+
+fn soft_reasons(text: &str, stats: &ByteStats, out: &mut Vec<Reason>) {
+    let mut candidates: Vec<usize> = Vec::new();
+    let b = text.as_bytes();
+    if stats.slash && memchr::memmem::find(b, b"://").is_some() {
+        candidates.push(0);
+    }
+    if stats.at {
+        candidates.push(1);
+    }
+    if stats.slash {
+        candidates.push(5);
+    }
+    if stats.quote {
+        candidates.push(7);
+    }
+    candidates.push(8);
+    if stats.quote || stats.non_ascii {
+        candidates.push(9);
+    }
+    let mut hits: Vec<usize> = Vec::new();
+    for i in candidates {
+        if SOFT_RES.get(i).is_some_and(|rx| rx.is_match(text)) {
+            hits.push(i);
+        }
+    }
+    if stats.digit {
+        hits.extend(
+            DIGIT_SET
+                .matches(text)
+                .iter()
+                .filter_map(|k| DIGIT_SOFT.get(k).copied()),
+        );
+    }
+    for i in hits {
+        let (Some(&reason), Some(rx)) = (SOFT_REASONS.get(i), SOFT_RES.get(i)) else {
+            continue;
+        };
+        let ok = match reason {
+            Reason::VersionNumber => rx.find_iter(text).any(|m| {
+                m.as_str().starts_with('v') || !inside_longer_dotted(text, m.start(), m.end())
+            }),
+            Reason::HashOrSha => rx.find_iter(text).any(|m| {
+                let s = m.as_str().as_bytes();
+                s.iter().any(u8::is_ascii_digit) && s.iter().any(u8::is_ascii_alphabetic)
+            }),
+            _ => true,
+        };
+        if ok {
+            out.push(reason);
+        }
+    }
+}
+
+/// True when `start..end` continues a longer dotted number (`192.168.1` in
+/// `192.168.1.1`).
+fn inside_longer_dotted(text: &str, start: usize, end: usize) -> bool {
+    let b = text.as_bytes();
+    let after = b.get(end) == Some(&b'.') && b.get(end + 1).is_some_and(u8::is_ascii_digit);
+    let before = start >= 2
+        && b.get(start - 1) == Some(&b'.')
+        && b.get(start - 2).is_some_and(u8::is_ascii_digit);
+    after || before
+}
