@@ -39,10 +39,12 @@ fn re(p: &str) -> Regex {
 pub fn classify(text: &str) -> Classification {
     let mut hard = Vec::new();
     let mut soft = Vec::new();
+    let b = text.as_bytes();
     let s = scan(text);
-    let f = s.flags;
+    let runs = TokenRuns::find(text);
+    let words = LowerWords::find(text);
 
-    if f & F_FENCE != 0 && has_code_fence(text) {
+    if memchr::memchr2(b'`', b'~', b).is_some() && has_code_fence(text) {
         hard.push(Reason::CodeFence);
     }
     if s.lines.indented_code {
@@ -60,16 +62,16 @@ pub fn classify(text: &str) -> Classification {
     if s.lines.high_variance() {
         hard.push(Reason::HighLineLengthVariance);
     }
-    if s.any(Gate::Secret, text, ctxpress_core::secrets::has_secret) {
+    if runs.secret {
         hard.push(Reason::ApiKey);
     }
-    if f & F_DOLLAR_BS != 0 && has_latex(text) {
+    if memchr::memchr2(b'$', b'\\', b).is_some() && has_latex(text) {
         hard.push(Reason::LatexMath);
     }
-    if f & F_E2 != 0 && has_unicode_math(text) {
+    if has(b, 0xE2) && has_unicode_math(text) {
         hard.push(Reason::UnicodeMath);
     }
-    if f & F_UPPER_OR_SQL != 0 && is_sql(text) {
+    if is_sql(text, &words) {
         hard.push(Reason::SqlContent);
     }
     if s.lines.verse {
@@ -78,7 +80,7 @@ pub fn classify(text: &str) -> Classification {
     if has_traceback(text) {
         hard.push(Reason::ErrorTraceback);
     }
-    soft_reasons(text, &s, &mut soft);
+    soft_reasons(text, &s, &runs, &words, &mut soft);
 
     hard.sort();
     soft.sort();
@@ -92,222 +94,202 @@ pub fn classify(text: &str) -> Classification {
     Classification { tier, hard, soft }
 }
 
-// ---------------------------------------------------------------- tables
-
-const F_DIGIT: u32 = 1;
-const F_SLASH: u32 = 1 << 1;
-const F_QUOTE: u32 = 1 << 2;
-const F_AT: u32 = 1 << 3;
-const F_DOLLAR_BS: u32 = 1 << 4;
-const F_E2: u32 = 1 << 5;
-const F_NONASCII: u32 = 1 << 6;
-const F_COLON: u32 = 1 << 7;
-const F_EQ: u32 = 1 << 8;
-/// A byte that rules a line out as verse.
-const F_VERSE_BAD: u32 = 1 << 9;
-/// A byte of [`has_code_chars`].
-const F_CODE: u32 = 1 << 10;
-const F_STAR: u32 = 1 << 11;
-/// Not whitespace: an ASCII byte that `str::trim` keeps.
-const F_INK: u32 = 1 << 12;
-const F_DOT: u32 = 1 << 13;
-/// `` ` `` or `~`: fence characters.
-const F_FENCE: u32 = 1 << 14;
-const F_PLUS: u32 = 1 << 15;
-const F_LBRACKET: u32 = 1 << 16;
-/// An upper-case ASCII letter, or a letter that can start a case-insensitive
-/// SQL statement word (`s`, `i`, `c`, `d`, `u`).
-const F_UPPER_OR_SQL: u32 = 1 << 17;
-
-const fn is_special(b: u8) -> bool {
-    matches!(
-        b,
-        b'{' | b'}'
-            | b'['
-            | b']'
-            | b'<'
-            | b'>'
-            | b'|'
-            | b'\\'
-            | b';'
-            | b':'
-            | b'@'
-            | b'#'
-            | b'$'
-            | b'%'
-            | b'^'
-            | b'&'
-            | b'*'
-            | b'('
-            | b')'
-            | b'='
-            | b'+'
-            | b'`'
-            | b'~'
-    )
+/// Long token runs: the only places secrets and hashes can be.
+struct TokenRuns {
+    secret: bool,
+    hash: bool,
 }
 
-const fn byte_flags(b: u8) -> u32 {
-    let mut f = 0;
-    if b.is_ascii_digit() {
-        f |= F_DIGIT;
+impl TokenRuns {
+    fn find(text: &str) -> TokenRuns {
+        let mut r = TokenRuns {
+            secret: false,
+            hash: false,
+        };
+        let hash_re = &SOFT_RES[HASH];
+        for (a, e) in ctxpress_core::secrets::token_runs(text, 20) {
+            let Some(run) = text.get(a..e) else {
+                continue;
+            };
+            r.secret = r.secret || ctxpress_core::secrets::has_secret(run);
+            r.hash = r.hash || (e - a >= 40 && is_hash(hash_re, run));
+            if r.secret && r.hash {
+                break;
+            }
+        }
+        r
     }
-    if b == b'/' {
-        f |= F_SLASH;
-    }
-    if b == b'"' {
-        f |= F_QUOTE;
-    }
-    if b == b'@' {
-        f |= F_AT;
-    }
-    if b == b'$' || b == b'\\' {
-        f |= F_DOLLAR_BS;
-    }
-    if b == 0xE2 {
-        f |= F_E2;
-    }
-    if b >= 0x80 {
-        f |= F_NONASCII;
-    }
-    if b == b':' {
-        f |= F_COLON;
-    }
-    if b == b'=' {
-        f |= F_EQ;
-    }
-    if matches!(
-        b,
-        b'=' | b'('
-            | b')'
-            | b'{'
-            | b'}'
-            | b'['
-            | b']'
-            | b'<'
-            | b'>'
-            | b'/'
-            | b'\\'
-            | b'|'
-            | b':'
-            | b'#'
-            | b'*'
-            | b'_'
-            | b'`'
-            | b'$'
-            | b'@'
-    ) {
-        f |= F_VERSE_BAD;
-    }
-    if matches!(
-        b,
-        b'(' | b')' | b'{' | b'}' | b'[' | b']' | b';' | b'=' | b'<' | b'>'
-    ) {
-        f |= F_CODE;
-    }
-    if b == b'*' {
-        f |= F_STAR;
-    }
-    if b < 0x80 && !matches!(b, b' ' | b'\t' | b'\n' | 0x0B | 0x0C | b'\r') {
-        f |= F_INK;
-    }
-    if b == b'.' {
-        f |= F_DOT;
-    }
-    if b == b'`' || b == b'~' {
-        f |= F_FENCE;
-    }
-    if b == b'+' {
-        f |= F_PLUS;
-    }
-    if b == b'[' {
-        f |= F_LBRACKET;
-    }
-    if b.is_ascii_uppercase() || matches!(b, b's' | b'i' | b'c' | b'd' | b'u') {
-        f |= F_UPPER_OR_SQL;
-    }
-    f
 }
 
-/// Presence flags of each byte (`F_*`).
-static FLAGS: [u32; 256] = {
-    let mut t = [0; 256];
+/// Hex of 40 to 64 digits with at least one digit and one letter.
+fn is_hash(rx: &Regex, t: &str) -> bool {
+    rx.find_iter(t).any(|m| {
+        let s = m.as_str().as_bytes();
+        s.iter().any(u8::is_ascii_digit) && s.iter().any(u8::is_ascii_alphabetic)
+    })
+}
+
+/// Case-insensitive keywords (SQL statement words, legal terms), found in one
+/// pass over an ASCII-lower-cased copy.
+struct LowerWords {
+    /// Starts of SQL statement words.
+    statements: Vec<usize>,
+    legal: bool,
+}
+
+/// SQL statement words, then the literals one of which every `legal_term`
+/// match contains.
+const LOWER_WORDS: &[&str] = &[
+    "select",
+    "insert",
+    "create",
+    "delete",
+    "update",
+    "shall",
+    "notwithstanding",
+    "whereas",
+    "herein",
+    "hereby",
+    "hereto",
+    "thereof",
+    "pursuant",
+    "indemnif",
+    "witness",
+];
+const SQL_STATEMENT_WORDS: usize = 5;
+
+static LOWER_AC: LazyLock<AhoCorasick> = LazyLock::new(|| {
+    AhoCorasickBuilder::new()
+        .match_kind(MatchKind::LeftmostFirst)
+        .build(LOWER_WORDS)
+        .expect("keywords compile")
+});
+
+impl LowerWords {
+    fn find(text: &str) -> LowerWords {
+        let lower = text.to_ascii_lowercase();
+        let mut w = LowerWords {
+            statements: Vec::new(),
+            legal: false,
+        };
+        for m in LOWER_AC.find_iter(&lower) {
+            if m.pattern().as_usize() < SQL_STATEMENT_WORDS {
+                w.statements.push(m.start());
+            } else {
+                w.legal = true;
+            }
+        }
+        w
+    }
+}
+
+// ---------------------------------------------------------------- byte facts
+
+/// `{}[]<>|\;:@#$%^&*()=+`~`, as byte ranges so that counting vectorizes.
+#[inline]
+fn is_special(c: u8) -> bool {
+    (c.wrapping_sub(b'#') < 4)
+        | (c.wrapping_sub(b'(') < 4)
+        | (c.wrapping_sub(b':') < 5)
+        | (c == b'@')
+        | (c.wrapping_sub(b'[') < 4)
+        | (c == b'`')
+        | (c.wrapping_sub(b'{') < 4)
+}
+
+fn count_special(b: &[u8]) -> usize {
+    b.chunks(255)
+        .map(|c| c.iter().fold(0u8, |n, &x| n + u8::from(is_special(x))) as usize)
+        .sum()
+}
+
+fn has(b: &[u8], c: u8) -> bool {
+    memchr::memchr(c, b).is_some()
+}
+
+/// A byte a secret or hash can be part of (`[A-Za-z0-9_.-]`).
+fn is_token_byte(c: u8) -> bool {
+    c.is_ascii_alphanumeric() || matches!(c, b'_' | b'-' | b'.')
+}
+
+/// First bytes of a unit right after a number (`5ms`, `2h`, `3°C`).
+static UNIT_FIRST: [bool; 256] = unit_table(b"mnsdhwKMGTPkbHcprfgVWABe\xC2");
+/// First bytes of a unit after a number and a space (`5 ms`, `10 MB`).
+static UNIT_FIRST_SPACED: [bool; 256] = unit_table(b"mnsdhwKMGTPkbHcprf\xC2");
+
+const fn unit_table(bytes: &[u8]) -> [bool; 256] {
+    let mut t = [false; 256];
     let mut i = 0;
-    while i < 256 {
-        t[i] = byte_flags(i as u8);
+    while i < bytes.len() {
+        t[bytes[i] as usize] = true;
         i += 1;
     }
     t
-};
+}
 
-/// Special characters in the low half, UTF-8 continuation bytes in the high
-/// half: one addition counts both.
-static COUNTS: [u64; 256] = {
-    let mut t = [0; 256];
+/// Eight bytes at `i` as a little-endian word, if there are eight.
+fn word_at(b: &[u8], i: usize) -> Option<u64> {
+    b.get(i..i + 8)
+        .and_then(|s| s.try_into().ok())
+        .map(u64::from_le_bytes)
+}
+
+/// True when some byte of `w` is an ASCII digit (exact: a borrow only starts
+/// in a byte that is below the bound).
+fn word_has_digit(w: u64) -> bool {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    let t = w ^ (ONES * 0x30);
+    (t.wrapping_sub(ONES * 10) & !t & (ONES * 0x80)) != 0
+}
+
+/// Calls `f(start, end)` for every maximal run of ASCII digits, in order.
+fn digit_runs(b: &[u8], mut f: impl FnMut(usize, usize)) {
+    let n = b.len();
     let mut i = 0;
-    while i < 256 {
-        let b = i as u8;
-        t[i] = (is_special(b) as u64) | (((b & 0xC0 == 0x80) as u64) << 32);
-        i += 1;
+    while i < n {
+        while let Some(w) = word_at(b, i) {
+            if word_has_digit(w) {
+                break;
+            }
+            i += 8;
+        }
+        while i < n && !b[i].is_ascii_digit() {
+            i += 1;
+        }
+        if i >= n {
+            break;
+        }
+        let s = i;
+        while i < n && b[i].is_ascii_digit() {
+            i += 1;
+        }
+        f(s, i);
     }
-    t
-};
+}
 
-const P_DIGIT: u8 = 1;
-/// Can follow a number in a `numeric_with_units` match: letter, space, `µ`/`°`.
-const P_UNIT: u8 = 2;
-/// A byte of a token a secret or hash can be part of (`[A-Za-z0-9_.-]`).
-const P_TOKEN: u8 = 4;
+// ---------------------------------------------------------------- scan
 
-static PAIRS: [u8; 256] = {
-    let mut t = [0; 256];
-    let mut i = 0;
-    while i < 256 {
-        let b = i as u8;
-        let mut p = 0;
-        if b.is_ascii_digit() {
-            p |= P_DIGIT;
-        }
-        if b.is_ascii_alphabetic() || b == b' ' || b == 0xC2 {
-            p |= P_UNIT;
-        }
-        if b.is_ascii_alphanumeric() || b == b'_' || b == b'-' || b == b'.' {
-            p |= P_TOKEN;
-        }
-        t[i] = p;
-        i += 1;
-    }
-    t
-};
-
-// ---------------------------------------------------------------- fused scan
-
-/// Line gates: which runs of lines a single-line pattern must look at.
+/// Line gates: which lines a single-line pattern must look at.
 #[derive(Clone, Copy)]
 enum Gate {
-    /// A token run of 20+ bytes: secrets.
-    Secret,
-    /// A token run of 40+ bytes: hashes.
-    Hash,
-    /// Ten digits, or six and a `+`: phone numbers.
+    /// A 3-digit group, a separator and a digit, or `+` and a digit: phones.
     Phone,
-    /// A digit, a dot, a digit: version numbers, IPs and semvers.
+    /// `v1.2` or `1.2.3`: version numbers, IPs and semvers.
     DotNum,
-    /// A digit followed by a letter, a space, `µ` or `°`: numbers with units.
+    /// A number followed by a possible unit: numbers with units.
     Units,
-    /// A slash: file paths.
+    /// A slash followed by a path character: file paths.
     Path,
 }
 
-const GATES: usize = 6;
+const GATES: usize = 4;
 
-/// What the fused pass learned about a text.
+/// What the scan learned about a text.
 struct Scan {
     chars: usize,
     special: usize,
-    flags: u32,
     lines: LineStats,
-    /// Per gate: byte ranges of consecutive lines that pass it.
+    /// Per gate: byte ranges of consecutive lines that passed it.
     spans: [Vec<(usize, usize)>; GATES],
 }
 
@@ -318,155 +300,96 @@ impl Scan {
             .iter()
             .any(|&(a, b)| text.get(a..b).is_some_and(&f))
     }
+}
 
-    fn add(&mut self, gate: Gate, start: usize, end: usize) {
-        let v = &mut self.spans[gate as usize];
-        match v.last_mut() {
-            Some(last) if last.1 + 1 == start => last.1 = end,
-            _ => v.push((start, end)),
-        }
+/// Records the line around byte `p` for `gate` (positions arrive in order).
+fn mark_line(spans: &mut Vec<(usize, usize)>, b: &[u8], p: usize) {
+    if spans.last().is_some_and(|l| p < l.1) {
+        return;
+    }
+    let start = memchr::memrchr(b'\n', b.get(..p).unwrap_or(&[])).map_or(0, |q| q + 1);
+    let end = memchr::memchr(b'\n', b.get(p..).unwrap_or(&[])).map_or(b.len(), |q| p + q);
+    match spans.last_mut() {
+        Some(last) if last.1 + 1 == start => last.1 = end,
+        _ => spans.push((start, end)),
     }
 }
 
-/// Byte-level facts of one line.
-struct LineFacts {
-    flags: u32,
-    special: usize,
-    cont: usize,
-    digits: usize,
-    longest_token: usize,
-    digit_then_unit: bool,
-}
-
-fn line_facts(b: &[u8]) -> LineFacts {
-    let mut counts = 0u64;
-    let mut flags = 0u32;
-    let mut digits = 0usize;
-    let mut since = 0usize;
-    let mut longest = 0usize;
-    let mut prev_digit = 0u8;
-    let mut unit = 0u8;
-    for &c in b {
-        let i = c as usize;
-        counts = counts.wrapping_add(COUNTS[i]);
-        flags |= FLAGS[i];
-        let p = PAIRS[i];
-        digits += (p & P_DIGIT) as usize;
-        unit |= prev_digit & (p >> 1);
-        prev_digit = p & P_DIGIT;
-        since = if p & P_TOKEN != 0 { since + 1 } else { 0 };
-        longest = longest.max(since);
-    }
-    LineFacts {
-        flags,
-        special: (counts & 0xFFFF_FFFF) as usize,
-        cont: (counts >> 32) as usize,
-        digits,
-        longest_token: longest,
-        digit_then_unit: unit != 0,
-    }
-}
-
-/// Markdown heading marks, bullets and `**` emphasis: formatting, not syntax.
-/// Returns how many of the line's special characters they account for.
-fn markdown_specials(b: &[u8], flags: u32) -> usize {
-    let Some(i) = b.iter().position(|c| !c.is_ascii_whitespace()) else {
-        return 0;
-    };
-    let mut n = 0;
-    let mut bullet = None;
-    match b.get(i) {
-        Some(b'#') => {
-            let j = i + b
-                .get(i..)
-                .map_or(0, |r| r.iter().take_while(|&&c| c == b'#').count());
-            if b.get(j) == Some(&b' ') {
-                n += j - i;
-            }
-        }
-        Some(b'*' | b'+') if b.get(i + 1) == Some(&b' ') => {
-            n += 1;
-            bullet = Some(i);
-        }
-        _ => {}
-    }
-    if flags & F_STAR != 0 {
-        let mut k = 0;
-        while let Some(p) = b.get(k..).and_then(|r| memchr::memchr(b'*', r)) {
-            let start = k + p;
-            let run = b
-                .get(start..)
-                .map_or(0, |r| r.iter().take_while(|&&c| c == b'*').count());
-            if bullet != Some(start) {
-                n += 2 * (run / 2);
-            }
-            k = start + run.max(1);
-        }
-    }
-    n
-}
-
-/// True when the line has a digit, a dot and a digit in a row.
-fn has_digit_dot_digit(b: &[u8]) -> bool {
-    memchr::memchr_iter(b'.', b).any(|p| {
-        p > 0
-            && b.get(p - 1).is_some_and(u8::is_ascii_digit)
-            && b.get(p + 1).is_some_and(u8::is_ascii_digit)
-    })
-}
-
-/// The fused pass: text totals, line statistics and line gates.
+/// Line statistics, special characters net of Markdown formatting, and the
+/// lines each gate passes.
 fn scan(text: &str) -> Scan {
+    let b = text.as_bytes();
+    let ascii = text.is_ascii();
     let mut s = Scan {
-        chars: 0,
-        special: 0,
-        flags: 0,
+        chars: if ascii { b.len() } else { text.chars().count() },
+        special: count_special(b),
         lines: LineStats::default(),
         spans: Default::default(),
     };
+    let mut markdown = 0usize;
     let mut ls = LineState::default();
-    let b = text.as_bytes();
-    let mut cont = 0usize;
     let mut start = 0usize;
-    loop {
-        let end =
-            memchr::memchr(b'\n', b.get(start..).unwrap_or(&[])).map_or(b.len(), |p| start + p);
-        let lb = b.get(start..end).unwrap_or(&[]);
+    for end in memchr::memchr_iter(b'\n', b).chain(std::iter::once(b.len())) {
         let line = text.get(start..end).unwrap_or("");
-        let lf = line_facts(lb);
-        s.flags |= lf.flags;
-        cont += lf.cont;
-        s.special += lf.special;
-        if lf.flags & (F_STAR | F_FENCE | F_PLUS | F_INK) != 0 {
-            s.special -= markdown_specials(lb, lf.flags).min(lf.special);
-        }
-        ls.line(&mut s.lines, line, &lf);
-
-        if lf.longest_token >= 20 {
-            s.add(Gate::Secret, start, end);
-            if lf.longest_token >= 40 {
-                s.add(Gate::Hash, start, end);
-            }
-        }
-        if lf.digits >= 10 || (lf.digits >= 6 && lf.flags & F_PLUS != 0) {
-            s.add(Gate::Phone, start, end);
-        }
-        if lf.digits >= 2 && lf.flags & F_DOT != 0 && has_digit_dot_digit(lb) {
-            s.add(Gate::DotNum, start, end);
-        }
-        if lf.digit_then_unit {
-            s.add(Gate::Units, start, end);
-        }
-        if lf.flags & F_SLASH != 0 {
-            s.add(Gate::Path, start, end);
-        }
-        if end >= b.len() {
-            break;
-        }
+        markdown += ls.line(&mut s.lines, line, ascii);
         start = end + 1;
     }
-    s.chars = b.len() - cont;
+    // `**` emphasis pairs and `* ` bullets
+    let mut k = 0;
+    while let Some(p) = b.get(k..).and_then(|r| memchr::memchr(b'*', r)) {
+        let at = k + p;
+        let run = b
+            .get(at..)
+            .map_or(0, |r| r.iter().take_while(|&&c| c == b'*').count());
+        markdown += 2 * (run / 2);
+        if run == 1 && b.get(at + 1) == Some(&b' ') && starts_line(b, at) {
+            markdown += 1;
+        }
+        k = at + run.max(1);
+    }
+    s.special -= markdown.min(s.special);
+
+    let [phone, dotnum, units, path] = &mut s.spans;
+    digit_runs(b, |a, e| {
+        let next = b.get(e).copied().unwrap_or(0);
+        let after = b.get(e + 1).copied().unwrap_or(0);
+        if UNIT_FIRST[next as usize] || (next == b' ' && UNIT_FIRST_SPACED[after as usize]) {
+            mark_line(units, b, a);
+        }
+        let before = a.checked_sub(1).and_then(|i| b.get(i)).copied();
+        if (e - a == 3 && matches!(next, b' ' | b'.' | b'-') && after.is_ascii_digit())
+            || before == Some(b'+')
+        {
+            mark_line(phone, b, a);
+        }
+        if next == b'.' && after.is_ascii_digit() {
+            let f = e
+                + 1
+                + b.get(e + 1..)
+                    .map_or(0, |r| r.iter().take_while(|c| c.is_ascii_digit()).count());
+            if before == Some(b'v')
+                || (b.get(f) == Some(&b'.') && b.get(f + 1).is_some_and(u8::is_ascii_digit))
+            {
+                mark_line(dotnum, b, a);
+            }
+        }
+    });
+    for p in memchr::memchr_iter(b'/', b) {
+        if b.get(p + 1).is_some_and(|&c| is_token_byte(c)) {
+            mark_line(path, b, p);
+        }
+    }
     s
+}
+
+/// True when only ASCII whitespace precedes byte `p` on its line.
+fn starts_line(b: &[u8], p: usize) -> bool {
+    b.get(..p)
+        .unwrap_or(&[])
+        .iter()
+        .rev()
+        .find(|c| !(c.is_ascii_whitespace() && **c != b'\n'))
+        .is_none_or(|&c| c == b'\n')
 }
 
 /// Words for the T2/T3 split, counted up to `limit`: runs of non-whitespace,
@@ -548,10 +471,38 @@ impl Default for LineState {
 }
 
 impl LineState {
-    fn line(&mut self, s: &mut LineStats, raw: &str, lf: &LineFacts) {
+    /// Takes one line (without its `\n`); returns how many of its special
+    /// characters are Markdown heading marks or a `+ ` bullet.
+    fn line(&mut self, s: &mut LineStats, raw: &str, ascii: bool) -> usize {
         let line = raw.strip_suffix('\r').unwrap_or(raw);
-        let blank = lf.flags & F_INK == 0 && (lf.flags & F_NONASCII == 0 || line.trim().is_empty());
-        let chars = line.len() - lf.cont;
+        let lb = line.as_bytes();
+        let first = lb.iter().position(|c| !c.is_ascii_whitespace());
+        let first_byte = first.and_then(|i| lb.get(i)).copied();
+        let blank = match first_byte {
+            None => true,
+            Some(c) if c >= 0x80 || c == 0x0B => line.trim().is_empty(),
+            Some(_) => false,
+        };
+        let mut markdown = 0;
+        if let Some(i) = first {
+            match first_byte {
+                Some(b'#') => {
+                    let j = i + lb
+                        .get(i..)
+                        .map_or(0, |r| r.iter().take_while(|&&c| c == b'#').count());
+                    if lb.get(j) == Some(&b' ') {
+                        markdown = j - i;
+                    }
+                }
+                Some(b'+') if lb.get(i + 1) == Some(&b' ') => markdown = 1,
+                _ => {}
+            }
+        }
+        let chars = if ascii || line.is_ascii() {
+            lb.len()
+        } else {
+            line.chars().count()
+        };
         if !blank {
             let len = chars as f64;
             s.n += 1;
@@ -559,6 +510,47 @@ impl LineState {
             s.sumsq += len * len;
         }
 
+        if !s.indented_code {
+            self.code_outside_fences(s, line, blank);
+        }
+
+        if !s.yaml {
+            // a key-value line starts with a key, `- ` or `[` (or whitespace trim removes)
+            let may_kv = first_byte.is_some_and(|c| {
+                c.is_ascii_alphabetic() || matches!(c, b'_' | b'[' | b'-' | 0x0B) || c >= 0x80
+            });
+            if !blank && may_kv && is_key_value_line(line) {
+                self.kv_run += 1;
+                s.yaml = self.kv_run >= 3;
+            } else if !(self.kv_run > 0 && line.trim_start().starts_with("- ")) {
+                self.kv_run = 0;
+            }
+        }
+
+        if !s.verse {
+            // verse lines start with a capital (after whitespace trim removes)
+            let may_verse = chars >= 8
+                && first_byte.is_some_and(|c| c.is_ascii_uppercase() || c >= 0x80 || c == 0x0B);
+            match may_verse.then(|| verse_line(line.trim())).flatten() {
+                Some(v) => {
+                    self.verse.lines += 1;
+                    self.verse.words += v.words;
+                    self.verse.caps += v.caps;
+                    self.verse.rest += v.rest;
+                    self.verse.unterminated += usize::from(v.unterminated);
+                    s.verse = self.verse.is_verse();
+                }
+                None => self.verse = VerseRun::default(),
+            }
+        }
+        self.prev_blank = blank;
+        markdown
+    }
+}
+
+impl LineState {
+    /// Indented blocks, diff hunks and shell prompts (until one is found).
+    fn code_outside_fences(&mut self, s: &mut LineStats, line: &str, blank: bool) {
         // indented code: >= 2 consecutive indented lines after a blank line
         let indented = !blank && (line.starts_with("    ") || line.starts_with('\t'));
         if indented && (self.ind_open || self.prev_blank) {
@@ -566,7 +558,7 @@ impl LineState {
             self.ind_lines += 1;
             let t = line.trim_start();
             self.ind_all_list &= is_list_item(t);
-            self.ind_code |= lf.flags & F_CODE != 0 || t.starts_with("$ ");
+            self.ind_code |= has_code_chars(t) || t.starts_with("$ ");
             if self.ind_lines >= 2 && !self.ind_all_list && self.ind_code {
                 s.indented_code = true;
             }
@@ -587,32 +579,16 @@ impl LineState {
             self.prompts += 1;
             s.indented_code |= self.prompts >= 2;
         }
-
-        if !s.yaml {
-            if !blank && lf.flags & (F_COLON | F_EQ | F_LBRACKET) != 0 && is_key_value_line(line) {
-                self.kv_run += 1;
-                s.yaml = self.kv_run >= 3;
-            } else if !(self.kv_run > 0 && line.trim_start().starts_with("- ")) {
-                self.kv_run = 0;
-            }
-        }
-
-        if !s.verse {
-            let candidate = lf.flags & F_VERSE_BAD == 0 && chars >= 8;
-            match candidate.then(|| verse_line(line.trim())).flatten() {
-                Some(v) => {
-                    self.verse.lines += 1;
-                    self.verse.words += v.words;
-                    self.verse.caps += v.caps;
-                    self.verse.rest += v.rest;
-                    self.verse.unterminated += usize::from(v.unterminated);
-                    s.verse = self.verse.is_verse();
-                }
-                None => self.verse = VerseRun::default(),
-            }
-        }
-        self.prev_blank = blank;
     }
+}
+
+fn has_code_chars(s: &str) -> bool {
+    s.bytes().any(|b| {
+        matches!(
+            b,
+            b'(' | b')' | b'{' | b'}' | b'[' | b']' | b';' | b'=' | b'<' | b'>'
+        )
+    })
 }
 
 // ---------------------------------------------------------------- line helpers
@@ -649,19 +625,25 @@ fn is_key_value_line(line: &str) -> bool {
     if let Some(inner) = t.strip_prefix('[').and_then(|r| r.strip_suffix(']')) {
         return is_identifier_key(inner.trim_matches('['));
     }
-    if let Some(p) = t.find(':') {
-        let (k, rest) = t.split_at(p);
-        let rest = rest.get(1..).unwrap_or("");
-        if is_identifier_key(k) && (rest.is_empty() || rest.starts_with(' ')) {
-            return true;
-        }
+    // the key: identifier bytes from the start (one longer than 40 is no key)
+    let n = t
+        .bytes()
+        .take(41)
+        .take_while(|c| c.is_ascii_alphanumeric() || matches!(c, b'_' | b'-' | b'.'))
+        .count();
+    if !t.get(..n).is_some_and(is_identifier_key) {
+        return false;
     }
-    if let Some(p) = t.find('=') {
-        let (k, rest) = t.split_at(p);
-        let rest = rest.get(1..).unwrap_or("").trim();
-        return is_identifier_key(k.trim_end()) && !rest.is_empty() && !rest.starts_with('=');
+    let after = t.get(n..).unwrap_or("");
+    if let Some(rest) = after.strip_prefix(':') {
+        return rest.is_empty() || rest.starts_with(' ');
     }
-    false
+    // `key = value`: only whitespace between the key and the first `=`
+    after
+        .trim_start()
+        .strip_prefix('=')
+        .map(str::trim)
+        .is_some_and(|r| !r.is_empty() && !r.starts_with('='))
 }
 
 /// A line that could be a line of verse: capitalized, a few words, no code or
@@ -887,12 +869,43 @@ static LATEX: LazyLock<Regex> = LazyLock::new(|| {
     ))
 });
 
-/// Command names of the `\\name` alternative of [`LATEX`].
-const LATEX_COMMANDS: &[&str] = &[
-    "frac", "dfrac", "sqrt", "sum", "prod", "int", "iint", "oint", "lim", "mathbb", "mathrm",
-    "mathcal", "alpha", "beta", "gamma", "delta", "epsilon", "theta", "lambda", "sigma", "omega",
-    "infty", "partial", "nabla", "cdot", "leq", "geq", "neq", "approx", "forall", "exists",
-];
+/// A command name of the `\\name` alternative of [`LATEX`].
+fn is_latex_command(name: &[u8]) -> bool {
+    matches!(
+        name,
+        b"frac"
+            | b"dfrac"
+            | b"sqrt"
+            | b"sum"
+            | b"prod"
+            | b"int"
+            | b"iint"
+            | b"oint"
+            | b"lim"
+            | b"mathbb"
+            | b"mathrm"
+            | b"mathcal"
+            | b"alpha"
+            | b"beta"
+            | b"gamma"
+            | b"delta"
+            | b"epsilon"
+            | b"theta"
+            | b"lambda"
+            | b"sigma"
+            | b"omega"
+            | b"infty"
+            | b"partial"
+            | b"nabla"
+            | b"cdot"
+            | b"leq"
+            | b"geq"
+            | b"neq"
+            | b"approx"
+            | b"forall"
+            | b"exists"
+    )
+}
 
 /// True when some `$` or `\` could start a [`LATEX`] match: `$` with another
 /// `$` later on its line, `\[`, `\(`, `\begin{` or a known command name.
@@ -909,8 +922,7 @@ fn latex_candidate(text: &str) -> bool {
             _ => {
                 let n = rest.iter().take_while(|&&c| is_word_byte(c)).count();
                 let name = rest.get(..n).unwrap_or(&[]);
-                (name == b"begin" && rest.get(n) == Some(&b'{'))
-                    || LATEX_COMMANDS.iter().any(|c| c.as_bytes() == name)
+                (name == b"begin" && rest.get(n) == Some(&b'{')) || is_latex_command(name)
             }
         }
     })
@@ -994,20 +1006,13 @@ const SQL_STRONG_FIRST: &[&str] = &[
 ];
 
 /// Statement shapes unmistakable in any case, anchored at a statement word
-/// found by [`SQL_STATEMENT_WORDS`].
+/// found by [`LowerWords`].
 static SQL_ANY_CASE: LazyLock<Regex> = LazyLock::new(|| {
     re(concat!(
         r"^(?i-u:select[ \t\r\n]+(?:\*|count[ \t\r\n]*\(|distinct[ \t\r\n])|insert[ \t\r\n]+into[ \t\r\n]+[A-Za-z0-9_]+[ \t\r\n]*(?:\(|values)",
         r"|create[ \t\r\n]+table[ \t\r\n]+(?:if[ \t\r\n]+not[ \t\r\n]+exists[ \t\r\n]+)?[A-Za-z0-9_]+[ \t\r\n]*\(|delete[ \t\r\n]+from[ \t\r\n]+[A-Za-z0-9_]+[ \t\r\n]+where[ \t\r\n]",
         r"|update[ \t\r\n]+[A-Za-z0-9_]+[ \t\r\n]+set[ \t\r\n]+[A-Za-z0-9_]+[ \t\r\n]*=)",
     ))
-});
-
-static SQL_STATEMENT_WORDS: LazyLock<AhoCorasick> = LazyLock::new(|| {
-    AhoCorasickBuilder::new()
-        .ascii_case_insensitive(true)
-        .build(["select", "insert", "create", "delete", "update"])
-        .expect("sql statement words compile")
 });
 
 const SQL_WEAK: &[&str] = &[
@@ -1067,15 +1072,11 @@ fn is_word_byte(b: u8) -> bool {
 }
 
 /// Strong anchors, or three distinct keywords one of which is weak.
-fn is_sql(text: &str) -> bool {
+fn is_sql(text: &str, words: &LowerWords) -> bool {
     let b = text.as_bytes();
     let starts_word = |p: usize| p == 0 || b.get(p - 1).is_none_or(|&c| !is_word_byte(c));
-    for m in SQL_STATEMENT_WORDS.find_iter(text) {
-        if starts_word(m.start())
-            && text
-                .get(m.start()..)
-                .is_some_and(|r| SQL_ANY_CASE.is_match(r))
-        {
+    for &p in &words.statements {
+        if starts_word(p) && text.get(p..).is_some_and(|r| SQL_ANY_CASE.is_match(r)) {
             return true;
         }
     }
@@ -1187,46 +1188,30 @@ const SOFT_REASONS: &[Reason] = &[
 static SOFT_RES: LazyLock<Vec<Regex>> =
     LazyLock::new(|| SOFT_PATTERNS.iter().map(|p| re(p)).collect());
 
-/// Literals one of which every `legal_term` match contains (any case).
-static LEGAL_WORDS: LazyLock<AhoCorasick> = LazyLock::new(|| {
-    AhoCorasickBuilder::new()
-        .ascii_case_insensitive(true)
-        .build([
-            "shall",
-            "notwithstanding",
-            "whereas",
-            "herein",
-            "hereby",
-            "hereto",
-            "thereof",
-            "pursuant",
-            "indemnif",
-            "witness",
-        ])
-        .expect("legal words compile")
-});
+/// Index of `hash_or_sha` in [`SOFT_PATTERNS`].
+const HASH: usize = 4;
 
-/// Where each soft reason can occur: everywhere behind a flag and literal
-/// prefilter, or only in the runs of lines of a gate.
+/// Where a soft reason can occur: anywhere (behind a byte or literal
+/// prefilter), only in the lines of a gate, or where the scan already looked.
 enum Where {
     Text,
     Lines(Gate),
+    Known(bool),
 }
 
-fn soft_reasons(text: &str, s: &Scan, out: &mut Vec<Reason>) {
-    let f = s.flags;
+fn soft_reasons(text: &str, s: &Scan, runs: &TokenRuns, words: &LowerWords, out: &mut Vec<Reason>) {
     let b = text.as_bytes();
     for (i, (&reason, rx)) in SOFT_REASONS.iter().zip(SOFT_RES.iter()).enumerate() {
         let place = match i {
-            0 if f & F_SLASH != 0 && memchr::memmem::find(b, b"://").is_some() => Where::Text,
-            1 if f & F_AT != 0 => Where::Text,
+            0 if memchr::memmem::find(b, b"://").is_some() => Where::Text,
+            1 if has(b, b'@') => Where::Text,
             2 => Where::Lines(Gate::Phone),
             3 | 6 => Where::Lines(Gate::DotNum),
-            4 => Where::Lines(Gate::Hash),
+            HASH => Where::Known(runs.hash),
             5 => Where::Lines(Gate::Path),
-            7 if f & F_QUOTE != 0 => Where::Text,
-            8 if LEGAL_WORDS.is_match(text) => Where::Text,
-            9 if f & (F_QUOTE | F_NONASCII) != 0 => Where::Text,
+            7 if has(b, b'"') => Where::Text,
+            8 if words.legal => Where::Text,
+            9 if has(b, b'"') || !text.is_ascii() => Where::Text,
             10 => Where::Lines(Gate::Units),
             _ => continue,
         };
@@ -1234,15 +1219,12 @@ fn soft_reasons(text: &str, s: &Scan, out: &mut Vec<Reason>) {
             Reason::VersionNumber => rx.find_iter(t).any(|m| {
                 m.as_str().starts_with('v') || !inside_longer_dotted(t, m.start(), m.end())
             }),
-            Reason::HashOrSha => rx.find_iter(t).any(|m| {
-                let s = m.as_str().as_bytes();
-                s.iter().any(u8::is_ascii_digit) && s.iter().any(u8::is_ascii_alphabetic)
-            }),
             _ => rx.is_match(t),
         };
         let found = match place {
             Where::Text => hit(text),
             Where::Lines(g) => s.any(g, text, hit),
+            Where::Known(k) => k,
         };
         if found {
             out.push(reason);
@@ -1502,7 +1484,11 @@ mod tests {
     fn profile_detectors() {
         let texts = corpus_texts();
         let bytes: usize = texts.iter().map(String::len).sum();
+        let only = std::env::var("PROFILE_ONLY").unwrap_or_default();
         let time = |name: &str, f: &dyn Fn(&str) -> usize| {
+            if !name.starts_with(only.as_str()) {
+                return;
+            }
             let start = std::time::Instant::now();
             let mut n = 0;
             for _ in 0..3 {
@@ -1520,17 +1506,57 @@ mod tests {
         time("reference", &|t| crate::reference::classify(t).hard.len());
         time("scan", &|t| scan(t).special);
         time("fence", &|t| has_code_fence(t) as usize);
-        time("secret", &|t| {
-            let s = scan(t);
-            s.any(Gate::Secret, t, ctxpress_core::secrets::has_secret) as usize
+        time("special", &|t| count_special(t.as_bytes()));
+        time("chars", &|t| t.chars().count());
+        time("lines", &|t| {
+            let mut ls = LineState::default();
+            let mut st = LineStats::default();
+            let ascii = t.is_ascii();
+            t.split('\n')
+                .map(|l| ls.line(&mut st, l, ascii))
+                .sum::<usize>()
         });
+        time("lines-noyaml-noverse", &|t| {
+            let mut ls = LineState::default();
+            let mut st = LineStats {
+                yaml: true,
+                verse: true,
+                ..LineStats::default()
+            };
+            let ascii = t.is_ascii();
+            t.split('\n')
+                .map(|l| ls.line(&mut st, l, ascii))
+                .sum::<usize>()
+        });
+        time("lines-noverse", &|t| {
+            let mut ls = LineState::default();
+            let mut st = LineStats {
+                verse: true,
+                ..LineStats::default()
+            };
+            let ascii = t.is_ascii();
+            t.split('\n')
+                .map(|l| ls.line(&mut st, l, ascii))
+                .sum::<usize>()
+        });
+        time("nlines", &|t| t.split('\n').count());
+        time("digitruns", &|t| {
+            let mut n = 0;
+            digit_runs(t.as_bytes(), |a, e| n += e - a);
+            n
+        });
+        time("tokenruns", &|t| {
+            ctxpress_core::secrets::token_runs(t, 20).count()
+        });
+        time("runs", &|t| TokenRuns::find(t).secret as usize);
+        time("lowerwords", &|t| LowerWords::find(t).statements.len());
         time("latex", &|t| has_latex(t) as usize);
-        time("sql", &|t| is_sql(t) as usize);
+        time("sql", &|t| is_sql(t, &LowerWords::find(t)) as usize);
         time("trace", &|t| has_traceback(t) as usize);
         time("soft", &|t| {
             let s = scan(t);
             let mut v = Vec::new();
-            soft_reasons(t, &s, &mut v);
+            soft_reasons(t, &s, &TokenRuns::find(t), &LowerWords::find(t), &mut v);
             v.len()
         });
     }

@@ -161,33 +161,110 @@ fn token_byte(b: u8) -> bool {
 /// Shortest token any pattern accepts (`AKIA` + 16).
 const MIN_TOKEN: usize = 20;
 
+/// Maximal runs of token bytes (`[A-Za-z0-9_.-]`) at least `min` bytes long,
+/// as byte ranges in order: the only places a secret (or a hash) can be.
+///
+/// Skips ahead `min` bytes at a time: a probe that lands on a non-token byte
+/// rules out every run through the bytes before it, so ordinary prose costs
+/// about one look per word.
+pub fn token_runs(text: &str, min: usize) -> impl Iterator<Item = (usize, usize)> + '_ {
+    let b = text.as_bytes();
+    let min = min.max(1);
+    // invariant: `i == 0` or `b[i - 1]` is not a token byte
+    let mut i = 0usize;
+    std::iter::from_fn(move || {
+        loop {
+            let probe = i + min - 1;
+            let &c = b.get(probe)?;
+            if !token_byte(c) {
+                i = probe + 1;
+                continue;
+            }
+            let mut start = probe;
+            while start > i && b.get(start - 1).is_some_and(|&c| token_byte(c)) {
+                start -= 1;
+            }
+            if start > i {
+                // a non-token byte at `start - 1`: the run from `start` is shorter
+                // than `min` so far; probe again from there
+                i = start;
+                continue;
+            }
+            let mut end = probe + 1;
+            while b.get(end).is_some_and(|&c| token_byte(c)) {
+                end += 1;
+            }
+            i = end;
+            return Some((start, end));
+        }
+    })
+}
+
 /// Find secrets (API keys, tokens) in `text`, in order, non-overlapping.
 ///
 /// Only runs of token bytes at least [`MIN_TOKEN`] long are searched, so
-/// ordinary prose costs one byte loop.
+/// ordinary prose costs a look per word.
 pub fn find_secrets(text: &str) -> Vec<SecretSpan> {
     let mut out = Vec::new();
-    let b = text.as_bytes();
-    let mut i = 0;
-    while i < b.len() {
-        if !token_byte(b[i]) {
-            i += 1;
-            continue;
-        }
-        let start = i;
-        while i < b.len() && token_byte(b[i]) {
-            i += 1;
-        }
-        if i - start >= MIN_TOKEN
-            && let Some(run) = text.get(start..i)
-        {
+    for (start, end) in token_runs(text, MIN_TOKEN) {
+        if let Some(run) = text.get(start..end) {
             scan_run(run, start, &mut out);
         }
     }
     out
 }
 
+/// Literal starts of the provider patterns.
+const PROVIDER_PREFIXES: [&[u8]; 19] = [
+    b"sk-",
+    b"AKIA",
+    b"ASIA",
+    b"gho_",
+    b"ghp_",
+    b"ghr_",
+    b"ghs_",
+    b"ght_",
+    b"ghu_",
+    b"github_pat_",
+    b"sk_live_",
+    b"sk_test_",
+    b"rk_live_",
+    b"rk_test_",
+    b"xox",
+    b"SG.",
+    b"glpat-",
+    b"npm_",
+    b"AIza",
+];
+
+/// Cheap necessary condition for a secret in a token run: upper case, lower
+/// case and digits (the generic rule's randomness), or a provider prefix where
+/// a match can start (the run's start, or after `.` or `-`).
+fn maybe_secret(run: &[u8]) -> bool {
+    let (mut upper, mut lower, mut digit) = (false, false, false);
+    for &c in run {
+        upper |= c.is_ascii_uppercase();
+        lower |= c.is_ascii_lowercase();
+        digit |= c.is_ascii_digit();
+    }
+    if upper && lower && digit {
+        return true;
+    }
+    let starts = run
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| matches!(c, b'.' | b'-'))
+        .map(|(i, _)| i + 1);
+    std::iter::once(0).chain(starts).any(|i| {
+        run.get(i..)
+            .is_some_and(|r| PROVIDER_PREFIXES.iter().any(|p| r.starts_with(p)))
+    })
+}
+
 fn scan_run(run: &str, offset: usize, out: &mut Vec<SecretSpan>) {
+    if !maybe_secret(run.as_bytes()) {
+        return;
+    }
     for m in SECRET_RE.find_iter(run) {
         let token = m.as_str();
         if token.len() > MAX_TOKEN {
@@ -334,5 +411,56 @@ mod tests {
         let start = std::time::Instant::now();
         assert!(find_secrets(&t).is_empty());
         assert!(start.elapsed().as_secs() < 10);
+    }
+
+    #[test]
+    fn token_runs_finds_exactly_the_long_runs() {
+        let naive = |t: &str, min: usize| {
+            let b = t.as_bytes();
+            let mut out = Vec::new();
+            let mut i = 0;
+            while i < b.len() {
+                if !token_byte(b[i]) {
+                    i += 1;
+                    continue;
+                }
+                let s = i;
+                while i < b.len() && token_byte(b[i]) {
+                    i += 1;
+                }
+                if i - s >= min {
+                    out.push((s, i));
+                }
+            }
+            out
+        };
+        let pieces = [
+            "a",
+            "bb",
+            "é",
+            " ",
+            "-",
+            "x".repeat(19).leak(),
+            "y".repeat(20).leak(),
+            "/",
+            "_",
+        ];
+        let mut seed = 7u64;
+        for _ in 0..2000 {
+            let mut t = String::new();
+            for _ in 0..(seed % 40) {
+                seed = seed
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                t.push_str(pieces[(seed >> 33) as usize % pieces.len()]);
+            }
+            for min in [1, 3, 20] {
+                assert_eq!(
+                    token_runs(&t, min).collect::<Vec<_>>(),
+                    naive(&t, min),
+                    "{t:?} {min}"
+                );
+            }
+        }
     }
 }
