@@ -41,7 +41,7 @@ pub fn classify(text: &str) -> Classification {
     let mut soft = Vec::new();
     let b = text.as_bytes();
     let s = scan(text);
-    let runs = TokenRuns::find(text);
+    let runs = TokenRuns::find(text, &s);
     let words = LowerWords::find(text);
 
     if memchr::memchr2(b'`', b'~', b).is_some() && has_code_fence(text) {
@@ -101,13 +101,13 @@ struct TokenRuns {
 }
 
 impl TokenRuns {
-    fn find(text: &str) -> TokenRuns {
+    fn find(text: &str, s: &Scan) -> TokenRuns {
         let mut r = TokenRuns {
             secret: false,
             hash: false,
         };
         let hash_re = &SOFT_RES[HASH];
-        for (a, e) in ctxpress_core::secrets::token_runs(text, 20) {
+        for &(a, e) in &s.long_runs {
             let Some(run) = text.get(a..e) else {
                 continue;
             };
@@ -197,12 +197,6 @@ fn is_special(c: u8) -> bool {
         | (c.wrapping_sub(b'{') < 4)
 }
 
-fn count_special(b: &[u8]) -> usize {
-    b.chunks(255)
-        .map(|c| c.iter().fold(0u8, |n, &x| n + u8::from(is_special(x))) as usize)
-        .sum()
-}
-
 fn has(b: &[u8], c: u8) -> bool {
     memchr::memchr(c, b).is_some()
 }
@@ -227,44 +221,106 @@ const fn unit_table(bytes: &[u8]) -> [bool; 256] {
     t
 }
 
-/// Eight bytes at `i` as a little-endian word, if there are eight.
-fn word_at(b: &[u8], i: usize) -> Option<u64> {
-    b.get(i..i + 8)
-        .and_then(|s| s.try_into().ok())
-        .map(u64::from_le_bytes)
-}
-
-/// True when some byte of `w` is an ASCII digit (exact: a borrow only starts
-/// in a byte that is below the bound).
-fn word_has_digit(w: u64) -> bool {
-    const ONES: u64 = 0x0101_0101_0101_0101;
-    let t = w ^ (ONES * 0x30);
-    (t.wrapping_sub(ONES * 10) & !t & (ONES * 0x80)) != 0
-}
-
-/// Calls `f(start, end)` for every maximal run of ASCII digits, in order.
-fn digit_runs(b: &[u8], mut f: impl FnMut(usize, usize)) {
-    let n = b.len();
-    let mut i = 0;
-    while i < n {
-        while let Some(w) = word_at(b, i) {
-            if word_has_digit(w) {
-                break;
-            }
-            i += 8;
-        }
-        while i < n && !b[i].is_ascii_digit() {
-            i += 1;
-        }
-        if i >= n {
-            break;
-        }
-        let s = i;
-        while i < n && b[i].is_ascii_digit() {
-            i += 1;
-        }
-        f(s, i);
+/// Packs 64 bytes of 0 or 1 into a bit mask (byte `k` to bit `k`).
+#[inline(always)]
+fn pack(v: &[u8; 64]) -> u64 {
+    let mut m = 0u64;
+    for (g, chunk) in v.chunks_exact(8).enumerate() {
+        let w = chunk.try_into().map(u64::from_le_bytes).unwrap_or_default();
+        m |= (w.wrapping_mul(0x0102_0408_1020_4080) >> 56) << (g * 8);
     }
+    m
+}
+
+/// Byte classes of one 64-byte block, written so that the compiler
+/// vectorizes them: digit and token-byte masks, special characters and UTF-8
+/// continuation bytes counted.
+#[inline(always)]
+fn block_classes(c: &[u8; 64]) -> (u64, u64, u32, u32) {
+    let mut dig = [0u8; 64];
+    let mut tok = [0u8; 64];
+    let (mut special, mut cont) = (0u8, 0u8);
+    for k in 0..64 {
+        let x = c[k];
+        let d = x.wrapping_sub(b'0') < 10;
+        dig[k] = u8::from(d);
+        tok[k] = u8::from(
+            d || (x | 0x20).wrapping_sub(b'a') < 26 || x == b'_' || x == b'-' || x == b'.',
+        );
+        special += u8::from(is_special(x));
+        cont += u8::from(x & 0xC0 == 0x80);
+    }
+    (pack(&dig), pack(&tok), u32::from(special), u32::from(cont))
+}
+
+/// Bit `i` set when bits `i..i + 20` of `lo` (continued by `hi`) are all set.
+fn runs_of_20(lo: u64, hi: u64) -> u64 {
+    let v = u128::from(lo) | (u128::from(hi) << 64);
+    let a = v & (v >> 1);
+    let b = a & (a >> 2);
+    let c = b & (b >> 4);
+    let d = c & (c >> 8);
+    (d & (d >> 4)) as u64
+}
+
+/// Digit and token-byte bit masks of a text, with its special-character and
+/// continuation-byte counts.
+struct Masks {
+    dig: Vec<u64>,
+    tok: Vec<u64>,
+    special: usize,
+    cont: usize,
+}
+
+fn masks(b: &[u8]) -> Masks {
+    let words = b.len().div_ceil(64);
+    let mut m = Masks {
+        dig: Vec::with_capacity(words),
+        tok: Vec::with_capacity(words),
+        special: 0,
+        cont: 0,
+    };
+    let mut add = |block: &[u8; 64]| {
+        let (d, t, sp, ct) = block_classes(block);
+        m.dig.push(d);
+        m.tok.push(t);
+        m.special += sp as usize;
+        m.cont += ct as usize;
+    };
+    let mut chunks = b.chunks_exact(64);
+    for chunk in &mut chunks {
+        if let Ok(block) = chunk.try_into() {
+            add(block);
+        }
+    }
+    let rest = chunks.remainder();
+    if !rest.is_empty() {
+        // padding zeros are in no class
+        let mut block = [0u8; 64];
+        block.get_mut(..rest.len()).map(|d| d.copy_from_slice(rest));
+        add(&block);
+    }
+    m
+}
+
+/// Ends (exclusive) of the maximal runs of set bits in `m`, in order.
+fn run_ends(m: &[u64]) -> impl Iterator<Item = usize> + '_ {
+    let mut carry = 0u64;
+    m.iter().enumerate().flat_map(move |(w, &x)| {
+        let prev = (x << 1) | carry;
+        carry = x >> 63;
+        let mut ends = !x & prev;
+        let last = if w + 1 == m.len() { carry } else { 0 };
+        std::iter::from_fn(move || {
+            if ends == 0 {
+                return None;
+            }
+            let p = ends.trailing_zeros() as usize;
+            ends &= ends - 1;
+            Some(w * 64 + p)
+        })
+        .chain((last != 0).then_some(w * 64 + 64))
+    })
 }
 
 // ---------------------------------------------------------------- scan
@@ -291,6 +347,9 @@ struct Scan {
     lines: LineStats,
     /// Per gate: byte ranges of consecutive lines that passed it.
     spans: [Vec<(usize, usize)>; GATES],
+    /// Maximal runs of 20+ token bytes (`[A-Za-z0-9_.-]`): where secrets and
+    /// hashes can be.
+    long_runs: Vec<(usize, usize)>,
 }
 
 impl Scan {
@@ -320,11 +379,13 @@ fn mark_line(spans: &mut Vec<(usize, usize)>, b: &[u8], p: usize) {
 fn scan(text: &str) -> Scan {
     let b = text.as_bytes();
     let ascii = text.is_ascii();
+    let m = masks(b);
     let mut s = Scan {
-        chars: if ascii { b.len() } else { text.chars().count() },
-        special: count_special(b),
+        chars: b.len() - m.cont,
+        special: m.special,
         lines: LineStats::default(),
         spans: Default::default(),
+        long_runs: Vec::new(),
     };
     let mut markdown = 0usize;
     let mut ls = LineState::default();
@@ -350,7 +411,13 @@ fn scan(text: &str) -> Scan {
     s.special -= markdown.min(s.special);
 
     let [phone, dotnum, units, path] = &mut s.spans;
-    digit_runs(b, |a, e| {
+    for e in run_ends(&m.dig) {
+        if e > b.len() {
+            break;
+        }
+        let a = e - b.get(..e).map_or(0, |r| {
+            r.iter().rev().take_while(|c| c.is_ascii_digit()).count()
+        });
         let next = b.get(e).copied().unwrap_or(0);
         let after = b.get(e + 1).copied().unwrap_or(0);
         if UNIT_FIRST[next as usize] || (next == b' ' && UNIT_FIRST_SPACED[after as usize]) {
@@ -373,11 +440,32 @@ fn scan(text: &str) -> Scan {
                 mark_line(dotnum, b, a);
             }
         }
-    });
+    }
     for p in memchr::memchr_iter(b'/', b) {
         if b.get(p + 1).is_some_and(|&c| is_token_byte(c)) {
             mark_line(path, b, p);
         }
+    }
+    // token runs of 20+ bytes: secrets and hashes
+    let mut from = 0usize;
+    let mut w = 0usize;
+    while let Some(&x) = m.tok.get(w) {
+        let lo = x & (u64::MAX << (from.saturating_sub(w * 64) & 63));
+        let long = runs_of_20(lo, m.tok.get(w + 1).copied().unwrap_or(0));
+        if long == 0 {
+            w += 1;
+            continue;
+        }
+        let p = w * 64 + long.trailing_zeros() as usize;
+        let back = b.get(..p).map_or(0, |r| {
+            r.iter().rev().take_while(|&&c| is_token_byte(c)).count()
+        });
+        let end = p + b
+            .get(p..)
+            .map_or(0, |r| r.iter().take_while(|&&c| is_token_byte(c)).count());
+        s.long_runs.push((p - back, end));
+        from = end;
+        w = end / 64;
     }
     s
 }
@@ -531,7 +619,12 @@ impl LineState {
             // verse lines start with a capital (after whitespace trim removes)
             let may_verse = chars >= 8
                 && first_byte.is_some_and(|c| c.is_ascii_uppercase() || c >= 0x80 || c == 0x0B);
-            match may_verse.then(|| verse_line(line.trim())).flatten() {
+            // 80 characters are at most 320 bytes
+            let t = line.trim();
+            match (may_verse && t.len() <= 320)
+                .then(|| verse_line(t))
+                .flatten()
+            {
                 Some(v) => {
                     self.verse.lines += 1;
                     self.verse.words += v.words;
@@ -814,9 +907,16 @@ pub fn prose_chars(text: &str) -> usize {
 
 /// True when the text has at least one fenced code block.
 pub fn has_code_fence(text: &str) -> bool {
+    // the first fence line opens a block, so a block exists iff a fence line does
     let b = text.as_bytes();
-    (memchr::memmem::find(b, b"```").is_some() || memchr::memmem::find(b, b"~~~").is_some())
-        && split_code_and_prose(text).iter().any(|s| s.code)
+    [&b"```"[..], &b"~~~"[..]].iter().any(|fence| {
+        memchr::memmem::find_iter(b, fence).any(|h| {
+            let start = memchr::memrchr(b'\n', b.get(..h).unwrap_or(&[])).map_or(0, |q| q + 1);
+            h - start <= 3
+                && b.get(start..h)
+                    .is_some_and(|r| r.iter().all(|&c| c == b' '))
+        })
+    })
 }
 
 // ---------------------------------------------------------------- JSON
@@ -1200,8 +1300,23 @@ enum Where {
 }
 
 fn soft_reasons(text: &str, s: &Scan, runs: &TokenRuns, words: &LowerWords, out: &mut Vec<Reason>) {
+    soft_only(text, s, runs, words, out, usize::MAX);
+}
+
+/// [`soft_reasons`], or only the reason at index `only` (profiling).
+fn soft_only(
+    text: &str,
+    s: &Scan,
+    runs: &TokenRuns,
+    words: &LowerWords,
+    out: &mut Vec<Reason>,
+    only: usize,
+) {
     let b = text.as_bytes();
     for (i, (&reason, rx)) in SOFT_REASONS.iter().zip(SOFT_RES.iter()).enumerate() {
+        if only != usize::MAX && i != only {
+            continue;
+        }
         let place = match i {
             0 if memchr::memmem::find(b, b"://").is_some() => Where::Text,
             1 if has(b, b'@') => Where::Text,
@@ -1222,6 +1337,9 @@ fn soft_reasons(text: &str, s: &Scan, runs: &TokenRuns, words: &LowerWords, out:
             _ => rx.is_match(t),
         };
         let found = match place {
+            Where::Text if i == 0 => has_url(b),
+            Where::Text if i == 7 => has_quoted_key(b),
+            Where::Text if i == 9 => has_direct_quote(b),
             Where::Text => hit(text),
             Where::Lines(g) => s.any(g, text, hit),
             Where::Known(k) => k,
@@ -1230,6 +1348,92 @@ fn soft_reasons(text: &str, s: &Scan, runs: &TokenRuns, words: &LowerWords, out:
             out.push(reason);
         }
     }
+}
+
+/// `http://` or `https://` at a word start, then a letter, digit or `[`.
+fn has_url(b: &[u8]) -> bool {
+    memchr::memmem::find_iter(b, b"://").any(|p| {
+        let host = b
+            .get(p + 3)
+            .is_some_and(|&c| c.is_ascii_alphanumeric() || c == b'[');
+        let scheme = |n: usize, s: &[u8]| {
+            p >= n
+                && b.get(p - n..p) == Some(s)
+                && (p == n || b.get(p - n - 1).is_none_or(|&c| !is_word_byte(c)))
+        };
+        host && (scheme(4, b"http") || scheme(5, b"https"))
+    })
+}
+
+/// `"key":` (JSON-style quoted key, whitespace allowed before the colon).
+fn has_quoted_key(b: &[u8]) -> bool {
+    memchr::memchr_iter(b'"', b).any(|q| {
+        if !b
+            .get(q + 1)
+            .is_some_and(|&c| c.is_ascii_alphabetic() || c == b'_' || c == b'$')
+        {
+            return false;
+        }
+        let mut j = q + 2;
+        while b
+            .get(j)
+            .is_some_and(|&c| is_word_byte(c) || matches!(c, b'$' | b'.' | b'-'))
+        {
+            j += 1;
+        }
+        if b.get(j) != Some(&b'"') {
+            return false;
+        }
+        j += 1;
+        while b
+            .get(j)
+            .is_some_and(|&c| matches!(c, b' ' | b'\t' | b'\r' | b'\n'))
+        {
+            j += 1;
+        }
+        b.get(j) == Some(&b':')
+    })
+}
+
+/// A quotation of 11+ characters on one line: `"..."`, curly or guillemets.
+fn has_direct_quote(b: &[u8]) -> bool {
+    quoted(b, b"\"", b"\"")
+        || quoted(b, "\u{201c}".as_bytes(), "\u{201d}".as_bytes())
+        || quoted(b, "\u{ab}".as_bytes(), "\u{bb}".as_bytes())
+}
+
+/// Some `open`, then 11+ characters without `close` or a newline, then
+/// `close`. The next close and newline are found once per stretch between
+/// them, so many openers before one close stay linear.
+fn quoted(b: &[u8], open: &[u8], close: &[u8]) -> bool {
+    let close_finder = memchr::memmem::Finder::new(close);
+    let (mut next_close, mut next_nl) = (None::<usize>, None::<usize>);
+    memchr::memmem::find_iter(b, open).any(|q| {
+        let start = q + open.len();
+        if next_close.is_none_or(|c| c < start) {
+            next_close = Some(
+                b.get(start..)
+                    .and_then(|r| close_finder.find(r))
+                    .map_or(usize::MAX, |c| start + c),
+            );
+        }
+        if next_nl.is_none_or(|n| n < start) {
+            next_nl = Some(
+                b.get(start..)
+                    .and_then(|r| memchr::memchr(b'\n', r))
+                    .map_or(usize::MAX, |n| start + n),
+            );
+        }
+        let (c, n) = (
+            next_close.unwrap_or(usize::MAX),
+            next_nl.unwrap_or(usize::MAX),
+        );
+        c < n
+            && c != usize::MAX
+            && b.get(start..c).is_some_and(|inner| {
+                inner.len() >= 44 || inner.iter().filter(|&&x| x & 0xC0 != 0x80).count() >= 11
+            })
+    })
 }
 
 /// True when `start..end` continues a longer dotted number (`192.168.1` in
@@ -1466,6 +1670,19 @@ mod tests {
         "panicked at src/a.rs:1:2",
         "{\"a\": 1}",
         "[1, 2]",
+        "«",
+        "»",
+        "“",
+        "”",
+        "https://",
+        "http://[",
+        "xhttps://a",
+        "\"k\"",
+        "\"$k-1.x\"",
+        "«un texte entre guillemets»",
+        "````",
+        "   ```",
+        "    ```",
     ];
 
     proptest::proptest! {
@@ -1506,7 +1723,7 @@ mod tests {
         time("reference", &|t| crate::reference::classify(t).hard.len());
         time("scan", &|t| scan(t).special);
         time("fence", &|t| has_code_fence(t) as usize);
-        time("special", &|t| count_special(t.as_bytes()));
+        time("masks", &|t| masks(t.as_bytes()).special);
         time("chars", &|t| t.chars().count());
         time("lines", &|t| {
             let mut ls = LineState::default();
@@ -1540,23 +1757,41 @@ mod tests {
                 .sum::<usize>()
         });
         time("nlines", &|t| t.split('\n').count());
-        time("digitruns", &|t| {
-            let mut n = 0;
-            digit_runs(t.as_bytes(), |a, e| n += e - a);
-            n
-        });
+        time("digitruns", &|t| run_ends(&masks(t.as_bytes()).dig).count());
         time("tokenruns", &|t| {
             ctxpress_core::secrets::token_runs(t, 20).count()
         });
-        time("runs", &|t| TokenRuns::find(t).secret as usize);
+        time("runs", &|t| TokenRuns::find(t, &scan(t)).secret as usize);
         time("lowerwords", &|t| LowerWords::find(t).statements.len());
         time("latex", &|t| has_latex(t) as usize);
         time("sql", &|t| is_sql(t, &LowerWords::find(t)) as usize);
         time("trace", &|t| has_traceback(t) as usize);
+        let pre: Vec<(Scan, TokenRuns, LowerWords)> = if only.starts_with("softeach") {
+            texts
+                .iter()
+                .map(|t| {
+                    let s = scan(t);
+                    let r = TokenRuns::find(t, &s);
+                    (s, r, LowerWords::find(t))
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        for i in 0..SOFT_PATTERNS.len() {
+            let idx = std::sync::atomic::AtomicUsize::new(0);
+            time(&format!("softeach{i}"), &|t| {
+                let k = idx.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % texts.len();
+                let (s, r, w) = &pre[k];
+                let mut v = Vec::new();
+                soft_only(t, s, r, w, &mut v, i);
+                v.len()
+            });
+        }
         time("soft", &|t| {
             let s = scan(t);
             let mut v = Vec::new();
-            soft_reasons(t, &s, &TokenRuns::find(t), &LowerWords::find(t), &mut v);
+            soft_reasons(t, &s, &TokenRuns::find(t, &s), &LowerWords::find(t), &mut v);
             v.len()
         });
     }
