@@ -106,13 +106,12 @@ impl TokenRuns {
             secret: false,
             hash: false,
         };
-        let hash_re = &SOFT_RES[HASH];
         for &(a, e) in &s.long_runs {
             let Some(run) = text.get(a..e) else {
                 continue;
             };
             r.secret = r.secret || ctxpress_core::secrets::has_secret(run);
-            r.hash = r.hash || (e - a >= 40 && is_hash(hash_re, run));
+            r.hash = r.hash || (e - a >= 40 && is_hash(run));
             if r.secret && r.hash {
                 break;
             }
@@ -121,11 +120,14 @@ impl TokenRuns {
     }
 }
 
-/// Hex of 40 to 64 digits with at least one digit and one letter.
-fn is_hash(rx: &Regex, t: &str) -> bool {
-    rx.find_iter(t).any(|m| {
-        let s = m.as_str().as_bytes();
-        s.iter().any(u8::is_ascii_digit) && s.iter().any(u8::is_ascii_alphabetic)
+/// A word of 40 to 64 hex digits with at least one digit and one letter
+/// (inside a token run, words end at `.` and `-`).
+fn is_hash(run: &str) -> bool {
+    run.split(['.', '-']).any(|w| {
+        (40..=64).contains(&w.len())
+            && w.bytes().all(|c| c.is_ascii_hexdigit())
+            && w.bytes().any(|c| c.is_ascii_digit())
+            && w.bytes().any(|c| c.is_ascii_alphabetic())
     })
 }
 
@@ -232,14 +234,12 @@ fn pack(v: &[u8; 64]) -> u64 {
     m
 }
 
-/// Byte classes of one 64-byte block, written so that the compiler
-/// vectorizes them: digit and token-byte masks, special characters and UTF-8
-/// continuation bytes counted.
+/// Digit and token-byte masks of one 64-byte block, written so that the
+/// compiler vectorizes the comparisons.
 #[inline(always)]
-fn block_classes(c: &[u8; 64]) -> (u64, u64, u32, u32) {
+fn block_classes(c: &[u8; 64]) -> (u64, u64) {
     let mut dig = [0u8; 64];
     let mut tok = [0u8; 64];
-    let (mut special, mut cont) = (0u8, 0u8);
     for k in 0..64 {
         let x = c[k];
         let d = x.wrapping_sub(b'0') < 10;
@@ -247,10 +247,16 @@ fn block_classes(c: &[u8; 64]) -> (u64, u64, u32, u32) {
         tok[k] = u8::from(
             d || (x | 0x20).wrapping_sub(b'a') < 26 || x == b'_' || x == b'-' || x == b'.',
         );
-        special += u8::from(is_special(x));
-        cont += u8::from(x & 0xC0 == 0x80);
     }
-    (pack(&dig), pack(&tok), u32::from(special), u32::from(cont))
+    (pack(&dig), pack(&tok))
+}
+
+/// How many bytes satisfy `f` (vectorizes for simple predicates).
+#[inline(always)]
+fn count_bytes(b: &[u8], f: impl Fn(u8) -> bool + Copy) -> usize {
+    b.chunks(255)
+        .map(|c| c.iter().fold(0u8, |n, &x| n + u8::from(f(x))) as usize)
+        .sum()
 }
 
 /// Bit `i` set when bits `i..i + 20` of `lo` (continued by `hi`) are all set.
@@ -280,12 +286,12 @@ fn masks(b: &[u8]) -> Masks {
         special: 0,
         cont: 0,
     };
+    m.special = count_bytes(b, is_special);
+    m.cont = count_bytes(b, |x| x & 0xC0 == 0x80);
     let mut add = |block: &[u8; 64]| {
-        let (d, t, sp, ct) = block_classes(block);
+        let (d, t) = block_classes(block);
         m.dig.push(d);
         m.tok.push(t);
-        m.special += sp as usize;
-        m.cont += ct as usize;
     };
     let mut chunks = b.chunks_exact(64);
     for chunk in &mut chunks {
@@ -297,7 +303,9 @@ fn masks(b: &[u8]) -> Masks {
     if !rest.is_empty() {
         // padding zeros are in no class
         let mut block = [0u8; 64];
-        block.get_mut(..rest.len()).map(|d| d.copy_from_slice(rest));
+        if let Some(d) = block.get_mut(..rest.len()) {
+            d.copy_from_slice(rest);
+        }
         add(&block);
     }
     m
