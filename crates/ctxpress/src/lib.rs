@@ -30,6 +30,7 @@ pub use ctxpress_llm as llm;
 pub use ctxpress_stale_pruner as stale_pruner;
 pub use ctxpress_store as store;
 pub use ctxpress_summarizer as summarizer;
+pub use ctxpress_tool_compressor as tool_compressor;
 
 use ctxpress_core::strategy::BuiltStrategy;
 use ctxpress_core::{ConfigError, Strategy, TokenCounter};
@@ -204,7 +205,13 @@ mod tests {
     use super::*;
 
     /// Strategies the facade must link in; extend as strategy crates land.
-    const EXPECTED: &[&str] = &["classifier", "dedup", "stale_pruner", "summarizer"];
+    const EXPECTED: &[&str] = &[
+        "classifier",
+        "dedup",
+        "stale_pruner",
+        "summarizer",
+        "tool_compressor",
+    ];
     /// Summarizer backends the facade must link in.
     const BACKENDS: &[&str] = &["anthropic", "extractive", "openai"];
 

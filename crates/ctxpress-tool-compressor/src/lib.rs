@@ -1,0 +1,657 @@
+//! ctxpress strategy `tool_compressor`: replaces the content of old tool
+//! results with short metadata summaries that keep what a model needs
+//! (spec 004, "Phase 1: Metadata-Based Tool Compression").
+//!
+//! Each result is summarized by the kind of its call, found with the dialect
+//! table of `ctxpress_core::dialect`:
+//! - reads: path, line count and range, the outline of the file (its
+//!   declarations with line numbers: types, functions, methods, routes,
+//!   tests, fields, columns, keys, imports) and the paths, URLs and error
+//!   names the rest mentions;
+//! - writes and edits: path and the tool's own outcome line, plus errors;
+//! - commands and other tools: command, exit status, first and last lines,
+//!   error lines and count lines (test summaries, match counts), lines that
+//!   differ only in numbers kept once;
+//! - searches: match and file counts, the files with their match counts.
+//!
+//! Every summary starts with `[summary: tool ` (the classifier's "already
+//! compressed" prefix). Only result text changes: call ids, pairing, roles
+//! and message order stay. Never touched: system messages, the protected
+//! tail, the last `keep_last` results, short results, results with non-text
+//! parts, failures the agent has not acted on yet (no later call of the same
+//! command family, path or tool), and results whose summary would not be
+//! shorter by `min_saving`. With a token budget the oldest results are
+//! compressed first until the conversation fits.
+
+pub mod lines;
+pub mod summary;
+
+use ctxpress_core::dialect::{
+    self, DialectTable, OpKind, Operation, Status, command_family, result_payload, result_status,
+};
+use ctxpress_core::tokens::count_message;
+use ctxpress_core::{
+    ConfigError, Conversation, Message, Role, StageContext, StageOutcome, Strategy, StrategyError,
+};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use std::collections::{HashMap, HashSet};
+pub use summary::{Kind, Limits, PREFIX, Subject, summarize};
+
+/// Parameters of the `tool_compressor` stage.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ToolCompressorConfig {
+    /// Results shorter than this many characters stay verbatim.
+    pub min_chars: usize,
+    /// The last this many tool results of the conversation stay verbatim.
+    pub keep_last: usize,
+    /// The last this many user/assistant messages, and everything after the
+    /// first of them, are never touched.
+    pub protected_tail: usize,
+    /// Target tokens: compress oldest results first and stop once the
+    /// conversation fits. Without it (and without a run budget) every
+    /// eligible result is compressed.
+    pub budget_tokens: Option<usize>,
+    /// Keep failed results verbatim until a later call retries the command
+    /// family, touches the path, or calls the tool again.
+    pub keep_unresolved_errors: bool,
+    /// A summary replaces a result only when it saves at least this share of
+    /// its characters (0.0-1.0; a summary is never longer in any case).
+    pub min_saving: f64,
+    /// Information check: a summary must save at least this many characters
+    /// for each term (path, URL, compound identifier, version) it would drop
+    /// from the conversation, i.e. a term of the result found nowhere else
+    /// in the conversation and not in the summary. Results denser in unique
+    /// terms stay verbatim. 0 turns the check off.
+    pub chars_per_lost_term: usize,
+    /// Summarize reads.
+    pub reads: bool,
+    /// Summarize write and edit results.
+    pub writes: bool,
+    /// Summarize command output.
+    pub commands: bool,
+    /// Summarize search output.
+    pub searches: bool,
+    /// Summarize results of tools the dialect table does not know.
+    pub other: bool,
+    /// Tool names whose results are never summarized (exact, then ignoring case).
+    pub skip_tools: Vec<String>,
+    /// Declarations listed in a read's outline.
+    pub max_outline: usize,
+    /// Characters of one kept line.
+    pub max_line_chars: usize,
+    /// First non-empty lines kept of command and other output.
+    pub head_lines: usize,
+    /// Last non-empty lines kept of command and other output.
+    pub tail_lines: usize,
+    /// Error lines kept per result.
+    pub max_error_lines: usize,
+    /// Count / outcome lines kept per result.
+    pub max_count_lines: usize,
+    /// Files or paths listed for a search or listing.
+    pub max_list: usize,
+    /// Paths, URLs and error names listed as `refs:` per result.
+    pub max_refs: usize,
+    /// The session's working directory, when the conversation does not say.
+    pub cwd: Option<String>,
+    /// Extra tool dialects, layered over the built-in table.
+    pub dialect: DialectTable,
+}
+
+impl Default for ToolCompressorConfig {
+    fn default() -> Self {
+        let l = Limits::default();
+        ToolCompressorConfig {
+            min_chars: 400,
+            keep_last: 10,
+            protected_tail: 5,
+            budget_tokens: None,
+            keep_unresolved_errors: true,
+            min_saving: 0.2,
+            chars_per_lost_term: 300,
+            reads: true,
+            writes: true,
+            commands: true,
+            searches: true,
+            other: true,
+            skip_tools: Vec::new(),
+            max_outline: l.max_outline,
+            max_line_chars: l.max_line_chars,
+            head_lines: l.head_lines,
+            tail_lines: l.tail_lines,
+            max_error_lines: l.max_error_lines,
+            max_count_lines: l.max_count_lines,
+            max_list: l.max_list,
+            max_refs: l.max_refs,
+            cwd: None,
+            dialect: DialectTable::default(),
+        }
+    }
+}
+
+impl ToolCompressorConfig {
+    /// The summary limits of this configuration.
+    pub fn limits(&self) -> Limits {
+        Limits {
+            max_outline: self.max_outline,
+            max_line_chars: self.max_line_chars.max(8),
+            head_lines: self.head_lines,
+            tail_lines: self.tail_lines,
+            max_error_lines: self.max_error_lines,
+            max_count_lines: self.max_count_lines,
+            max_list: self.max_list,
+            max_refs: self.max_refs,
+        }
+    }
+}
+
+/// The tool-result compressor.
+#[derive(Debug, Clone)]
+pub struct ToolCompressor {
+    cfg: ToolCompressorConfig,
+    table: DialectTable,
+}
+
+impl ToolCompressor {
+    /// Build from a config.
+    pub fn new(cfg: ToolCompressorConfig) -> Self {
+        let mut table = DialectTable::builtin();
+        table.extend(cfg.dialect.clone());
+        ToolCompressor { cfg, table }
+    }
+
+    /// The configuration in use.
+    pub fn config(&self) -> &ToolCompressorConfig {
+        &self.cfg
+    }
+}
+
+impl Default for ToolCompressor {
+    fn default() -> Self {
+        Self::new(ToolCompressorConfig::default())
+    }
+}
+
+fn check(cfg: ToolCompressorConfig) -> Result<ToolCompressor, ConfigError> {
+    if !(0.0..=1.0).contains(&cfg.min_saving) {
+        return Err(ConfigError::InvalidField {
+            stage: None,
+            strategy: "tool_compressor".into(),
+            field: "min_saving".into(),
+            message: format!("must be between 0.0 and 1.0, found {}", cfg.min_saving),
+        });
+    }
+    Ok(ToolCompressor::new(cfg))
+}
+
+ctxpress_core::register_strategy!(
+    "tool_compressor",
+    "replace old tool results with metadata summaries (outline, errors, counts)",
+    ToolCompressorConfig,
+    check
+);
+
+/// Counts of one run.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Counts {
+    /// Reads summarized.
+    pub reads: u64,
+    /// Write and edit results summarized.
+    pub writes: u64,
+    /// Command results summarized.
+    pub commands: u64,
+    /// Search results summarized.
+    pub searches: u64,
+    /// Results of other tools summarized.
+    pub other: u64,
+    /// Failed results kept because nothing acted on them yet.
+    pub unresolved_errors_kept: u64,
+    /// Results kept because their summary would drop too many unique terms.
+    pub dense_kept: u64,
+    /// Characters removed from result texts.
+    pub chars_saved: u64,
+}
+
+/// One result that may be summarized.
+#[derive(Debug)]
+struct Candidate {
+    /// Message index of the result.
+    msg: usize,
+    call_id: String,
+    kind: Kind,
+    subject: Subject,
+}
+
+const DONE_PREFIXES: &[&str] = &["[summary", "[truncated", "[ctxpress:", "[cce:"];
+const PATH_KEYS: &[&str] = &[
+    "file_path",
+    "filePath",
+    "path",
+    "absolute_path",
+    "notebook_path",
+    "filename",
+    "file",
+    "target_file",
+    "paths",
+];
+
+/// True when the result answering `call_id` in `m` holds text only (no
+/// images or other blocks a summary would drop).
+fn text_only(m: &Message, call_id: &str) -> bool {
+    fn parts_are_text(v: Option<&Value>) -> bool {
+        match v {
+            None | Some(Value::Null) | Some(Value::String(_)) => true,
+            Some(Value::Array(parts)) => parts.iter().all(|p| {
+                matches!(
+                    p.get("type").and_then(Value::as_str),
+                    Some("text") | Some("input_text") | Some("output_text") | None
+                ) && p.get("text").is_some_and(Value::is_string)
+            }),
+            Some(_) => false,
+        }
+    }
+    if matches!(m.role(), Role::Tool | Role::Function) {
+        return parts_are_text(m.content());
+    }
+    match m.content() {
+        Some(Value::Array(blocks)) => blocks
+            .iter()
+            .filter(|b| {
+                b.get("type").and_then(Value::as_str) == Some("tool_result")
+                    && b.get("tool_use_id").and_then(Value::as_str) == Some(call_id)
+            })
+            .all(|b| parts_are_text(b.get("content"))),
+        _ => false,
+    }
+}
+
+fn display_paths(
+    table: &DialectTable,
+    name: &str,
+    args: &Value,
+    op: Option<&Operation>,
+) -> Vec<String> {
+    let keys: Vec<String> = match table.find(name) {
+        Some(s) if !s.path_args.is_empty() => s.path_args.clone(),
+        _ => PATH_KEYS.iter().map(|s| s.to_string()).collect(),
+    };
+    for k in &keys {
+        match args.get(k.as_str()) {
+            Some(Value::String(s)) if !s.trim().is_empty() => return vec![s.trim().to_string()],
+            Some(Value::Array(a)) => {
+                let v: Vec<String> = a
+                    .iter()
+                    .filter_map(Value::as_str)
+                    .filter(|s| !s.trim().is_empty())
+                    .map(|s| s.trim().to_string())
+                    .collect();
+                if !v.is_empty() {
+                    return v;
+                }
+            }
+            _ => {}
+        }
+    }
+    op.map(|o| o.paths.clone()).unwrap_or_default()
+}
+
+/// Keys a failure is resolved by: a later call sharing one acted on it.
+fn act_keys(name: &str, op: Option<&Operation>) -> Vec<String> {
+    let mut keys = Vec::new();
+    if let Some(op) = op {
+        if let Some(c) = &op.command {
+            keys.push(format!(
+                "cmd\u{1}{}\u{1}{}",
+                op.cwd.as_deref().unwrap_or(""),
+                command_family(c)
+            ));
+        }
+        for p in op.paths.iter().chain(op.writes.iter()) {
+            keys.push(format!("path\u{1}{p}"));
+        }
+    }
+    if keys.is_empty() {
+        keys.push(format!("tool\u{1}{}", name.to_lowercase()));
+    }
+    keys
+}
+
+fn push_strings<'a>(v: &'a Value, out: &mut Vec<&'a str>) {
+    match v {
+        Value::String(s) => out.push(s),
+        Value::Array(a) => a.iter().for_each(|x| push_strings(x, out)),
+        Value::Object(o) => {
+            for (k, x) in o {
+                out.push(k);
+                push_strings(x, out);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Occurrences of every term in the conversation: message text, tool results
+/// and tool-call names and (decoded) arguments.
+fn term_counts(conv: &Conversation) -> HashMap<String, u32> {
+    let mut counts: HashMap<String, u32> = HashMap::new();
+    let mut add = |text: &str| {
+        for t in lines::terms(text) {
+            match counts.get_mut(t) {
+                Some(n) => *n += 1,
+                None => {
+                    counts.insert(t.to_string(), 1);
+                }
+            }
+        }
+    };
+    for m in &conv.messages {
+        add(&m.text());
+        if !matches!(m.role(), Role::Tool | Role::Function) {
+            for r in m.tool_results() {
+                add(&r.text);
+            }
+        }
+        for c in m.tool_calls() {
+            add(&c.name);
+            let args = c.args();
+            if args.is_null() {
+                add(&c.arguments);
+            } else {
+                let mut strs = Vec::new();
+                push_strings(&args, &mut strs);
+                for s in strs {
+                    add(s);
+                }
+            }
+        }
+    }
+    counts
+}
+
+fn occurrences(text: &str) -> HashMap<&str, u32> {
+    let mut occ: HashMap<&str, u32> = HashMap::new();
+    for t in lines::terms(text) {
+        *occ.entry(t).or_default() += 1;
+    }
+    occ
+}
+
+impl ToolCompressor {
+    fn skipped_tool(&self, name: &str) -> bool {
+        self.cfg
+            .skip_tools
+            .iter()
+            .any(|t| t == name || t.eq_ignore_ascii_case(name))
+    }
+
+    fn enabled(&self, kind: Kind) -> bool {
+        match kind {
+            Kind::Read => self.cfg.reads,
+            Kind::Write | Kind::Edit => self.cfg.writes,
+            Kind::Command => self.cfg.commands,
+            Kind::Search => self.cfg.searches,
+            Kind::Other => self.cfg.other,
+        }
+    }
+
+    /// The results that may be summarized, oldest first, plus the number of
+    /// failures kept because nothing acted on them.
+    fn candidates(&self, conv: &Conversation) -> (Vec<Candidate>, u64) {
+        let tail = conv.tail_start(self.cfg.protected_tail);
+        let session_cwd = self
+            .cfg
+            .cwd
+            .as_deref()
+            .map(|c| dialect::normalize_path(c, None))
+            .or_else(|| dialect::detect_cwd(conv));
+        let mut id_count: HashMap<String, usize> = HashMap::new();
+        for m in &conv.messages {
+            for c in m.tool_calls() {
+                *id_count.entry(c.id.to_string()).or_default() += 1;
+            }
+        }
+        // Every answered call, in order.
+        struct Rec {
+            msg: usize,
+            call_id: String,
+            name: String,
+            op: Option<Operation>,
+            display: Vec<String>,
+            failed: bool,
+            eligible: bool,
+        }
+        let mut recs: Vec<Rec> = Vec::new();
+        for ex in conv.exchanges() {
+            let Some(call_msg) = conv.messages.get(ex.call) else {
+                continue;
+            };
+            for call in call_msg.tool_calls() {
+                let mut found = None;
+                for &r in &ex.results {
+                    if let Some(rm) = conv.messages.get(r)
+                        && let Some(res) =
+                            rm.tool_results().into_iter().find(|x| x.call_id == call.id)
+                    {
+                        found = Some((r, res));
+                        break;
+                    }
+                }
+                let Some((r, res)) = found else {
+                    continue;
+                };
+                let lead = res.text.trim_start();
+                let done = DONE_PREFIXES.iter().any(|p| lead.starts_with(p));
+                let chars = res.text.chars().count();
+                let args = call.args();
+                let op = self
+                    .table
+                    .extract_args(&call.name, &args, session_cwd.as_deref());
+                let exit_style = op.as_ref().map(|o| o.exit).unwrap_or_default();
+                let failed = result_status(exit_style, &res.text, res.is_error) == Status::Failure;
+                let id = call.id.to_string();
+                let unique = !id.is_empty() && id_count.get(&id) == Some(&1);
+                let eligible = unique
+                    && r < tail
+                    && !done
+                    && chars >= self.cfg.min_chars
+                    && !self.skipped_tool(&call.name)
+                    && conv.messages.get(r).is_some_and(|m| text_only(m, &id));
+                recs.push(Rec {
+                    msg: r,
+                    call_id: id,
+                    name: call.name.to_string(),
+                    display: display_paths(&self.table, &call.name, &args, op.as_ref()),
+                    op,
+                    failed,
+                    eligible,
+                });
+            }
+        }
+        // The last `keep_last` results stay.
+        let keep_from = recs.len().saturating_sub(self.cfg.keep_last);
+        // Failures nothing acted on stay.
+        let mut later: HashSet<String> = HashSet::new();
+        let mut unresolved: HashSet<usize> = HashSet::new();
+        for (i, r) in recs.iter().enumerate().rev() {
+            let keys = act_keys(&r.name, r.op.as_ref());
+            if r.failed && !keys.iter().any(|k| later.contains(k)) {
+                unresolved.insert(i);
+            }
+            later.extend(keys);
+        }
+        let mut kept_errors = 0u64;
+        let mut out = Vec::new();
+        for (i, r) in recs.into_iter().enumerate() {
+            if !r.eligible || i >= keep_from {
+                continue;
+            }
+            if self.cfg.keep_unresolved_errors && unresolved.contains(&i) {
+                kept_errors += 1;
+                continue;
+            }
+            let kind = match r.op.as_ref().map(|o| o.kind) {
+                Some(OpKind::Read) => Kind::Read,
+                Some(OpKind::Write) => Kind::Write,
+                Some(OpKind::Edit) => Kind::Edit,
+                Some(OpKind::Search) => Kind::Search,
+                Some(OpKind::Command) => Kind::Command,
+                None => Kind::Other,
+            };
+            if !self.enabled(kind) {
+                continue;
+            }
+            let command = r.op.as_ref().and_then(|o| o.command.clone()).map(|c| {
+                // Search keys start with the tool name; the header names it already.
+                match c.strip_prefix(r.name.as_str()) {
+                    Some(rest) if kind == Kind::Search => rest.trim().to_string(),
+                    _ => c,
+                }
+            });
+            out.push(Candidate {
+                msg: r.msg,
+                call_id: r.call_id,
+                kind,
+                subject: Subject {
+                    tool: r.name,
+                    paths: r.display,
+                    command,
+                    exit: None,
+                },
+            });
+        }
+        (out, kept_errors)
+    }
+
+    /// Summarize eligible results of `conv` in place (oldest first, until
+    /// `budget` tokens when given) and return the counts.
+    pub fn compress(&self, conv: &mut Conversation, ctx: &StageContext) -> Counts {
+        let mut counts = Counts::default();
+        let (cands, kept_errors) = self.candidates(conv);
+        counts.unresolved_errors_kept = kept_errors;
+        let budget = self.cfg.budget_tokens.or(ctx.budget);
+        let mut total = match budget {
+            Some(_) => ctx.tokens(conv),
+            None => 0,
+        };
+        if let Some(b) = budget
+            && total <= b
+        {
+            return counts;
+        }
+        let limits = self.cfg.limits();
+        let mut terms = (self.cfg.chars_per_lost_term > 0).then(|| term_counts(conv));
+        for c in cands {
+            let Some(m) = conv.messages.get(c.msg) else {
+                continue;
+            };
+            let Some(text) = m
+                .tool_results()
+                .into_iter()
+                .find(|r| r.call_id == c.call_id)
+                .map(|r| r.text.into_owned())
+            else {
+                continue;
+            };
+            let payload = result_payload(&text);
+            let mut subject = c.subject;
+            subject.exit = dialect::exit_code(&text);
+            let body = if matches!(c.kind, Kind::Read | Kind::Command | Kind::Search) {
+                payload
+            } else {
+                text.as_str()
+            };
+            let s = summarize(c.kind, &subject, body, &limits);
+            let before = text.chars().count();
+            let after = s.chars().count();
+            let max_after = ((before as f64) * (1.0 - self.cfg.min_saving)).floor() as usize;
+            if after >= before || after > max_after {
+                continue;
+            }
+            if let Some(global) = terms.as_mut() {
+                let orig = occurrences(&text);
+                let summ = occurrences(&s);
+                let lost = orig
+                    .iter()
+                    .filter(|(t, n)| {
+                        let total = global.get(**t).copied().unwrap_or(0);
+                        total.saturating_sub(**n) + summ.get(**t).copied().unwrap_or(0) == 0
+                    })
+                    .count();
+                if (before - after) < lost.saturating_mul(self.cfg.chars_per_lost_term) {
+                    counts.dense_kept += 1;
+                    continue;
+                }
+                for (t, n) in &orig {
+                    if let Some(g) = global.get_mut(*t) {
+                        *g = g.saturating_sub(*n);
+                    }
+                }
+                for (t, n) in summ {
+                    *global.entry(t.to_string()).or_default() += n;
+                }
+            }
+            let tokens_before = budget.map(|_| count_message(ctx.counter.as_ref(), m));
+            let Some(m) = conv.messages.get_mut(c.msg) else {
+                continue;
+            };
+            if !m.set_tool_result_text(&c.call_id, s) {
+                continue;
+            }
+            counts.chars_saved += (before - after) as u64;
+            match c.kind {
+                Kind::Read => counts.reads += 1,
+                Kind::Write | Kind::Edit => counts.writes += 1,
+                Kind::Command => counts.commands += 1,
+                Kind::Search => counts.searches += 1,
+                Kind::Other => counts.other += 1,
+            }
+            if let (Some(b), Some(tb)) = (budget, tokens_before) {
+                let ta = count_message(ctx.counter.as_ref(), m);
+                total = (total + ta).saturating_sub(tb);
+                if total <= b {
+                    break;
+                }
+            }
+        }
+        counts
+    }
+}
+
+impl Strategy for ToolCompressor {
+    fn name(&self) -> &str {
+        "tool_compressor"
+    }
+
+    fn apply(
+        &self,
+        conv: &mut Conversation,
+        ctx: &StageContext,
+    ) -> Result<StageOutcome, StrategyError> {
+        let c = self.compress(conv, ctx);
+        let mut out = StageOutcome::default();
+        out.count("reads", c.reads);
+        out.count("writes", c.writes);
+        out.count("commands", c.commands);
+        out.count("searches", c.searches);
+        out.count("other", c.other);
+        out.count("unresolved_errors_kept", c.unresolved_errors_kept);
+        out.count("dense_kept", c.dense_kept);
+        out.count("chars_saved", c.chars_saved);
+        out.notes.push(format!(
+            "Summarized: {} reads, {} writes/edits, {} commands, {} searches, {} other; kept {} unresolved errors, {} dense results; {} chars saved",
+            c.reads,
+            c.writes,
+            c.commands,
+            c.searches,
+            c.other,
+            c.unresolved_errors_kept,
+            c.dense_kept,
+            c.chars_saved
+        ));
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests;

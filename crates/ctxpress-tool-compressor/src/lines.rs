@@ -1,0 +1,647 @@
+//! Line-level helpers: line-number prefixes, declarations (the outline of a
+//! file), error lines, count lines and the references a text mentions.
+
+use regex::Regex;
+use std::sync::LazyLock;
+
+fn re(p: &str) -> Regex {
+    // Every pattern is a literal of this file, compiled by the tests below.
+    Regex::new(p).expect("valid built-in regex")
+}
+
+/// One line of a file as a read returned it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Line<'a> {
+    /// The line number the tool printed, when it numbered its lines.
+    pub number: Option<u64>,
+    /// The line without its number prefix.
+    pub body: &'a str,
+}
+
+static NUMBERED: LazyLock<Regex> = LazyLock::new(|| re(r"^\s*(\d{1,7})(?:\t|→|:|\|)"));
+
+/// Split a read's text into lines, removing line-number prefixes (`12\t`,
+/// `    12→`, `12:`) when at least four in five non-empty lines carry one with
+/// increasing numbers (Claude Code, OpenHands, `cat -n`, SWE-agent).
+pub fn split_numbered(text: &str) -> Vec<Line<'_>> {
+    let raw: Vec<&str> = text.lines().collect();
+    let mut hits = 0usize;
+    let mut nonempty = 0usize;
+    let mut last: Option<u64> = None;
+    for l in &raw {
+        if l.trim().is_empty() {
+            continue;
+        }
+        nonempty += 1;
+        if let Some(c) = NUMBERED.captures(l)
+            && let Some(n) = c.get(1).and_then(|m| m.as_str().parse::<u64>().ok())
+            && last.is_none_or(|p| n > p)
+        {
+            hits += 1;
+            last = Some(n);
+        }
+    }
+    let numbered = nonempty > 0 && hits * 5 >= nonempty * 4;
+    raw.into_iter()
+        .map(|l| {
+            if numbered
+                && let Some(c) = NUMBERED.captures(l)
+                && let (Some(all), Some(n)) = (c.get(0), c.get(1))
+            {
+                return Line {
+                    number: n.as_str().parse().ok(),
+                    body: l.get(all.end()..).unwrap_or(""),
+                };
+            }
+            Line {
+                number: None,
+                body: l,
+            }
+        })
+        .collect()
+}
+
+/// What kind of text a file holds, from its extension.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Lang {
+    /// Source code (any language): declarations by keyword and shape.
+    Code,
+    /// Markdown, reStructuredText, plain text: headings.
+    Doc,
+    /// YAML: keys by indentation.
+    Yaml,
+    /// JSON: keys of the first levels.
+    Json,
+    /// TOML, INI, `.env`, properties: sections and keys.
+    Ini,
+    /// SQL: statements, tables and columns.
+    Sql,
+    /// CSS, SCSS, Less: selectors and at-rules.
+    Css,
+}
+
+/// The kind of text of a path (its extension); code when unknown.
+pub fn lang_of(path: &str) -> Lang {
+    let name = path.rsplit(['/', '\\']).next().unwrap_or(path);
+    let lower = name.to_ascii_lowercase();
+    if lower.starts_with(".env") || lower.ends_with(".env") {
+        return Lang::Ini;
+    }
+    let ext = lower.rsplit_once('.').map(|(_, e)| e).unwrap_or("");
+    match ext {
+        "md" | "mdx" | "markdown" | "rst" | "txt" | "adoc" | "org" => Lang::Doc,
+        "yml" | "yaml" => Lang::Yaml,
+        "json" | "jsonc" | "json5" | "lock" => Lang::Json,
+        "toml" | "ini" | "cfg" | "conf" | "properties" | "editorconfig" => Lang::Ini,
+        "sql" | "psql" | "ddl" => Lang::Sql,
+        "css" | "scss" | "sass" | "less" => Lang::Css,
+        _ => Lang::Code,
+    }
+}
+
+/// Rank of a declaration line in an outline: lower ranks are kept first when
+/// an outline is over its cap.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Rank {
+    /// Types, functions, methods, routes, tests, tables, headings, top-level keys.
+    Structure = 0,
+    /// Fields, columns, constants, nested keys, decorators.
+    Member = 1,
+    /// Imports and includes.
+    Import = 2,
+}
+
+const MODS: &str = r"(?:(?:export|default|public|private|protected|internal|static|async|abstract|final|sealed|override|virtual|extern|unsafe|pub(?:\([\w:]+\))?|open|data|inline|suspend|declare|partial|readonly|const|local|global)\s+)*";
+
+static STRUCTURE: LazyLock<Regex> = LazyLock::new(|| {
+    re(&format!(
+        r"^\s*{MODS}(?:def|class|fn|fun|func|function\*?|struct|enum|trait|impl|interface|type|module|namespace|mod|macro_rules!|record|object|protocol|extension|typedef|union|contract|service|message|resource|defmodule|defn|sub|proc)(?:\s+[\w$(<*&\[]|<|\()"
+    ))
+});
+static SQL_STMT: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"(?i)^\s*(?:create|alter|drop)\s+(?:or\s+replace\s+)?(?:unique\s+)?(?:temporary\s+|temp\s+)?(?:table|index|view|materialized\s+view|function|procedure|trigger|type|schema|sequence|extension|policy|database)\b",
+    )
+});
+static SQL_COLUMN: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"(?i)^\s+[`\x22\[]?[a-z_][\w]*[`\x22\]]?\s+(?:int|integer|bigint|smallint|tinyint|serial|bigserial|varchar|nvarchar|char|character|text|bool|boolean|date|datetime|time|timestamp|timestamptz|uuid|json|jsonb|decimal|numeric|float|double|real|blob|bytea|enum|money|inet|interval)\b",
+    )
+});
+static ARROW_FN: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"^\s*(?:export\s+)?(?:const|let|var)\s+[A-Za-z_$][\w$]*\s*(?::[^=]{1,80})?=\s*(?:async\s*)?(?:function\b|\([^)]*\)\s*(?::[^=]{1,60})?=>|[A-Za-z_$][\w$]*\s*=>)",
+    )
+});
+static METHOD: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"^\s+(?:(?:public|private|protected|static|async|get|set|override|readonly|abstract|final|synchronized|internal|virtual|suspend|fun)\s+)*[A-Za-z_$][\w$]*\s*(?:<[^>]{0,60}>)?\((?:[^()]|\([^()]*\))*\)\s*(?::\s*[^{;=]{1,80})?\s*(?:throws\s+[\w., ]+)?\{\s*$",
+    )
+});
+static TYPED_METHOD: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"^\s*(?:(?:public|private|protected|internal|static|final|abstract|synchronized|override|virtual|async|native)\s+)+[\w<>\[\],.? ]+\s+[A-Za-z_]\w*\s*\([^;]*\)\s*(?:throws\s+[\w., ]+)?\s*\{?\s*$",
+    )
+});
+static ROUTE: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r#"^\s*[\w.]+\.(?:get|post|put|patch|delete|all|use|route|handle|HandleFunc|Handle|GET|POST|PUT|DELETE|PATCH|Group|group|resource|apiResource|match|any)\(\s*['"`]"#,
+    )
+});
+static TEST: LazyLock<Regex> =
+    LazyLock::new(|| re(r#"^\s*(?:describe|it|test|context|suite|scenario)(?:\.\w+)?\(\s*['"`]"#));
+static DECORATOR: LazyLock<Regex> = LazyLock::new(|| re(r"^\s*@[A-Za-z_][\w.]*(?:\(.*\))?\s*$"));
+static C_FUNCTION: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"^[A-Za-z_][\w:<>,*& ]*[\s*&]+[A-Za-z_][\w:~]*\s*\([^;()]*(?:\([^()]*\)[^;()]*)*\)\s*(?:const\s*)?(?:noexcept\s*)?\{?\s*$",
+    )
+});
+static TOP_CONST: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"^(?:export\s+)?(?:(?:const|let|var|val|static|pub\s+const|pub\s+static)\s+[A-Za-z_$][\w$]*|[A-Z][A-Z0-9_]{2,}\s*(?::[^=]{1,40})?=)",
+    )
+});
+static FIELD: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r#"^\s+(?:(?:pub|readonly|public|private|protected|static|declare)\s+)*[A-Za-z_$][\w$]*\??!?\s*:\s*[^=;,\s:][^=;]{0,80}(?:\s*=\s*[^=].{0,60})?[;,]?\s*$"#,
+    )
+});
+static GO_FIELD: LazyLock<Regex> =
+    LazyLock::new(|| re(r"^\s+[A-Z]\w*\s+[*\[\]\w.]+(?:\s+`[^`]*`)?\s*$"));
+static JAVA_FIELD: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"^\s*(?:(?:private|public|protected|internal)\s+)(?:(?:static|final|readonly|const|volatile|transient)\s+)*[\w<>\[\],.? ]+\s+[A-Za-z_]\w*\s*(?:=.*)?;\s*$",
+    )
+});
+static IMPORT: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r#"^\s*(?:import\b|from\s+\S+\s+import\b|use\s+[\w:{]|using\s+[\w.]+;|#include\b|require(?:_once)?\s*\(|(?:const|let|var)\s+[\w${}, ]+\s*=\s*require\()"#,
+    )
+});
+static HEADING: LazyLock<Regex> = LazyLock::new(|| re(r"^\s{0,3}#{1,6}\s+\S"));
+static YAML_KEY: LazyLock<Regex> =
+    LazyLock::new(|| re(r#"^(\s*)(?:-\s+)?["']?[\w.$/-]+["']?\s*:(?:\s|$)"#));
+static JSON_KEY: LazyLock<Regex> = LazyLock::new(|| re(r#"^(\s*)"[^"]{1,80}"\s*:"#));
+static INI_LINE: LazyLock<Regex> =
+    LazyLock::new(|| re(r"^\s*(?:\[[^\]]+\]|[A-Za-z_][\w.-]*\s*[=:]|export\s+[A-Z_]\w*=)"));
+static CSS_SELECTOR: LazyLock<Regex> =
+    LazyLock::new(|| re(r"^\s*(?:[.#@:\w\[*&>~+-][^;{}]*)\{\s*$"));
+
+const CONTROL: &[&str] = &[
+    "if",
+    "for",
+    "while",
+    "switch",
+    "catch",
+    "with",
+    "return",
+    "else",
+    "do",
+    "try",
+    "foreach",
+    "elseif",
+    "when",
+    "match",
+    "until",
+    "unless",
+    "synchronized",
+    "using",
+    "lock",
+    "fixed",
+];
+
+fn first_word(body: &str) -> &str {
+    let t = body.trim_start();
+    let end = t
+        .find(|c: char| !(c.is_alphanumeric() || c == '_' || c == '$'))
+        .unwrap_or(t.len());
+    t.get(..end).unwrap_or("")
+}
+
+fn indent_of(body: &str) -> usize {
+    body.chars()
+        .take_while(|c| c.is_whitespace())
+        .map(|c| if c == '\t' { 4 } else { 1 })
+        .sum()
+}
+
+/// True for a Markdown heading (`## Setup`).
+pub fn is_heading(line: &str) -> bool {
+    HEADING.is_match(line)
+}
+
+/// Tracks multi-line state (style blocks, comment blocks) while scanning a file.
+#[derive(Debug, Default)]
+pub struct OutlineState {
+    in_style: bool,
+    in_block_comment: bool,
+}
+
+/// The rank of `body` as a declaration in a file of kind `lang`, or `None`
+/// when it is not one.
+pub fn declaration(body: &str, lang: Lang, st: &mut OutlineState) -> Option<Rank> {
+    let t = body.trim();
+    if t.is_empty() || t.len() > 400 {
+        return None;
+    }
+    // Comment blocks and comment lines never declare anything.
+    if st.in_block_comment {
+        if t.contains("*/") {
+            st.in_block_comment = false;
+        }
+        return None;
+    }
+    if t.starts_with("/*") {
+        st.in_block_comment = !t.contains("*/");
+        return None;
+    }
+    if t.starts_with("//") || t.starts_with("* ") || t == "*" || t.starts_with("--") {
+        return None;
+    }
+    match lang {
+        Lang::Doc => HEADING.is_match(body).then_some(Rank::Structure),
+        Lang::Yaml => {
+            if t.starts_with('#') {
+                return None;
+            }
+            let c = YAML_KEY.captures(body)?;
+            let ind = c.get(1).map_or(0, |m| indent_of(m.as_str()));
+            match ind {
+                0 => Some(Rank::Structure),
+                1..=4 => Some(Rank::Member),
+                _ => None,
+            }
+        }
+        Lang::Json => {
+            let c = JSON_KEY.captures(body)?;
+            let ind = c.get(1).map_or(0, |m| indent_of(m.as_str()));
+            match ind {
+                0..=2 => Some(Rank::Structure),
+                3..=4 => Some(Rank::Member),
+                _ => None,
+            }
+        }
+        Lang::Ini => {
+            if t.starts_with('#') || t.starts_with(';') {
+                return None;
+            }
+            if t.starts_with('[') {
+                return Some(Rank::Structure);
+            }
+            INI_LINE.is_match(body).then_some(Rank::Member)
+        }
+        Lang::Sql => {
+            if SQL_STMT.is_match(body) {
+                Some(Rank::Structure)
+            } else if SQL_COLUMN.is_match(body) {
+                Some(Rank::Member)
+            } else {
+                None
+            }
+        }
+        Lang::Css => CSS_SELECTOR.is_match(body).then_some(Rank::Structure),
+        Lang::Code => code_declaration(body, t, st),
+    }
+}
+
+fn code_declaration(body: &str, t: &str, st: &mut OutlineState) -> Option<Rank> {
+    // Single-file components: the <style> block is CSS.
+    if t.starts_with("<style") {
+        st.in_style = true;
+        return Some(Rank::Structure);
+    }
+    if st.in_style {
+        if t.starts_with("</style") {
+            st.in_style = false;
+            return None;
+        }
+        return CSS_SELECTOR.is_match(body).then_some(Rank::Member);
+    }
+    if t.starts_with("<template") || t.starts_with("<script") {
+        return Some(Rank::Structure);
+    }
+    if t.starts_with('#') && !t.starts_with("#include") && !t.starts_with("#define") {
+        return None;
+    }
+    if t.starts_with("#define") {
+        return Some(Rank::Member);
+    }
+    if IMPORT.is_match(body) {
+        return Some(Rank::Import);
+    }
+    let word = first_word(body);
+    if CONTROL.contains(&word) {
+        return None;
+    }
+    if STRUCTURE.is_match(body)
+        || SQL_STMT.is_match(body)
+        || ARROW_FN.is_match(body)
+        || ROUTE.is_match(body)
+        || TEST.is_match(body)
+        || TYPED_METHOD.is_match(body)
+        || METHOD.is_match(body)
+        || C_FUNCTION.is_match(body)
+    {
+        return Some(Rank::Structure);
+    }
+    if DECORATOR.is_match(body)
+        || TOP_CONST.is_match(body)
+        || JAVA_FIELD.is_match(body)
+        || SQL_COLUMN.is_match(body)
+        || (indent_of(body) <= 4 && (GO_FIELD.is_match(body) || FIELD.is_match(body)))
+    {
+        return Some(Rank::Member);
+    }
+    None
+}
+
+static ERROR_LINE: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"(?:\berror\b|\bError\b|ERROR|FAILED|\bFAIL\b|\bfailed\b|[Pp]anic|Traceback|[A-Z]\w*(?:Error|Exception)\b|\bexception\b|\bfatal\b|FATAL|Segmentation fault|command not found|No such file|[Pp]ermission denied|✗|✘|✖)",
+    )
+});
+static ZERO_FAIL: LazyLock<Regex> = LazyLock::new(|| {
+    re(r"(?i)\b0\s+(?:failed|errors?|failures?)\b|\b(?:failed|errors?|failures?)\W{0,2}\s*0\b")
+});
+
+/// True when the line reports an error (and not "0 failed" / "errors: 0").
+pub fn is_error_line(line: &str) -> bool {
+    ERROR_LINE.is_match(line) && !ZERO_FAIL.is_match(line)
+}
+
+static COUNT_LINE: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"(?i)(?:\b\d+\s+(?:passed|failed|tests?|specs?|errors?|warnings?|matches|files?|lines|skipped|pending|suites?|examples?|assertions?|failures?|succeeded|changed|insertions?|deletions?|packages?|vulnerabilit(?:y|ies)|problems?|modules?|rows?)\b|^\s*(?:tests?|test suites|test files|duration|time|ran)\s*:|^(?:ok|FAIL|PASS|---\s*(?:PASS|FAIL))\s|\bran\s+\d+\s+tests?|^=+\s.*\s=+$|\bexit(?:ed)?\s+(?:with\s+)?(?:code|status)\b|\bbuild\s+(?:succeeded|failed|successful)\b|\bcompiled\s+successfully\b)",
+    )
+});
+
+/// True for a line that states counts or an outcome (test summaries, match
+/// counts, exit status).
+pub fn is_count_line(line: &str) -> bool {
+    COUNT_LINE.is_match(line)
+}
+
+static REF: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r#"https?://[^\s)"'<>`\]]+|(?:[A-Za-z]:[\\/]|~?/)?(?:[\w.@-]+[\\/])+[\w.-]+\.[A-Za-z0-9]{1,6}\b|\b[A-Z][A-Za-z]*(?:Error|Exception)\b"#,
+    )
+});
+
+/// Paths, URLs and error names mentioned in `text`, in order of first
+/// appearance, without duplicates, at most `max`.
+pub fn references(text: &str, max: usize) -> Vec<&str> {
+    let mut out: Vec<&str> = Vec::new();
+    if max == 0 {
+        return out;
+    }
+    for m in REF.find_iter(text) {
+        let s = m.as_str().trim_end_matches(['.', ',', ':', ';']);
+        if s.len() < 4 || s.len() > 200 || out.contains(&s) {
+            continue;
+        }
+        out.push(s);
+        if out.len() >= max {
+            break;
+        }
+    }
+    out
+}
+
+static TERM: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"https?://[^\s)\x22'<>`]+|(?:[\w.-]+/)+[\w.-]+\.[A-Za-z0-9]{1,6}\b|\b[a-z]+(?:[A-Z][a-z0-9]+)+\b|\b[A-Z][a-z0-9]+(?:[A-Z][a-z0-9]+)+\b|\b[a-z][a-z0-9]*(?:_[a-z0-9]+)+\b|\bv?\d+\.\d+\.\d+\b",
+    )
+});
+
+/// The information-bearing terms of `text`: paths, URLs, compound
+/// identifiers (camelCase, PascalCase, snake_case, which includes error
+/// names) and versions. Bare numbers, sizes and hashes are left out: in tool
+/// output they are mostly progress and timing noise.
+pub fn terms(text: &str) -> impl Iterator<Item = &str> {
+    TERM.find_iter(text).map(|m| m.as_str())
+}
+
+/// `s` cut to at most `max` characters, with `…` when cut.
+pub fn clip(s: &str, max: usize) -> String {
+    if s.chars().count() <= max {
+        return s.to_string();
+    }
+    let mut out: String = s.chars().take(max.saturating_sub(1)).collect();
+    out.push('…');
+    out
+}
+
+/// `s` with runs of digits replaced by `#`, for spotting lines that differ
+/// only in numbers (progress bars, timings).
+pub fn shape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut in_digits = false;
+    for c in s.trim().chars() {
+        if c.is_ascii_digit() {
+            if !in_digits {
+                out.push('#');
+            }
+            in_digits = true;
+        } else {
+            in_digits = false;
+            out.push(c);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rank(body: &str, lang: Lang) -> Option<Rank> {
+        declaration(body, lang, &mut OutlineState::default())
+    }
+
+    #[test]
+    fn numbered_lines_are_detected_in_every_style() {
+        for text in [
+            "1\tuse std;\n2\t\n3\tfn main() {}\n",
+            "     1→use std;\n     2→\n     3→fn main() {}\n",
+            "1:use std;\n2:\n3:fn main() {}\n",
+        ] {
+            let l = split_numbered(text);
+            assert_eq!(l.len(), 3, "{text}");
+            assert_eq!(l[0].number, Some(1));
+            assert_eq!(l[0].body, "use std;");
+            assert_eq!(l[2].body, "fn main() {}");
+        }
+        // Not numbered: times and ports are not line numbers.
+        let l = split_numbered("12:30 started\n08:15 done\nno number here\n");
+        assert!(l.iter().all(|x| x.number.is_none()));
+    }
+
+    #[test]
+    fn code_declarations() {
+        let code = [
+            ("export class AuthService {", Some(Rank::Structure)),
+            (
+                "  async login(user: string): Promise<void> {",
+                Some(Rank::Structure),
+            ),
+            (
+                "func (h *AuthHandler) Login(c *gin.Context) {",
+                Some(Rank::Structure),
+            ),
+            ("def handle_error(self, err):", Some(Rank::Structure)),
+            (
+                "pub(crate) fn parse(s: &str) -> Result<(), E> {",
+                Some(Rank::Structure),
+            ),
+            (
+                "export const fetchUser = async (id: number) => {",
+                Some(Rank::Structure),
+            ),
+            (
+                "router.post('/api/login', loginHandler);",
+                Some(Rank::Structure),
+            ),
+            ("describe('AuthService', () => {", Some(Rank::Structure)),
+            (
+                "    public ResponseEntity<User> getUser(@PathVariable Long id) {",
+                Some(Rank::Structure),
+            ),
+            ("  lockoutSeconds: number = 0;", Some(Rank::Member)),
+            ("\tUserID    uint   `json:\"user_id\"`", Some(Rank::Member)),
+            (
+                "    private final UserRepository userRepository;",
+                Some(Rank::Member),
+            ),
+            ("@Component({", None),
+            ("@GetMapping(\"/users/{id}\")", Some(Rank::Member)),
+            ("MAX_RETRIES = 5", Some(Rank::Member)),
+            (
+                "import { Component } from '@angular/core';",
+                Some(Rank::Import),
+            ),
+            ("from app.models import User", Some(Rank::Import)),
+            ("    if (user) {", None),
+            ("    for (const x of xs) {", None),
+            ("    return foo(bar);", None),
+            ("    this.lockoutSeconds--;", None),
+            ("// class Foo {", None),
+            (
+                "    suspend fun loadRules(id: Long): List<Rule> {",
+                Some(Rank::Structure),
+            ),
+            (
+                "static int parse_args(int argc, char **argv)",
+                Some(Rank::Structure),
+            ),
+            ("return foo(bar);", None),
+            ("    dioxus::launch(App);", None),
+            ("              id: \"username\",", None),
+        ];
+        for (line, want) in code {
+            assert_eq!(rank(line, Lang::Code), want, "{line}");
+        }
+    }
+
+    #[test]
+    fn data_declarations() {
+        assert_eq!(rank("services:", Lang::Yaml), Some(Rank::Structure));
+        assert_eq!(rank("  mysql:", Lang::Yaml), Some(Rank::Member));
+        assert_eq!(rank("        deep: 1", Lang::Yaml), None);
+        assert_eq!(
+            rank("  \"@jest/globals\": \"^29.7.0\",", Lang::Json),
+            Some(Rank::Structure)
+        );
+        assert_eq!(
+            rank("CREATE TABLE users (", Lang::Sql),
+            Some(Rank::Structure)
+        );
+        assert_eq!(
+            rank("    failed_login_count INT NOT NULL DEFAULT 0,", Lang::Sql),
+            Some(Rank::Member)
+        );
+        assert_eq!(rank("## Setup", Lang::Doc), Some(Rank::Structure));
+        assert_eq!(
+            rank("DATABASE_URL=postgres://x", Lang::Ini),
+            Some(Rank::Member)
+        );
+        assert_eq!(rank(".login-card {", Lang::Css), Some(Rank::Structure));
+        assert_eq!(lang_of("E:\\a\\b\\schema.SQL"), Lang::Sql);
+        assert_eq!(lang_of("/r/.env.example"), Lang::Ini);
+        assert_eq!(lang_of("/r/x.ts"), Lang::Code);
+    }
+
+    #[test]
+    fn style_blocks_and_comments_are_skipped() {
+        let mut st = OutlineState::default();
+        let lines = [
+            "<style scoped>",
+            ".card {",
+            "  color: red;",
+            "}",
+            "</style>",
+            "/* class Foo {",
+            "   fn bar() {} */",
+            "class Real {",
+        ];
+        let got: Vec<Option<Rank>> = lines
+            .iter()
+            .map(|l| declaration(l, Lang::Code, &mut st))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                Some(Rank::Structure),
+                Some(Rank::Member),
+                None,
+                None,
+                None,
+                None,
+                None,
+                Some(Rank::Structure)
+            ]
+        );
+    }
+
+    #[test]
+    fn error_and_count_lines() {
+        assert!(is_error_line("TypeError: x is undefined"));
+        assert!(is_error_line("error[E0308]: mismatched types"));
+        assert!(is_error_line("--- FAIL: TestLogin (0.01s)"));
+        assert!(!is_error_line("Tests: 0 failed, 12 passed"));
+        assert!(!is_error_line("compiled fine"));
+        assert!(is_count_line("Tests:       12 passed, 12 total"));
+        assert!(is_count_line(
+            "ok  \tcampus-portal/internal/handlers\t1.459s"
+        ));
+        assert!(is_count_line("===== 3 passed in 0.12s ====="));
+        assert!(!is_count_line("hello world"));
+    }
+
+    #[test]
+    fn references_and_helpers() {
+        let r = references(
+            "see src/app/main.ts and https://x.io/a, then ValueError in src/app/main.ts",
+            10,
+        );
+        assert_eq!(r, vec!["src/app/main.ts", "https://x.io/a", "ValueError"]);
+        assert_eq!(references("a/b.rs c/d.rs", 1), vec!["a/b.rs"]);
+        assert_eq!(references("at `/home/u/x.go`", 5), vec!["/home/u/x.go"]);
+        assert_eq!(clip("héllo", 3), "hé…");
+        assert_eq!(clip("abc", 3), "abc");
+        assert_eq!(shape(" 12.5MB / 20MB "), "#.#MB / #MB");
+        let t: Vec<&str> =
+            terms("see src/a.rs: fooBar FooBar foo_bar v1.2.3 12MB deadbeef1 TypeError plain")
+                .collect();
+        assert_eq!(
+            t,
+            vec![
+                "src/a.rs",
+                "fooBar",
+                "FooBar",
+                "foo_bar",
+                "v1.2.3",
+                "TypeError"
+            ]
+        );
+    }
+}

@@ -1,0 +1,631 @@
+//! Summary texts, one builder per kind of tool result. Every summary starts
+//! with `[summary: tool ` so later stages (the classifier's "already
+//! compressed" rule) and later runs recognise it.
+
+use crate::lines::{
+    Lang, OutlineState, Rank, clip, declaration, is_count_line, is_error_line, is_heading, lang_of,
+    references, shape, split_numbered,
+};
+use std::collections::HashSet;
+use std::fmt::Write as _;
+
+/// The prefix every summary starts with.
+pub const PREFIX: &str = "[summary: tool ";
+
+/// What a tool result is the result of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// A file read (read tool, `cat`, `sed -n`, editor `view`).
+    Read,
+    /// A whole-file write or create.
+    Write,
+    /// A partial edit or patch.
+    Edit,
+    /// A shell command.
+    Command,
+    /// A search (grep, glob, find).
+    Search,
+    /// Any other tool.
+    Other,
+}
+
+/// How much of a result a summary keeps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Declarations listed in a read's outline.
+    pub max_outline: usize,
+    /// Characters of one kept line.
+    pub max_line_chars: usize,
+    /// First non-empty lines kept of command and other output.
+    pub head_lines: usize,
+    /// Last non-empty lines kept of command and other output.
+    pub tail_lines: usize,
+    /// Error lines kept.
+    pub max_error_lines: usize,
+    /// Count / outcome lines kept.
+    pub max_count_lines: usize,
+    /// Files or paths listed for searches and listings.
+    pub max_list: usize,
+    /// Paths, URLs and error names listed as `refs:`.
+    pub max_refs: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_outline: 40,
+            max_line_chars: 160,
+            head_lines: 3,
+            tail_lines: 3,
+            max_error_lines: 8,
+            max_count_lines: 6,
+            max_list: 20,
+            max_refs: 12,
+        }
+    }
+}
+
+/// What the summary says about the call that produced the result.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Subject {
+    /// Tool name as called.
+    pub tool: String,
+    /// File paths the call names (as written in its arguments).
+    pub paths: Vec<String>,
+    /// The command or search pattern, when there is one.
+    pub command: Option<String>,
+    /// Exit code stated by the result.
+    pub exit: Option<i64>,
+}
+
+impl Subject {
+    fn head(&self, kind: Kind, max: usize) -> String {
+        let mut h = String::from(PREFIX);
+        h.push_str(&clip(&one_line(&self.tool), 40));
+        let file_op = matches!(kind, Kind::Read | Kind::Write | Kind::Edit);
+        if let (true, None) = (file_op, &self.command) {
+            let lower = self.tool.to_lowercase();
+            let (verb, stems): (&str, &[&str]) = match kind {
+                Kind::Read => ("read", &["read", "view", "open", "cat"]),
+                Kind::Write => ("wrote", &["write", "create"]),
+                _ => ("edited", &["edit", "replace", "patch", "insert"]),
+            };
+            if !stems.iter().any(|s| lower.contains(s)) {
+                h.push(' ');
+                h.push_str(verb);
+            }
+            for p in self.paths.iter().take(3) {
+                h.push(' ');
+                h.push_str(&clip(p, max));
+            }
+            if self.paths.len() > 3 {
+                let _ = write!(h, " (+{} more)", self.paths.len() - 3);
+            }
+        } else if let Some(c) = &self.command {
+            let _ = write!(h, " `{}`", clip(&one_line(c), 80));
+        }
+        if let Some(code) = self.exit {
+            let _ = write!(h, ", exit {code}");
+        }
+        h
+    }
+}
+
+fn one_line(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// The summary of `text`, the result of a call described by `subject`.
+pub fn summarize(kind: Kind, subject: &Subject, text: &str, limits: &Limits) -> String {
+    match kind {
+        Kind::Read => read(subject, text, limits),
+        Kind::Write | Kind::Edit => change(kind, subject, text, limits),
+        Kind::Search => search(subject, text, limits),
+        Kind::Command | Kind::Other => output(kind, subject, text, limits),
+    }
+}
+
+fn plural(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
+/// A read: path, line count and range, the outline (declarations with their
+/// line numbers) and the references of the rest.
+fn read(subject: &Subject, text: &str, limits: &Limits) -> String {
+    let lines = split_numbered(text);
+    let lang = subject
+        .paths
+        .first()
+        .map_or(Lang::Code, |p| lang_of(p.as_str()));
+    let mut st = OutlineState::default();
+    let mut decls: Vec<(usize, Rank)> = Vec::new();
+    for (i, l) in lines.iter().enumerate() {
+        if let Some(r) = declaration(l.body, lang, &mut st) {
+            decls.push((i, r));
+        }
+    }
+    let total = decls.len();
+    let kept: Vec<usize> = pick_by_rank(&decls, limits.max_outline);
+    let first = lines.iter().find_map(|l| l.number);
+    let last = lines.iter().rev().find_map(|l| l.number);
+    let mut out = subject.head(Kind::Read, 200);
+    let _ = write!(out, ": {}", plural(lines.len(), "line", "lines"));
+    if let (Some(a), Some(b)) = (first, last)
+        && (a != 1 || b as usize != lines.len())
+    {
+        let _ = write!(out, " ({a}-{b})");
+    }
+    if kept.is_empty() {
+        // No declarations: keep the first and last lines.
+        out.push(']');
+        let picked = head_tail(&lines, limits.head_lines, limits.tail_lines);
+        push_lines(&mut out, &lines, &picked, limits);
+    } else {
+        let _ = write!(
+            out,
+            "; outline: {}",
+            plural(total, "declaration", "declarations")
+        );
+        if kept.len() < total {
+            let _ = write!(out, ", {} shown", kept.len());
+        }
+        out.push(']');
+        for &i in &kept {
+            if let Some(l) = lines.get(i) {
+                out.push('\n');
+                if let Some(n) = l.number {
+                    let _ = write!(out, "{n}: ");
+                }
+                out.push_str(&clip(l.body.trim_end(), limits.max_line_chars));
+            }
+        }
+    }
+    let shown: HashSet<usize> = kept.iter().copied().collect();
+    push_refs(&mut out, &lines, &shown, limits);
+    out
+}
+
+/// Indices of the declarations to show: all when they fit, else the best
+/// ranks, in line order.
+fn pick_by_rank(decls: &[(usize, Rank)], max: usize) -> Vec<usize> {
+    if decls.len() <= max {
+        return decls.iter().map(|(i, _)| *i).collect();
+    }
+    let mut out = Vec::new();
+    for rank in [Rank::Structure, Rank::Member, Rank::Import] {
+        for (i, r) in decls {
+            if *r == rank && out.len() < max {
+                out.push(*i);
+            }
+        }
+    }
+    out.sort_unstable();
+    out
+}
+
+fn head_tail(lines: &[crate::lines::Line<'_>], head: usize, tail: usize) -> Vec<usize> {
+    let nonempty: Vec<usize> = lines
+        .iter()
+        .enumerate()
+        .filter(|(_, l)| !l.body.trim().is_empty())
+        .map(|(i, _)| i)
+        .collect();
+    let mut out: Vec<usize> = nonempty.iter().take(head).copied().collect();
+    for &i in nonempty.iter().skip(nonempty.len().saturating_sub(tail)) {
+        if !out.contains(&i) {
+            out.push(i);
+        }
+    }
+    out
+}
+
+/// Append the picked lines (in order) with `[… N lines]` where lines are skipped.
+fn push_lines(
+    out: &mut String,
+    lines: &[crate::lines::Line<'_>],
+    picked: &[usize],
+    limits: &Limits,
+) {
+    let mut sorted = picked.to_vec();
+    sorted.sort_unstable();
+    sorted.dedup();
+    let mut next = 0usize;
+    for &i in &sorted {
+        if i > next {
+            let _ = write!(out, "\n[… {}]", plural(i - next, "line", "lines"));
+        }
+        if let Some(l) = lines.get(i) {
+            out.push('\n');
+            if let Some(n) = l.number {
+                let _ = write!(out, "{n}: ");
+            }
+            out.push_str(&clip(l.body.trim_end(), limits.max_line_chars));
+        }
+        next = i + 1;
+    }
+    if next < lines.len() && !sorted.is_empty() {
+        let _ = write!(out, "\n[… {}]", plural(lines.len() - next, "line", "lines"));
+    }
+}
+
+/// Append `refs:` with the paths, URLs and error names of the lines not shown.
+fn push_refs(
+    out: &mut String,
+    lines: &[crate::lines::Line<'_>],
+    shown: &HashSet<usize>,
+    limits: &Limits,
+) {
+    if limits.max_refs == 0 {
+        return;
+    }
+    let rest: String = lines
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| !shown.contains(i))
+        .map(|(_, l)| l.body)
+        .collect::<Vec<_>>()
+        .join("\n");
+    let refs: Vec<&str> = references(&rest, limits.max_refs)
+        .into_iter()
+        .filter(|r| !out.contains(r))
+        .collect();
+    if !refs.is_empty() {
+        out.push_str("\nrefs: ");
+        out.push_str(&refs.join(", "));
+    }
+}
+
+/// A write or edit: what changed and the tool's own first line, plus errors.
+fn change(kind: Kind, subject: &Subject, text: &str, limits: &Limits) -> String {
+    let lines = split_numbered(text);
+    let mut out = subject.head(kind, 200);
+    let first = lines.iter().find(|l| !l.body.trim().is_empty());
+    if let Some(f) = first {
+        let _ = write!(out, ": {}", clip(f.body.trim(), limits.max_line_chars));
+    }
+    let _ = write!(out, " ({})]", plural(lines.len(), "line", "lines"));
+    let errors: Vec<usize> = lines
+        .iter()
+        .enumerate()
+        .skip(1)
+        .filter(|(_, l)| is_error_line(l.body))
+        .map(|(i, _)| i)
+        .take(limits.max_error_lines)
+        .collect();
+    push_lines(&mut out, &lines, &errors, limits);
+    out
+}
+
+/// Command or other output: head, tail, error lines and count lines, lines
+/// that differ only in numbers kept once, and the references of the rest.
+fn output(kind: Kind, subject: &Subject, text: &str, limits: &Limits) -> String {
+    let lines = split_numbered(text);
+    let mut picked = head_tail(&lines, limits.head_lines, limits.tail_lines);
+    let mut shapes: HashSet<String> = picked
+        .iter()
+        .filter_map(|&i| lines.get(i))
+        .map(|l| shape(l.body))
+        .collect();
+    let mut errors = 0usize;
+    let mut counts = 0usize;
+    let mut more_errors = 0usize;
+    let mut headings = 0usize;
+    for (i, l) in lines.iter().enumerate() {
+        if picked.contains(&i) {
+            continue;
+        }
+        // Reports (sub-agents, docs tools): their headings are the table of contents.
+        if kind == Kind::Other && headings < limits.max_outline && is_heading(l.body) {
+            headings += 1;
+            picked.push(i);
+            continue;
+        }
+        let is_err = is_error_line(l.body);
+        let is_count = !is_err && is_count_line(l.body);
+        if !is_err && !is_count {
+            continue;
+        }
+        if !shapes.insert(shape(l.body)) {
+            continue;
+        }
+        if is_err {
+            if errors < limits.max_error_lines {
+                errors += 1;
+                picked.push(i);
+            } else {
+                more_errors += 1;
+            }
+        } else if counts < limits.max_count_lines {
+            counts += 1;
+            picked.push(i);
+        }
+    }
+    let mut out = subject.head(kind, 200);
+    let _ = write!(out, ": {}", plural(lines.len(), "line", "lines"));
+    if more_errors > 0 {
+        let _ = write!(
+            out,
+            ", {} not shown",
+            plural(more_errors, "more error line", "more error lines")
+        );
+    }
+    out.push(']');
+    push_lines(&mut out, &lines, &picked, limits);
+    let shown: HashSet<usize> = picked.into_iter().collect();
+    push_refs(&mut out, &lines, &shown, limits);
+    out
+}
+
+/// A search or listing: match and file counts, the files (with match
+/// counts), and the first matching lines.
+fn search(subject: &Subject, text: &str, limits: &Limits) -> String {
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    // file -> matches, in order of first appearance
+    let mut files: Vec<(String, usize)> = Vec::new();
+    let mut matches = 0usize;
+    let mut listing = 0usize;
+    let mut samples: Vec<&str> = Vec::new();
+    let mut index: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
+    for l in &lines {
+        let Some((path, rest)) = match_path(l) else {
+            continue;
+        };
+        matches += 1;
+        if !rest.is_empty() && samples.len() < limits.head_lines {
+            samples.push(l);
+        }
+        match index.get(path) {
+            Some(&k) => {
+                if let Some((_, n)) = files.get_mut(k) {
+                    *n += 1;
+                }
+            }
+            None => {
+                index.insert(path, files.len());
+                files.push((path.to_string(), 1));
+            }
+        }
+        if rest.is_empty() {
+            listing += 1;
+        }
+    }
+    if files.is_empty() || matches * 2 < lines.len() {
+        // Not shaped like search output: summarize it as command output.
+        return output(Kind::Search, subject, text, limits);
+    }
+    let mut out = subject.head(Kind::Search, 200);
+    if listing == matches {
+        let _ = write!(out, ": {}]", plural(files.len(), "path", "paths"));
+    } else {
+        let _ = write!(
+            out,
+            ": {} in {}]",
+            plural(matches, "match", "matches"),
+            plural(files.len(), "file", "files")
+        );
+    }
+    let shown = files.len().min(limits.max_list);
+    for (f, n) in files.iter().take(shown) {
+        out.push('\n');
+        out.push_str(&clip(f, limits.max_line_chars));
+        if listing != matches {
+            let _ = write!(out, " ({n})");
+        }
+    }
+    if files.len() > shown {
+        let _ = write!(out, "\n[… {} more]", files.len() - shown);
+    }
+    for s in samples {
+        out.push('\n');
+        out.push_str(&clip(s.trim_end(), limits.max_line_chars));
+    }
+    // Non-match lines (headers such as "Found 12 files", truncation notes).
+    for l in lines.iter().filter(|l| match_path(l).is_none()).take(2) {
+        out.push('\n');
+        out.push_str(&clip(l.trim(), limits.max_line_chars));
+    }
+    out
+}
+
+/// The file a search-output line names, and the rest of the line after
+/// `path:` / `path:12:` / `path-12-` (empty for a bare path).
+fn match_path(line: &str) -> Option<(&str, &str)> {
+    let t = line.trim();
+    if t.is_empty() || t.len() > 1000 {
+        return None;
+    }
+    // Skip a Windows drive prefix when looking for the separator.
+    let start = if t.as_bytes().get(1) == Some(&b':')
+        && t.as_bytes().first().is_some_and(u8::is_ascii_alphabetic)
+    {
+        2
+    } else {
+        0
+    };
+    let body = t.get(start..).unwrap_or("");
+    let (path, rest) = match body.find(':') {
+        Some(p) => (
+            t.get(..start + p).unwrap_or(""),
+            body.get(p + 1..).unwrap_or(""),
+        ),
+        None => (t, ""),
+    };
+    let looks_like_path = !path.contains(char::is_whitespace)
+        && (path.contains('/') || path.contains('\\') || has_extension(path));
+    if !looks_like_path {
+        return None;
+    }
+    Some((path, rest))
+}
+
+fn has_extension(p: &str) -> bool {
+    let name = p.rsplit(['/', '\\']).next().unwrap_or(p);
+    match name.rsplit_once('.') {
+        Some((stem, ext)) => {
+            !stem.is_empty()
+                && (1..=6).contains(&ext.len())
+                && ext.chars().all(|c| c.is_ascii_alphanumeric())
+                && ext.chars().any(|c| c.is_ascii_alphabetic())
+        }
+        None => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn subj(tool: &str, path: Option<&str>, cmd: Option<&str>, exit: Option<i64>) -> Subject {
+        Subject {
+            tool: tool.into(),
+            paths: path.into_iter().map(String::from).collect(),
+            command: cmd.map(String::from),
+            exit,
+        }
+    }
+
+    #[test]
+    fn read_summary_is_an_outline() {
+        let text = "1\timport { Injectable } from '@angular/core';\n2\t\n3\t@Injectable()\n4\texport class AuthService {\n5\t  private token: string = '';\n6\t  login(user: string): boolean {\n7\t    return callApi(user);\n8\t  }\n9\t}\n";
+        let s = summarize(
+            Kind::Read,
+            &subj("Read", Some("src/app/auth.service.ts"), None, None),
+            text,
+            &Limits::default(),
+        );
+        assert_eq!(
+            s,
+            "[summary: tool Read src/app/auth.service.ts: 9 lines; outline: 5 declarations]\n1: import { Injectable } from '@angular/core';\n3: @Injectable()\n4: export class AuthService {\n5:   private token: string = '';\n6:   login(user: string): boolean {"
+        );
+    }
+
+    #[test]
+    fn read_outline_over_cap_keeps_structure_first() {
+        let mut text = String::new();
+        for i in 0..30 {
+            text.push_str(&format!("import x{i} from 'm{i}';\n"));
+        }
+        text.push_str("export function main() {\n}\n");
+        let limits = Limits {
+            max_outline: 3,
+            ..Limits::default()
+        };
+        let s = summarize(
+            Kind::Read,
+            &subj("Read", Some("a.ts"), None, None),
+            &text,
+            &limits,
+        );
+        let body: Vec<&str> = s.lines().collect();
+        assert_eq!(
+            body[0],
+            "[summary: tool Read a.ts: 32 lines; outline: 31 declarations, 3 shown]"
+        );
+        assert_eq!(body[1], "import x0 from 'm0';");
+        assert_eq!(body[3], "export function main() {");
+    }
+
+    #[test]
+    fn read_without_declarations_keeps_head_and_tail() {
+        let text = (1..=20)
+            .map(|i| format!("plain words {i}"))
+            .collect::<Vec<_>>()
+            .join("\n");
+        let limits = Limits {
+            head_lines: 1,
+            tail_lines: 1,
+            ..Limits::default()
+        };
+        let s = summarize(
+            Kind::Read,
+            &subj("fetch", Some("notes"), None, None),
+            &text,
+            &limits,
+        );
+        assert_eq!(
+            s,
+            "[summary: tool fetch read notes: 20 lines]\nplain words 1\n[… 18 lines]\nplain words 20"
+        );
+    }
+
+    #[test]
+    fn command_summary_keeps_errors_counts_head_tail() {
+        let mut text = String::from("Compiling app v0.1.0\n");
+        for i in 0..40 {
+            text.push_str(&format!("   Downloading crate{i} 1.{i}MB\n"));
+        }
+        text.push_str("error[E0425]: cannot find value `x` in src/main.rs\n");
+        text.push_str("test result: FAILED. 3 passed; 1 failed\nDone.\n");
+        let limits = Limits {
+            head_lines: 1,
+            tail_lines: 1,
+            ..Limits::default()
+        };
+        let s = summarize(
+            Kind::Command,
+            &subj("Bash", None, Some("cargo   test"), Some(101)),
+            &text,
+            &limits,
+        );
+        assert_eq!(
+            s,
+            "[summary: tool Bash `cargo test`, exit 101: 44 lines]\nCompiling app v0.1.0\n[… 40 lines]\nerror[E0425]: cannot find value `x` in src/main.rs\ntest result: FAILED. 3 passed; 1 failed\nDone."
+        );
+    }
+
+    #[test]
+    fn search_summary_counts_matches_per_file() {
+        let text = "src/a.ts:3:const loginUser = 1\nsrc/a.ts:9:loginUser()\nsrc/b.ts:1:loginUser\n";
+        let s = summarize(
+            Kind::Search,
+            &subj("Grep", None, Some("loginUser"), None),
+            text,
+            &Limits::default(),
+        );
+        assert_eq!(
+            s,
+            "[summary: tool Grep `loginUser`: 3 matches in 2 files]\nsrc/a.ts (2)\nsrc/b.ts (1)\nsrc/a.ts:3:const loginUser = 1\nsrc/a.ts:9:loginUser()\nsrc/b.ts:1:loginUser"
+        );
+        let listing = "Found 3 files\nC:\\r\\a.ts\nC:\\r\\b.ts\nC:\\r\\c.ts\n";
+        let s = summarize(
+            Kind::Search,
+            &subj("Glob", None, Some("**/*.ts"), None),
+            listing,
+            &Limits {
+                max_list: 2,
+                ..Limits::default()
+            },
+        );
+        assert_eq!(
+            s,
+            "[summary: tool Glob `**/*.ts`: 3 paths]\nC:\\r\\a.ts\nC:\\r\\b.ts\n[… 1 more]\nFound 3 files"
+        );
+    }
+
+    #[test]
+    fn change_summary_names_path_and_outcome() {
+        let s = summarize(
+            Kind::Edit,
+            &subj("Edit", Some("/r/src/x.rs"), None, None),
+            "The file /r/src/x.rs has been updated successfully.\nsnippet...",
+            &Limits::default(),
+        );
+        assert_eq!(
+            s,
+            "[summary: tool Edit /r/src/x.rs: The file /r/src/x.rs has been updated successfully. (2 lines)]"
+        );
+    }
+
+    #[test]
+    fn match_path_shapes() {
+        assert_eq!(
+            match_path("src/a.rs:12:fn x"),
+            Some(("src/a.rs", "12:fn x"))
+        );
+        assert_eq!(match_path("C:\\r\\a.rs:3"), Some(("C:\\r\\a.rs", "3")));
+        assert_eq!(match_path("README.md"), Some(("README.md", "")));
+        assert_eq!(match_path("Found 3 files"), None);
+        assert_eq!(match_path("1.5"), None);
+        assert!(has_extension("a.tsx") && !has_extension("v1.2") && !has_extension(".env"));
+    }
+}

@@ -1,0 +1,408 @@
+use super::*;
+use serde_json::json;
+
+/// An OpenAI conversation: a system prompt and a user message, then one
+/// assistant+tool exchange per `(tool, args, result)`, then `tail` plain turns.
+fn openai(ops: &[(&str, Value, String)], tail: usize) -> Conversation {
+    let mut msgs = vec![
+        json!({"role": "system", "content": "You are a coding agent."}),
+        json!({"role": "user", "content": "please fix it"}),
+    ];
+    for (i, (name, args, result)) in ops.iter().enumerate() {
+        msgs.push(json!({"role": "assistant", "content": "", "tool_calls": [
+            {"id": format!("c{i}"), "type": "function",
+             "function": {"name": name, "arguments": args.to_string()}}]}));
+        msgs.push(json!({"role": "tool", "tool_call_id": format!("c{i}"), "content": result}));
+    }
+    for i in 0..tail {
+        msgs.push(json!({"role": "user", "content": format!("next {i}")}));
+        msgs.push(json!({"role": "assistant", "content": format!("ok {i}")}));
+    }
+    Conversation::parse(&Value::Array(msgs).to_string()).unwrap()
+}
+
+/// A source file of `n` lines, numbered like Claude Code's Read.
+fn source(n: usize) -> String {
+    let mut s = String::new();
+    for i in 1..=n {
+        let body = if i % 10 == 1 {
+            format!("export function handler{i}(req) {{")
+        } else {
+            "  const value = compute(req) + 1;".to_string()
+        };
+        s.push_str(&format!("{i}\t{body}\n"));
+    }
+    s
+}
+
+fn cfg() -> ToolCompressorConfig {
+    ToolCompressorConfig {
+        keep_last: 0,
+        protected_tail: 0,
+        chars_per_lost_term: 0,
+        ..Default::default()
+    }
+}
+
+fn run(conv: &mut Conversation, cfg: ToolCompressorConfig) -> Counts {
+    ToolCompressor::new(cfg).compress(conv, &StageContext::default())
+}
+
+fn result_text(conv: &Conversation, id: &str) -> String {
+    conv.messages
+        .iter()
+        .flat_map(|m| m.tool_results())
+        .find(|r| r.call_id == id)
+        .map(|r| r.text.to_string())
+        .unwrap_or_default()
+}
+
+fn shape_of(conv: &Conversation) -> Vec<(String, Vec<String>, Vec<String>)> {
+    conv.messages
+        .iter()
+        .map(|m| {
+            (
+                m.role_str().to_string(),
+                m.tool_calls().iter().map(|c| c.id.to_string()).collect(),
+                m.tool_results()
+                    .iter()
+                    .map(|r| r.call_id.to_string())
+                    .collect(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn read_result_becomes_an_outline_and_nothing_else_changes() {
+    let ops = vec![
+        ("Read", json!({"file_path": "/r/src/api.js"}), source(60)),
+        ("Bash", json!({"command": "ls"}), "a\nb".to_string()),
+    ];
+    let input = openai(&ops, 1);
+    let mut c = input.clone();
+    let n = run(&mut c, cfg());
+    assert_eq!(n.reads, 1);
+    assert_eq!(shape_of(&c), shape_of(&input));
+    let s = result_text(&c, "c0");
+    assert!(
+        s.starts_with("[summary: tool Read /r/src/api.js: 60 lines; outline: 6 declarations]\n1: export function handler1(req) {"),
+        "{s}"
+    );
+    assert!(s.chars().count() < source(60).chars().count() / 3);
+    // Every other message is untouched (same source bytes).
+    for (a, b) in input.messages.iter().zip(&c.messages) {
+        if a.tool_results().first().is_some_and(|r| r.call_id == "c0") {
+            continue;
+        }
+        assert_eq!(input.message_json(a), c.message_json(b));
+    }
+    assert!(ctxpress_core::validate(&c).is_empty());
+}
+
+#[test]
+fn anthropic_tool_result_blocks_string_and_list_content() {
+    let big = source(50);
+    let doc = json!({"system": "be brief", "messages": [
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": [
+            {"type": "text", "text": "reading"},
+            {"type": "tool_use", "id": "t1", "name": "Read", "input": {"file_path": "/r/a.ts"}},
+            {"type": "tool_use", "id": "t2", "name": "Read", "input": {"file_path": "/r/b.ts"}}]},
+        {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "t1", "content": big},
+            {"type": "tool_result", "tool_use_id": "t2", "is_error": false,
+             "content": [{"type": "text", "text": big}]}]},
+        {"role": "assistant", "content": "done"}
+    ]});
+    let input = Conversation::parse(&doc.to_string()).unwrap();
+    let mut c = input.clone();
+    let n = run(&mut c, cfg());
+    assert_eq!(n.reads, 2);
+    assert_eq!(shape_of(&c), shape_of(&input));
+    assert!(result_text(&c, "t1").starts_with("[summary: tool Read /r/a.ts: 50 lines"));
+    assert!(result_text(&c, "t2").starts_with("[summary: tool Read /r/b.ts: 50 lines"));
+    // The is_error flag stays.
+    let blocks = c.messages[2].content().cloned().unwrap();
+    assert_eq!(blocks[1]["is_error"], json!(false));
+    assert!(ctxpress_core::validate(&c).is_empty());
+}
+
+#[test]
+fn images_in_results_are_left_alone() {
+    let big = source(50);
+    let doc = json!([
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": [
+            {"type": "tool_use", "id": "t1", "name": "Read", "input": {"file_path": "/r/a.png"}}]},
+        {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "t1", "content": [
+                {"type": "text", "text": big},
+                {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "AAAA"}}]}]},
+        {"role": "assistant", "content": "done"}
+    ]);
+    let input = Conversation::parse(&doc.to_string()).unwrap();
+    let mut c = input.clone();
+    assert_eq!(run(&mut c, cfg()), Counts::default());
+    assert_eq!(c.to_json_string(), input.to_json_string());
+}
+
+#[test]
+fn protected_tail_keep_last_and_short_results_stay() {
+    let ops: Vec<(&str, Value, String)> = (0..4)
+        .map(|i| ("Read", json!({"file_path": format!("/r/f{i}.js")}), source(40)))
+        .chain(std::iter::once((
+            "Read",
+            json!({"file_path": "/r/short.js"}),
+            "1\tshort".to_string(),
+        )))
+        .collect();
+    let input = openai(&ops, 0);
+    // keep_last 2: c3 and c4 stay; c4 is short anyway.
+    let mut c = input.clone();
+    let n = run(
+        &mut c,
+        ToolCompressorConfig {
+            keep_last: 2,
+            ..cfg()
+        },
+    );
+    assert_eq!(n.reads, 3);
+    assert_eq!(result_text(&c, "c3"), source(40));
+    // Protected tail of 2 user/assistant messages: the last exchange's call
+    // (c4) and everything after it stay; c3's result is before it.
+    let mut c = input.clone();
+    let n = run(
+        &mut c,
+        ToolCompressorConfig {
+            protected_tail: 2,
+            ..cfg()
+        },
+    );
+    assert_eq!(n.reads, 3);
+    assert_eq!(result_text(&c, "c3"), source(40));
+    assert!(result_text(&c, "c2").starts_with(PREFIX));
+    // The system message never changes.
+    assert_eq!(
+        input.message_json(&input.messages[0]),
+        c.message_json(&c.messages[0])
+    );
+}
+
+#[test]
+fn unresolved_failures_stay_until_acted_on() {
+    let mut log = String::from("Compiling app\n");
+    for i in 0..40 {
+        log.push_str(&format!("   Compiling dep{i} v0.1.{i}\n"));
+    }
+    log.push_str("error[E0425]: cannot find value `x`\nerror: could not compile `app`\nExit code 101\n");
+    let ops = vec![
+        ("Bash", json!({"command": "cargo build"}), log.clone()),
+        ("Read", json!({"file_path": "/r/src/main.rs"}), source(30)),
+    ];
+    // Nothing acted on the failed build: it stays.
+    let mut c = openai(&ops, 0);
+    let n = run(&mut c, cfg());
+    assert_eq!((n.commands, n.unresolved_errors_kept), (0, 1));
+    assert_eq!(result_text(&c, "c0"), log);
+    // A later build acted on it: it is summarized, errors kept.
+    let mut ops2 = ops.clone();
+    ops2.push((
+        "Bash",
+        json!({"command": "cargo build --release"}),
+        "Finished".into(),
+    ));
+    let mut c = openai(&ops2, 0);
+    let n = run(&mut c, cfg());
+    assert_eq!((n.commands, n.unresolved_errors_kept), (1, 0));
+    let s = result_text(&c, "c0");
+    assert!(s.starts_with("[summary: tool Bash `cargo build`, exit 101: 44 lines"), "{s}");
+    assert!(s.contains("error[E0425]: cannot find value `x`"), "{s}");
+    // With the rule off, the lone failure is summarized too.
+    let mut c = openai(&ops, 0);
+    let n = run(
+        &mut c,
+        ToolCompressorConfig {
+            keep_unresolved_errors: false,
+            ..cfg()
+        },
+    );
+    assert_eq!(n.commands, 1);
+}
+
+#[test]
+fn budget_compresses_oldest_first_and_stops() {
+    let ops: Vec<(&str, Value, String)> = (0..6)
+        .map(|i| ("Read", json!({"file_path": format!("/r/f{i}.js")}), source(80)))
+        .collect();
+    let input = openai(&ops, 0);
+    let ctx = StageContext::default();
+    let full = ctx.tokens(&input);
+    // Already under budget: nothing changes.
+    let mut c = input.clone();
+    let n = ToolCompressor::new(ToolCompressorConfig {
+        budget_tokens: Some(full),
+        ..cfg()
+    })
+    .compress(&mut c, &ctx);
+    assert_eq!(n.reads, 0);
+    // A budget a little under the total: only the oldest result goes.
+    let mut c = input.clone();
+    let n = ToolCompressor::new(ToolCompressorConfig {
+        budget_tokens: Some(full - 10),
+        ..cfg()
+    })
+    .compress(&mut c, &ctx);
+    assert_eq!(n.reads, 1);
+    assert!(result_text(&c, "c0").starts_with(PREFIX));
+    assert_eq!(result_text(&c, "c1"), source(80));
+    // The run's budget is used when the stage has none.
+    let mut c = input.clone();
+    let run_ctx = StageContext {
+        budget: Some(full - 10),
+        ..StageContext::default()
+    };
+    let n = ToolCompressor::new(cfg()).compress(&mut c, &run_ctx);
+    assert_eq!(n.reads, 1);
+    // Without a budget, every eligible result.
+    let mut c = input.clone();
+    assert_eq!(run(&mut c, cfg()).reads, 6);
+}
+
+#[test]
+fn second_run_changes_nothing_and_summaries_are_never_longer() {
+    let ops = vec![
+        ("Read", json!({"file_path": "/r/a.js"}), source(60)),
+        (
+            "Bash",
+            json!({"command": "npm test"}),
+            "x".repeat(500),
+        ),
+    ];
+    let mut c = openai(&ops, 0);
+    let n = run(&mut c, cfg());
+    // One line of 500 characters: its summary (clipped line) saves enough.
+    assert_eq!((n.reads, n.commands), (1, 1));
+    let once = c.to_json_string();
+    assert_eq!(run(&mut c, cfg()), Counts::default());
+    assert_eq!(c.to_json_string(), once);
+    // A result whose summary would not save `min_saving` stays.
+    let dense: String = (1..=36).map(|i| format!("{i}\tfn f{i}() {{}}\n")).collect();
+    let mut c = openai(
+        &[("Read", json!({"file_path": "/r/d.rs"}), dense.clone())],
+        0,
+    );
+    let n = run(&mut c, cfg());
+    assert_eq!(n.reads, 0);
+    assert_eq!(result_text(&c, "c0"), dense);
+}
+
+#[test]
+fn dense_results_stay_when_the_summary_drops_unique_terms() {
+    // Every line names a different identifier found nowhere else.
+    let text: String = (1..=40)
+        .map(|i| format!("{i}\t  total += lookupValue{i}(row_{i}_value);\n"))
+        .collect();
+    let ops = vec![("Read", json!({"file_path": "/r/calc.js"}), text.clone())];
+    let mut c = openai(&ops, 0);
+    let n = run(
+        &mut c,
+        ToolCompressorConfig {
+            chars_per_lost_term: 300,
+            ..cfg()
+        },
+    );
+    assert_eq!((n.reads, n.dense_kept), (0, 1));
+    assert_eq!(result_text(&c, "c0"), text);
+    // When the same terms are in the conversation already (the agent wrote
+    // the file), the read adds nothing new and is summarized.
+    let plain: String = text
+        .lines()
+        .map(|l| l.split_once('\t').map_or(l, |(_, b)| b))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let ops = vec![
+        (
+            "Write",
+            json!({"file_path": "/r/calc.js", "content": plain}),
+            "File created successfully".to_string(),
+        ),
+        ("Read", json!({"file_path": "/r/calc.js"}), text),
+    ];
+    let mut c = openai(&ops, 0);
+    let n = run(
+        &mut c,
+        ToolCompressorConfig {
+            chars_per_lost_term: 300,
+            ..cfg()
+        },
+    );
+    assert_eq!((n.reads, n.dense_kept), (1, 0));
+}
+
+#[test]
+fn kinds_switches_and_skip_tools() {
+    let ops = vec![
+        ("Read", json!({"file_path": "/r/a.js"}), source(60)),
+        ("Grep", json!({"pattern": "handler"}), {
+            (0..60)
+                .map(|i| format!("src/f{}.js:{i}:export function handler{i}(req) {{", i % 7))
+                .collect::<Vec<_>>()
+                .join("\n")
+        }),
+        ("mcp__docs__query", json!({"q": "x"}), "some docs line\n".repeat(60)),
+    ];
+    let mut c = openai(&ops, 0);
+    let n = run(&mut c, cfg());
+    assert_eq!((n.reads, n.searches, n.other), (1, 1, 1));
+    let s = result_text(&c, "c1");
+    assert!(
+        s.starts_with("[summary: tool Grep `handler`: 60 matches in 7 files]\nsrc/f0.js (9)"),
+        "{s}"
+    );
+    let mut c = openai(&ops, 0);
+    let n = run(
+        &mut c,
+        ToolCompressorConfig {
+            reads: false,
+            skip_tools: vec!["MCP__DOCS__QUERY".into()],
+            ..cfg()
+        },
+    );
+    assert_eq!((n.reads, n.searches, n.other), (0, 1, 0));
+}
+
+#[test]
+fn config_errors_name_the_field() {
+    let e = ctxpress_core::registry::build("tool_compressor", &json!({"keep_lst": 3}))
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("keep_lst") && e.contains("keep_last"), "{e}");
+    let e = ctxpress_core::registry::build("tool_compressor", &json!({"min_saving": 1.5}))
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("min_saving"), "{e}");
+    let e = ctxpress_core::registry::build("tool_compressor", &json!({"min_chars": "x"}))
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("min_chars"), "{e}");
+    assert!(
+        ctxpress_core::registry::build("tool_compressor", &json!({"budget_tokens": 1000}))
+            .is_ok()
+    );
+}
+
+#[test]
+fn strategy_reports_counters() {
+    let ops = vec![("Read", json!({"file_path": "/r/a.js"}), source(60))];
+    let mut c = openai(&ops, 0);
+    let out = ToolCompressor::new(cfg())
+        .apply(&mut c, &StageContext::default())
+        .unwrap();
+    assert_eq!(out.counters.get("reads"), Some(&1));
+    assert!(out.counters.get("chars_saved").is_some_and(|n| *n > 0));
+    assert!(out.notes[0].starts_with("Summarized: 1 reads"));
+}
