@@ -518,8 +518,8 @@ fn count_words(text: &str, limit: usize) -> usize {
 #[derive(Default)]
 struct LineStats {
     n: usize,
-    sum: f64,
-    sumsq: f64,
+    sum: u64,
+    sumsq: u128,
     indented_code: bool,
     yaml: bool,
     verse: bool,
@@ -527,12 +527,12 @@ struct LineStats {
 
 impl LineStats {
     fn high_variance(&self) -> bool {
-        if self.n <= 3 || self.sum <= 0.0 {
+        if self.n <= 3 || self.sum == 0 {
             return false;
         }
         let n = self.n as f64;
-        let mean = self.sum / n;
-        let var = (self.sumsq / n - mean * mean).max(0.0);
+        let mean = self.sum as f64 / n;
+        let var = (self.sumsq as f64 / n - mean * mean).max(0.0);
         var.sqrt() / mean > LINE_CV
     }
 }
@@ -600,10 +600,9 @@ impl LineState {
             line.chars().count()
         };
         if !blank {
-            let len = chars as f64;
             s.n += 1;
-            s.sum += len;
-            s.sumsq += len * len;
+            s.sum += chars as u64;
+            s.sumsq += (chars as u128) * (chars as u128);
         }
 
         if !s.indented_code {
@@ -750,16 +749,12 @@ fn is_key_value_line(line: &str) -> bool {
 /// A line that could be a line of verse: capitalized, a few words, no code or
 /// key-value syntax, first word not an all-caps log level.
 fn verse_line(t: &str) -> Option<VerseLine> {
-    let n = char_len(t);
-    if !(8..=80).contains(&n) {
+    if t.len() < 8 {
         return None;
     }
-    let first = t.chars().next()?;
-    if !first.is_uppercase() {
-        return None;
-    }
-    if t.bytes().any(|b| {
-        matches!(
+    let mut n = 0usize;
+    for &b in t.as_bytes() {
+        if matches!(
             b,
             b'=' | b'('
                 | b')'
@@ -779,8 +774,16 @@ fn verse_line(t: &str) -> Option<VerseLine> {
                 | b'`'
                 | b'$'
                 | b'@'
-        )
-    }) {
+        ) {
+            return None;
+        }
+        n += usize::from(b & 0xC0 != 0x80);
+    }
+    if !(8..=80).contains(&n) {
+        return None;
+    }
+    let first = t.chars().next()?;
+    if !first.is_uppercase() {
         return None;
     }
     let mut words = t.split_whitespace();
@@ -1704,6 +1707,17 @@ mod tests {
         }
     }
 
+    fn lines_of(t: &str) -> impl Iterator<Item = &str> {
+        let mut start = 0;
+        memchr::memchr_iter(b'\n', t.as_bytes())
+            .chain(std::iter::once(t.len()))
+            .map(move |e| {
+                let l = t.get(start..e).unwrap_or("");
+                start = e + 1;
+                l
+            })
+    }
+
     #[test]
     #[ignore = "profiling aid: cargo test --release -p ctxpress-classifier -- --ignored --nocapture"]
     fn profile_detectors() {
@@ -1764,7 +1778,7 @@ mod tests {
                 .map(|l| ls.line(&mut st, l, ascii))
                 .sum::<usize>()
         });
-        time("nlines", &|t| t.split('\n').count());
+        time("nlines", &|t| lines_of(t).count());
         time("digitruns", &|t| run_ends(&masks(t.as_bytes()).dig).count());
         time("tokenruns", &|t| {
             ctxpress_core::secrets::token_runs(t, 20).count()
