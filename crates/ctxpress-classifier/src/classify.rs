@@ -77,7 +77,7 @@ pub fn classify(text: &str) -> Classification {
     if s.lines.verse {
         hard.push(Reason::VersePattern);
     }
-    if has_traceback(text) {
+    if has_traceback(text, s.lines.frame_like) {
         hard.push(Reason::ErrorTraceback);
     }
     soft_reasons(text, &s, &runs, &words, &mut soft);
@@ -140,30 +140,31 @@ struct LowerWords {
 }
 
 /// SQL statement words, then the literals one of which every `legal_term`
-/// match contains.
-const LOWER_WORDS: &[&str] = &[
-    "select",
-    "insert",
-    "create",
-    "delete",
-    "update",
-    "shall",
-    "notwithstanding",
-    "whereas",
-    "herein",
-    "hereby",
-    "hereto",
-    "thereof",
-    "pursuant",
-    "indemnif",
-    "witness",
+/// match contains, each with the rarer part searched for and its offset
+/// (`here` and `ther` start too many English words to search for).
+const LOWER_WORDS: &[(&str, &str, usize)] = &[
+    ("select", "select", 0),
+    ("insert", "insert", 0),
+    ("create", "create", 0),
+    ("delete", "delete", 0),
+    ("update", "update", 0),
+    ("shall", "shall", 0),
+    ("notwithstanding", "notwith", 0),
+    ("whereas", "ereas", 2),
+    ("herein", "rein", 2),
+    ("hereby", "reby", 2),
+    ("hereto", "reto", 2),
+    ("thereof", "reof", 3),
+    ("pursuant", "pursuant", 0),
+    ("indemnif", "demnif", 2),
+    ("witness", "witness", 0),
 ];
 const SQL_STATEMENT_WORDS: usize = 5;
 
 static LOWER_AC: LazyLock<AhoCorasick> = LazyLock::new(|| {
     AhoCorasickBuilder::new()
         .match_kind(MatchKind::LeftmostFirst)
-        .build(LOWER_WORDS)
+        .build(LOWER_WORDS.iter().map(|w| w.1))
         .expect("keywords compile")
 });
 
@@ -175,8 +176,18 @@ impl LowerWords {
             legal: false,
         };
         for m in LOWER_AC.find_iter(&lower) {
-            if m.pattern().as_usize() < SQL_STATEMENT_WORDS {
-                w.statements.push(m.start());
+            let k = m.pattern().as_usize();
+            let Some(&(word, _, offset)) = LOWER_WORDS.get(k) else {
+                continue;
+            };
+            let start = m.start().wrapping_sub(offset);
+            let whole = m.start() >= offset
+                && lower.as_bytes().get(start..start + word.len()) == Some(word.as_bytes());
+            if !whole {
+                continue;
+            }
+            if k < SQL_STATEMENT_WORDS {
+                w.statements.push(start);
             } else {
                 w.legal = true;
             }
@@ -523,6 +534,8 @@ struct LineStats {
     indented_code: bool,
     yaml: bool,
     verse: bool,
+    /// Some line starts like a stack frame ([`frame_like_line`]).
+    frame_like: bool,
 }
 
 impl LineStats {
@@ -607,6 +620,9 @@ impl LineState {
 
         if !s.indented_code {
             self.code_outside_fences(s, line, blank);
+        }
+        if !s.frame_like && !blank {
+            s.frame_like = frame_like_line(lb);
         }
 
         if !s.yaml {
@@ -1232,7 +1248,7 @@ static TRACE_FRAME: LazyLock<Regex> = LazyLock::new(|| {
     ))
 });
 
-/// Literals one of which every traceback pattern contains.
+/// Literals of the [`TRACE_HEADER`] alternatives that need no frame line.
 static TRACE_NEEDLES: LazyLock<AhoCorasick> = LazyLock::new(|| {
     AhoCorasickBuilder::new()
         .match_kind(MatchKind::LeftmostFirst)
@@ -1241,17 +1257,30 @@ static TRACE_NEEDLES: LazyLock<AhoCorasick> = LazyLock::new(|| {
             "Exception in thread \"",
             "panicked at ",
             "goroutine ",
-            "\tat ",
-            "  at ",
-            "File \"",
         ])
         .expect("traceback needles compile")
 });
 
-/// Python, Java/Kotlin, Rust, Node and Go stack traces.
-fn has_traceback(text: &str) -> bool {
-    TRACE_NEEDLES.is_match(text)
+/// Python, Java/Kotlin, Rust, Node and Go stack traces: a header, or two
+/// frame lines. `frame_like` says whether some line starts like a frame (the
+/// scan's gate for the patterns without a literal).
+fn has_traceback(text: &str, frame_like: bool) -> bool {
+    (frame_like || TRACE_NEEDLES.is_match(text))
         && (TRACE_HEADER.is_match(text) || TRACE_FRAME.find_iter(text).nth(1).is_some())
+}
+
+/// A line that starts like a stack frame: `File "`, or indented `at ` or
+/// `12: ` (the Java header alternative has such a line too).
+fn frame_like_line(lb: &[u8]) -> bool {
+    let k = lb.iter().take_while(|&&c| c == b' ' || c == b'\t').count();
+    let rest = lb.get(k..).unwrap_or(&[]);
+    if rest.starts_with(b"File \"") {
+        return true;
+    }
+    let digits = rest.iter().take_while(|c| c.is_ascii_digit()).count();
+    k > 0
+        && (rest.starts_with(b"at ")
+            || (digits > 0 && rest.get(digits..).is_some_and(|r| r.starts_with(b": "))))
 }
 
 // ---------------------------------------------------------------- soft
@@ -1784,10 +1813,26 @@ mod tests {
             ctxpress_core::secrets::token_runs(t, 20).count()
         });
         time("runs", &|t| TokenRuns::find(t, &scan(t)).secret as usize);
+        time("lowercase", &|t| t.to_ascii_lowercase().len());
+        let lowered: Vec<String> = texts.iter().map(|t| t.to_ascii_lowercase()).collect();
+        let li = std::sync::atomic::AtomicUsize::new(0);
+        time("lower_ac", &|_t| {
+            let k = li.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % lowered.len();
+            LOWER_AC.find_iter(&lowered[k]).count()
+        });
+        let ui = std::sync::atomic::AtomicUsize::new(0);
+        time("upper_ac", &|_t| {
+            let k = ui.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % texts.len();
+            SQL_WORDS.find_iter(&texts[k]).count()
+        });
         time("lowerwords", &|t| LowerWords::find(t).statements.len());
         time("latex", &|t| has_latex(t) as usize);
         time("sql", &|t| is_sql(t, &LowerWords::find(t)) as usize);
-        time("trace", &|t| has_traceback(t) as usize);
+        time("trace", &|t| {
+            has_traceback(t, scan(t).lines.frame_like) as usize
+        });
+        time("trace_needles", &|t| TRACE_NEEDLES.is_match(t) as usize);
+        time("trace_false", &|t| has_traceback(t, false) as usize);
         let pre: Vec<(Scan, TokenRuns, LowerWords)> = if only.starts_with("softeach") {
             texts
                 .iter()

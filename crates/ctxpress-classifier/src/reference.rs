@@ -776,8 +776,7 @@ static TRACE_NEEDLES: LazyLock<AhoCorasick> = LazyLock::new(|| {
 
 /// Python, Java/Kotlin, Rust, Node and Go stack traces.
 fn has_traceback(text: &str) -> bool {
-    TRACE_NEEDLES.is_match(text)
-        && (TRACE_HEADER.is_match(text) || TRACE_FRAME.find_iter(text).nth(1).is_some())
+    TRACE_HEADER.is_match(text) || TRACE_FRAME.find_iter(text).nth(1).is_some()
 }
 
 // ---------------------------------------------------------------- soft
