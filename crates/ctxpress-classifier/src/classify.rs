@@ -110,7 +110,7 @@ impl TokenRuns {
             let Some(run) = text.get(a..e) else {
                 continue;
             };
-            r.secret = r.secret || ctxpress_core::secrets::has_secret(run);
+            r.secret = r.secret || ctxpress_core::secrets::run_has_secret(run);
             r.hash = r.hash || (e - a >= 40 && is_hash(run));
             if r.secret && r.hash {
                 break;
@@ -168,21 +168,38 @@ static LOWER_AC: LazyLock<AhoCorasick> = LazyLock::new(|| {
         .expect("keywords compile")
 });
 
+thread_local! {
+    /// Reused buffer for the lower-cased copy of a text.
+    static LOWER: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+    /// Reused class masks.
+    static MASKS: std::cell::RefCell<Masks> = const {
+        std::cell::RefCell::new(Masks { dig: Vec::new(), tok: Vec::new(), special: 0, cont: 0 })
+    };
+}
+
 impl LowerWords {
     fn find(text: &str) -> LowerWords {
-        let lower = text.to_ascii_lowercase();
+        LOWER.with_borrow_mut(|lower| {
+            lower.clear();
+            lower.extend_from_slice(text.as_bytes());
+            lower.make_ascii_lowercase();
+            Self::find_in(lower)
+        })
+    }
+
+    fn find_in(lower: &[u8]) -> LowerWords {
         let mut w = LowerWords {
             statements: Vec::new(),
             legal: false,
         };
-        for m in LOWER_AC.find_iter(&lower) {
+        for m in LOWER_AC.find_iter(lower) {
             let k = m.pattern().as_usize();
             let Some(&(word, _, offset)) = LOWER_WORDS.get(k) else {
                 continue;
             };
             let start = m.start().wrapping_sub(offset);
             let whole = m.start() >= offset
-                && lower.as_bytes().get(start..start + word.len()) == Some(word.as_bytes());
+                && lower.get(start..start + word.len()) == Some(word.as_bytes());
             if !whole {
                 continue;
             }
@@ -289,14 +306,9 @@ struct Masks {
     cont: usize,
 }
 
-fn masks(b: &[u8]) -> Masks {
-    let words = b.len().div_ceil(64);
-    let mut m = Masks {
-        dig: Vec::with_capacity(words),
-        tok: Vec::with_capacity(words),
-        special: 0,
-        cont: 0,
-    };
+fn masks(b: &[u8], m: &mut Masks) {
+    m.dig.clear();
+    m.tok.clear();
     m.special = count_bytes(b, is_special);
     m.cont = count_bytes(b, |x| x & 0xC0 == 0x80);
     let mut add = |block: &[u8; 64]| {
@@ -319,7 +331,6 @@ fn masks(b: &[u8]) -> Masks {
         }
         add(&block);
     }
-    m
 }
 
 /// Ends (exclusive) of the maximal runs of set bits in `m`, in order.
@@ -396,9 +407,13 @@ fn mark_line(spans: &mut Vec<(usize, usize)>, b: &[u8], p: usize) {
 /// Line statistics, special characters net of Markdown formatting, and the
 /// lines each gate passes.
 fn scan(text: &str) -> Scan {
+    MASKS.with_borrow_mut(|m| scan_with(text, m))
+}
+
+fn scan_with(text: &str, m: &mut Masks) -> Scan {
     let b = text.as_bytes();
     let ascii = text.is_ascii();
-    let m = masks(b);
+    masks(b, m);
     let mut s = Scan {
         chars: b.len() - m.cont,
         special: m.special,
@@ -1774,7 +1789,16 @@ mod tests {
         time("reference", &|t| crate::reference::classify(t).hard.len());
         time("scan", &|t| scan(t).special);
         time("fence", &|t| has_code_fence(t) as usize);
-        time("masks", &|t| masks(t.as_bytes()).special);
+        time("masks", &|t| {
+            let mut m = Masks {
+                dig: Vec::new(),
+                tok: Vec::new(),
+                special: 0,
+                cont: 0,
+            };
+            masks(t.as_bytes(), &mut m);
+            m.special
+        });
         time("chars", &|t| t.chars().count());
         time("lines", &|t| {
             let mut ls = LineState::default();
@@ -1808,7 +1832,16 @@ mod tests {
                 .sum::<usize>()
         });
         time("nlines", &|t| lines_of(t).count());
-        time("digitruns", &|t| run_ends(&masks(t.as_bytes()).dig).count());
+        time("digitruns", &|t| {
+            let mut m = Masks {
+                dig: Vec::new(),
+                tok: Vec::new(),
+                special: 0,
+                cont: 0,
+            };
+            masks(t.as_bytes(), &mut m);
+            run_ends(&m.dig).count()
+        });
         time("tokenruns", &|t| {
             ctxpress_core::secrets::token_runs(t, 20).count()
         });

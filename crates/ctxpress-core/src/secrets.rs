@@ -293,6 +293,14 @@ pub fn has_secret(text: &str) -> bool {
     !find_secrets(text).is_empty()
 }
 
+/// True when `run`, one of the [`token_runs`] of a text, holds a secret
+/// (what [`has_secret`] checks per run, without finding the runs again).
+pub fn run_has_secret(run: &str) -> bool {
+    let mut found = Vec::new();
+    scan_run(run, 0, &mut found);
+    !found.is_empty()
+}
+
 /// Replace every secret with `[REDACTED:{kind}]`.
 pub fn redact(text: &str) -> String {
     let spans = find_secrets(text);
