@@ -947,12 +947,36 @@ pub fn prose_chars(text: &str) -> usize {
         .sum()
 }
 
+/// Substring searchers built once (building one costs more than searching a
+/// short text).
+struct Finders {
+    fences: [memchr::memmem::Finder<'static>; 2],
+    scheme: memchr::memmem::Finder<'static>,
+    quotes: [(
+        memchr::memmem::Finder<'static>,
+        memchr::memmem::Finder<'static>,
+    ); 3],
+}
+
+static FINDERS: LazyLock<Finders> = LazyLock::new(|| {
+    let f = |s: &[u8]| memchr::memmem::Finder::new(s).into_owned();
+    Finders {
+        fences: [f(b"```"), f(b"~~~")],
+        scheme: f(b"://"),
+        quotes: [
+            (f(b"\""), f(b"\"")),
+            (f("\u{201c}".as_bytes()), f("\u{201d}".as_bytes())),
+            (f("\u{ab}".as_bytes()), f("\u{bb}".as_bytes())),
+        ],
+    }
+});
+
 /// True when the text has at least one fenced code block.
 pub fn has_code_fence(text: &str) -> bool {
     // the first fence line opens a block, so a block exists iff a fence line does
     let b = text.as_bytes();
-    [&b"```"[..], &b"~~~"[..]].iter().any(|fence| {
-        memchr::memmem::find_iter(b, fence).any(|h| {
+    FINDERS.fences.iter().any(|fence| {
+        fence.find_iter(b).any(|h| {
             let start = memchr::memrchr(b'\n', b.get(..h).unwrap_or(&[])).map_or(0, |q| q + 1);
             h - start <= 3
                 && b.get(start..h)
@@ -1373,7 +1397,7 @@ fn soft_only(
             continue;
         }
         let place = match i {
-            0 if memchr::memmem::find(b, b"://").is_some() => Where::Text,
+            0 if has(b, b':') => Where::Text,
             1 if has(b, b'@') => Where::Text,
             2 => Where::Lines(Gate::Phone),
             3 | 6 => Where::Lines(Gate::DotNum),
@@ -1407,7 +1431,7 @@ fn soft_only(
 
 /// `http://` or `https://` at a word start, then a letter, digit or `[`.
 fn has_url(b: &[u8]) -> bool {
-    memchr::memmem::find_iter(b, b"://").any(|p| {
+    FINDERS.scheme.find_iter(b).any(|p| {
         let host = b
             .get(p + 3)
             .is_some_and(|&c| c.is_ascii_alphanumeric() || c == b'[');
@@ -1452,19 +1476,24 @@ fn has_quoted_key(b: &[u8]) -> bool {
 
 /// A quotation of 11+ characters on one line: `"..."`, curly or guillemets.
 fn has_direct_quote(b: &[u8]) -> bool {
-    quoted(b, b"\"", b"\"")
-        || quoted(b, "\u{201c}".as_bytes(), "\u{201d}".as_bytes())
-        || quoted(b, "\u{ab}".as_bytes(), "\u{bb}".as_bytes())
+    let [plain, curly, guillemets] = &FINDERS.quotes;
+    (has(b, b'"') && quoted(b, plain))
+        || (!b.is_ascii() && (quoted(b, curly) || quoted(b, guillemets)))
 }
 
 /// Some `open`, then 11+ characters without `close` or a newline, then
 /// `close`. The next close and newline are found once per stretch between
 /// them, so many openers before one close stay linear.
-fn quoted(b: &[u8], open: &[u8], close: &[u8]) -> bool {
-    let close_finder = memchr::memmem::Finder::new(close);
+fn quoted(
+    b: &[u8],
+    (open, close_finder): &(
+        memchr::memmem::Finder<'static>,
+        memchr::memmem::Finder<'static>,
+    ),
+) -> bool {
     let (mut next_close, mut next_nl) = (None::<usize>, None::<usize>);
-    memchr::memmem::find_iter(b, open).any(|q| {
-        let start = q + open.len();
+    open.find_iter(b).any(|q| {
+        let start = q + open.needle().len();
         if next_close.is_none_or(|c| c < start) {
             next_close = Some(
                 b.get(start..)
@@ -1786,6 +1815,24 @@ mod tests {
         };
         eprintln!("{} texts, {:.1} MB", texts.len(), bytes as f64 / 1e6);
         time("classify", &|t| classify(t).hard.len());
+        if !(only.is_empty() || only == "classify" || only == "small") {
+            return;
+        }
+        let small: Vec<&String> = texts.iter().filter(|t| t.len() < 512).collect();
+        let start = std::time::Instant::now();
+        let rounds = if only == "small" { 30 } else { 3 };
+        for _ in 0..rounds {
+            for t in &small {
+                std::hint::black_box(classify(t));
+            }
+        }
+        eprintln!(
+            "small texts: {} of {}, {} bytes, {:.0} ns per text",
+            small.len(),
+            texts.len(),
+            small.iter().map(|t| t.len()).sum::<usize>(),
+            start.elapsed().as_nanos() as f64 / rounds as f64 / small.len() as f64
+        );
         time("reference", &|t| crate::reference::classify(t).hard.len());
         time("scan", &|t| scan(t).special);
         time("fence", &|t| has_code_fence(t) as usize);
