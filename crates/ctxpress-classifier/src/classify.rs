@@ -362,13 +362,9 @@ enum Gate {
     Phone,
     /// `v1.2` or `1.2.3`: version numbers, IPs and semvers.
     DotNum,
-    /// A number followed by a possible unit: numbers with units.
-    Units,
-    /// A slash followed by a path character: file paths.
-    Path,
 }
 
-const GATES: usize = 4;
+const GATES: usize = 2;
 
 /// What the scan learned about a text.
 struct Scan {
@@ -377,6 +373,10 @@ struct Scan {
     lines: LineStats,
     /// Per gate: byte ranges of consecutive lines that passed it.
     spans: [Vec<(usize, usize)>; GATES],
+    /// A number with a unit (`numeric_with_units`).
+    units: bool,
+    /// A file path (`file_path`).
+    path: bool,
     /// Maximal runs of 20+ token bytes (`[A-Za-z0-9_.-]`): where secrets and
     /// hashes can be.
     long_runs: Vec<(usize, usize)>,
@@ -419,6 +419,8 @@ fn scan_with(text: &str, m: &mut Masks) -> Scan {
         special: m.special,
         lines: LineStats::default(),
         spans: Default::default(),
+        units: false,
+        path: false,
         long_runs: Vec::new(),
     };
     let mut markdown = 0usize;
@@ -444,7 +446,7 @@ fn scan_with(text: &str, m: &mut Masks) -> Scan {
     }
     s.special -= markdown.min(s.special);
 
-    let [phone, dotnum, units, path] = &mut s.spans;
+    let [phone, dotnum] = &mut s.spans;
     for e in run_ends(&m.dig) {
         if e > b.len() {
             break;
@@ -454,10 +456,13 @@ fn scan_with(text: &str, m: &mut Masks) -> Scan {
         });
         let next = b.get(e).copied().unwrap_or(0);
         let after = b.get(e + 1).copied().unwrap_or(0);
-        if UNIT_FIRST[next as usize] || (next == b' ' && UNIT_FIRST_SPACED[after as usize]) {
-            mark_line(units, b, a);
-        }
         let before = a.checked_sub(1).and_then(|i| b.get(i)).copied();
+        if !s.units
+            && (UNIT_FIRST[next as usize] || (next == b' ' && UNIT_FIRST_SPACED[after as usize]))
+            && before.is_none_or(|c| !is_word_byte(c))
+        {
+            s.units = unit_at(b, e);
+        }
         if (e - a == 3 && matches!(next, b' ' | b'.' | b'-') && after.is_ascii_digit())
             || before == Some(b'+')
         {
@@ -475,11 +480,8 @@ fn scan_with(text: &str, m: &mut Masks) -> Scan {
             }
         }
     }
-    for p in memchr::memchr_iter(b'/', b) {
-        if b.get(p + 1).is_some_and(|&c| is_token_byte(c)) {
-            mark_line(path, b, p);
-        }
-    }
+    s.path = memchr::memchr_iter(b'/', b)
+        .any(|p| b.get(p + 1).is_some_and(|&c| is_token_byte(c)) && path_at(b, p));
     // token runs of 20+ bytes: secrets and hashes
     let mut from = 0usize;
     let mut w = 0usize;
@@ -502,6 +504,92 @@ fn scan_with(text: &str, m: &mut Masks) -> Scan {
         w = end / 64;
     }
     s
+}
+
+/// Units after a number, with an optional space (`5 ms`, `10MB`, `20°C`).
+const LONG_UNITS: &[&str] = &[
+    "ms", "ns", "µs", "sec", "secs", "second", "seconds", "min", "mins", "minute", "minutes", "hr",
+    "hrs", "hour", "hours", "day", "days", "week", "weeks", "KB", "KiB", "MB", "MiB", "GB", "GiB",
+    "TB", "TiB", "PB", "PiB", "kB", "byte", "bytes", "Hz", "kHz", "MHz", "GHz", "km", "cm", "mm",
+    "kg", "mg", "kW", "mV", "mA", "°C", "°F", "px", "rem", "fps", "rpm", "Kbps", "Mbps", "Gbps",
+];
+/// Units written right after a number only (`5s`, `2h`, `3em`).
+const SHORT_UNITS: &[&str] = &["s", "h", "m", "g", "V", "W", "A", "K", "B", "em"];
+
+/// True when no word byte follows position `i`.
+fn ends_word(b: &[u8], i: usize) -> bool {
+    b.get(i).is_none_or(|&c| !is_word_byte(c))
+}
+
+/// The `numeric_with_units` pattern after a number ending at `u` (the number
+/// starting at a word boundary): a unit, then the end of the word.
+fn unit_at(b: &[u8], u: usize) -> bool {
+    let at = |p: usize, list: &[&str]| {
+        list.iter().any(|w| {
+            b.get(p..).is_some_and(|r| r.starts_with(w.as_bytes())) && ends_word(b, p + w.len())
+        })
+    };
+    at(u, LONG_UNITS) || (b.get(u) == Some(&b' ') && at(u + 1, LONG_UNITS)) || at(u, SHORT_UNITS)
+}
+
+/// The `file_path` pattern through the `/` at `p`: `[~|.|..]/seg/seg` after a
+/// delimiter, or `seg/seg[/seg...]` ending in `.ext` (1-8 letters or digits).
+fn path_at(b: &[u8], p: usize) -> bool {
+    let tok = |i: usize| b.get(i).is_some_and(|&c| is_token_byte(c));
+    let seg_end = |i: usize| {
+        let mut j = i;
+        while tok(j) {
+            j += 1;
+        }
+        j
+    };
+    let after_delim = |q: usize, delims: &[u8]| {
+        q == 0
+            || b.get(q - 1)
+                .is_some_and(|c| *c == b'\n' || delims.contains(c))
+    };
+    let byte = |i: Option<usize>| i.and_then(|i| b.get(i)).copied();
+    // `(?:~|\.{1,2})?/seg(/seg)+` after `^` or one of ` \t(['`=,:`
+    let e1 = seg_end(p + 1);
+    if e1 > p + 1 && b.get(e1) == Some(&b'/') && tok(e1 + 1) {
+        const D1: &[u8] = b" \t(['`=,:";
+        let prev = byte(p.checked_sub(1));
+        let prev2 = byte(p.checked_sub(2));
+        if after_delim(p, D1)
+            || (matches!(prev, Some(b'~' | b'.')) && after_delim(p - 1, D1))
+            || (prev == Some(b'.') && prev2 == Some(b'.') && after_delim(p - 2, D1))
+        {
+            return true;
+        }
+    }
+    // `seg(/seg)+\.ext\b` after `^` or one of ` \t(['`=,`
+    let mut s = p;
+    while s > 0 && tok(s - 1) {
+        s -= 1;
+    }
+    if s == p || !after_delim(s, b" \t(['`=,") {
+        return false;
+    }
+    let mut i = p;
+    while b.get(i) == Some(&b'/') {
+        let (start, end) = (i + 1, seg_end(i + 1));
+        if end == start {
+            return false;
+        }
+        let ext = (start + 1..end).any(|d| {
+            b.get(d) == Some(&b'.') && {
+                let n = b.get(d + 1..).map_or(0, |r| {
+                    r.iter().take_while(|c| c.is_ascii_alphanumeric()).count()
+                });
+                (1..=8).contains(&n) && ends_word(b, d + 1 + n)
+            }
+        });
+        if ext {
+            return true;
+        }
+        i = end;
+    }
+    false
 }
 
 /// True when only ASCII whitespace precedes byte `p` on its line.
@@ -1402,11 +1490,11 @@ fn soft_only(
             2 => Where::Lines(Gate::Phone),
             3 | 6 => Where::Lines(Gate::DotNum),
             HASH => Where::Known(runs.hash),
-            5 => Where::Lines(Gate::Path),
+            5 => Where::Known(s.path),
             7 if has(b, b'"') => Where::Text,
             8 if words.legal => Where::Text,
             9 if has(b, b'"') || !text.is_ascii() => Where::Text,
-            10 => Where::Lines(Gate::Units),
+            10 => Where::Known(s.units),
             _ => continue,
         };
         let hit = |t: &str| match reason {
@@ -1764,6 +1852,21 @@ mod tests {
         "\"k\"",
         "\"$k-1.x\"",
         "«un texte entre guillemets»",
+        "a/b.tar.gz",
+        "x/y_z.c_d",
+        "(src/a.rs)",
+        "=./p/q",
+        "..",
+        ":/a/b",
+        "5 seconds",
+        "3 files",
+        "1.5ms",
+        "10 MiB",
+        "2kHz",
+        "3em",
+        "7sx",
+        "°F",
+        "12345678901",
         "````",
         "   ```",
         "    ```",
