@@ -868,12 +868,12 @@ fn is_key_value_line(line: &str) -> bool {
 /// A line that could be a line of verse: capitalized, a few words, no code or
 /// key-value syntax, first word not an all-caps log level.
 fn verse_line(t: &str) -> Option<VerseLine> {
-    if t.len() < 8 {
+    let n = if t.is_ascii() { t.len() } else { char_len(t) };
+    if !(8..=80).contains(&n) {
         return None;
     }
-    let mut n = 0usize;
-    for &b in t.as_bytes() {
-        if matches!(
+    if t.bytes().any(|b| {
+        matches!(
             b,
             b'=' | b'('
                 | b')'
@@ -893,12 +893,8 @@ fn verse_line(t: &str) -> Option<VerseLine> {
                 | b'`'
                 | b'$'
                 | b'@'
-        ) {
-            return None;
-        }
-        n += usize::from(b & 0xC0 != 0x80);
-    }
-    if !(8..=80).contains(&n) {
+        )
+    }) {
         return None;
     }
     let first = t.chars().next()?;
