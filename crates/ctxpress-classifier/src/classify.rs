@@ -1,21 +1,27 @@
 //! Text classification: tier plus hard and soft T0 reasons (spec 001).
 //!
-//! One fused pass ([`scan`]) walks the text line by line (lines found with
-//! `memchr`) and gathers, through byte lookup tables, every count and presence
-//! flag the detectors need: characters, special characters, line-length
-//! moments, token-run lengths, digit facts. The detectors then only look where
-//! their necessary bytes occur:
+//! The work is arranged so that each byte is looked at by few, cheap passes:
 //!
-//! - single-line patterns (phone, version, hash, path, units, secrets) run only
-//!   over the runs of lines that pass their gate (a line without two digits
-//!   around a dot holds no version number);
-//! - the other patterns sit behind literal prefilters (`memchr`, `aho-corasick`)
-//!   and only run when a literal they need is present.
+//! - [`scan`]: one pass over 64-byte blocks builds digit and token-byte bit
+//!   masks with compares the compiler vectorizes; special characters and UTF-8
+//!   continuation bytes are counted the same way. Lines (found with `memchr`)
+//!   feed the line statistics: length moments, indented code, key-value runs,
+//!   verse, frame-like lines. Digit runs (from the mask) are where numbers
+//!   with units, phones, versions and IPs can start; runs of 20+ token bytes
+//!   (shift-and over the mask) are where secrets and hashes can be; slashes
+//!   are where paths can be.
+//! - Patterns with a literal anchor (URLs, quoted keys, quotations, fences,
+//!   LaTeX, SQL and legal keywords, traceback headers) are found through that
+//!   literal (`memchr`, `memmem`, `aho-corasick` Teddy) and checked by hand or
+//!   by an anchored regex there.
+//! - The remaining regexes (phone, version, IP, email, legal term, traceback)
+//!   run only over the lines or texts their gate lets through.
 //!
-//! A gate only ever skips text in which its pattern cannot match, so the result
-//! equals running every pattern over the whole text (a test checks this against
-//! the straightforward implementation). Every pattern is compiled once and every
-//! step is linear in the text (`regex` and `aho-corasick` automata, byte loops).
+//! A gate only ever skips text in which its pattern cannot match, and the hand
+//! matchers implement the same patterns, so the result equals running every
+//! pattern over the whole text: `crate::reference` (test-only) is that
+//! straightforward implementation, and tests check both agree on the whole
+//! corpus and on random texts. Every step is linear in the text.
 
 use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
 use ctxpress_core::{Classification, Reason, Tier};
@@ -1463,23 +1469,8 @@ enum Where {
 }
 
 fn soft_reasons(text: &str, s: &Scan, runs: &TokenRuns, words: &LowerWords, out: &mut Vec<Reason>) {
-    soft_only(text, s, runs, words, out, usize::MAX);
-}
-
-/// [`soft_reasons`], or only the reason at index `only` (profiling).
-fn soft_only(
-    text: &str,
-    s: &Scan,
-    runs: &TokenRuns,
-    words: &LowerWords,
-    out: &mut Vec<Reason>,
-    only: usize,
-) {
     let b = text.as_bytes();
     for (i, (&reason, rx)) in SOFT_REASONS.iter().zip(SOFT_RES.iter()).enumerate() {
-        if only != usize::MAX && i != only {
-            continue;
-        }
         let place = match i {
             0 if has(b, b':') => Where::Text,
             1 if has(b, b'@') => Where::Text,
@@ -1877,168 +1868,5 @@ mod tests {
             let t: String = picks.iter().filter_map(|&i| PIECES.get(i).copied()).collect();
             proptest::prop_assert_eq!(classify(&t), crate::reference::classify(&t), "{:?}", t);
         }
-    }
-
-    fn lines_of(t: &str) -> impl Iterator<Item = &str> {
-        let mut start = 0;
-        memchr::memchr_iter(b'\n', t.as_bytes())
-            .chain(std::iter::once(t.len()))
-            .map(move |e| {
-                let l = t.get(start..e).unwrap_or("");
-                start = e + 1;
-                l
-            })
-    }
-
-    #[test]
-    #[ignore = "profiling aid: cargo test --release -p ctxpress-classifier -- --ignored --nocapture"]
-    fn profile_detectors() {
-        let texts = corpus_texts();
-        let bytes: usize = texts.iter().map(String::len).sum();
-        let only = std::env::var("PROFILE_ONLY").unwrap_or_default();
-        let time = |name: &str, f: &dyn Fn(&str) -> usize| {
-            if !name.starts_with(only.as_str()) {
-                return;
-            }
-            let start = std::time::Instant::now();
-            let mut n = 0;
-            for _ in 0..3 {
-                n += texts.iter().map(|t| f(t)).sum::<usize>();
-            }
-            let secs = start.elapsed().as_secs_f64() / 3.0;
-            eprintln!(
-                "{name:12} {:8.1} MB/s {:7.1} ms ({n})",
-                bytes as f64 / 1e6 / secs,
-                secs * 1e3
-            );
-        };
-        eprintln!("{} texts, {:.1} MB", texts.len(), bytes as f64 / 1e6);
-        time("classify", &|t| classify(t).hard.len());
-        if !(only.is_empty() || only == "classify" || only == "small") {
-            return;
-        }
-        let small: Vec<&String> = texts.iter().filter(|t| t.len() < 512).collect();
-        let start = std::time::Instant::now();
-        let rounds = if only == "small" { 30 } else { 3 };
-        for _ in 0..rounds {
-            for t in &small {
-                std::hint::black_box(classify(t));
-            }
-        }
-        eprintln!(
-            "small texts: {} of {}, {} bytes, {:.0} ns per text",
-            small.len(),
-            texts.len(),
-            small.iter().map(|t| t.len()).sum::<usize>(),
-            start.elapsed().as_nanos() as f64 / rounds as f64 / small.len() as f64
-        );
-        time("reference", &|t| crate::reference::classify(t).hard.len());
-        time("scan", &|t| scan(t).special);
-        time("fence", &|t| has_code_fence(t) as usize);
-        time("masks", &|t| {
-            let mut m = Masks {
-                dig: Vec::new(),
-                tok: Vec::new(),
-                special: 0,
-                cont: 0,
-            };
-            masks(t.as_bytes(), &mut m);
-            m.special
-        });
-        time("chars", &|t| t.chars().count());
-        time("lines", &|t| {
-            let mut ls = LineState::default();
-            let mut st = LineStats::default();
-            let ascii = t.is_ascii();
-            t.split('\n')
-                .map(|l| ls.line(&mut st, l, ascii))
-                .sum::<usize>()
-        });
-        time("lines-noyaml-noverse", &|t| {
-            let mut ls = LineState::default();
-            let mut st = LineStats {
-                yaml: true,
-                verse: true,
-                ..LineStats::default()
-            };
-            let ascii = t.is_ascii();
-            t.split('\n')
-                .map(|l| ls.line(&mut st, l, ascii))
-                .sum::<usize>()
-        });
-        time("lines-noverse", &|t| {
-            let mut ls = LineState::default();
-            let mut st = LineStats {
-                verse: true,
-                ..LineStats::default()
-            };
-            let ascii = t.is_ascii();
-            t.split('\n')
-                .map(|l| ls.line(&mut st, l, ascii))
-                .sum::<usize>()
-        });
-        time("nlines", &|t| lines_of(t).count());
-        time("digitruns", &|t| {
-            let mut m = Masks {
-                dig: Vec::new(),
-                tok: Vec::new(),
-                special: 0,
-                cont: 0,
-            };
-            masks(t.as_bytes(), &mut m);
-            run_ends(&m.dig).count()
-        });
-        time("tokenruns", &|t| {
-            ctxpress_core::secrets::token_runs(t, 20).count()
-        });
-        time("runs", &|t| TokenRuns::find(t, &scan(t)).secret as usize);
-        time("lowercase", &|t| t.to_ascii_lowercase().len());
-        let lowered: Vec<String> = texts.iter().map(|t| t.to_ascii_lowercase()).collect();
-        let li = std::sync::atomic::AtomicUsize::new(0);
-        time("lower_ac", &|_t| {
-            let k = li.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % lowered.len();
-            LOWER_AC.find_iter(&lowered[k]).count()
-        });
-        let ui = std::sync::atomic::AtomicUsize::new(0);
-        time("upper_ac", &|_t| {
-            let k = ui.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % texts.len();
-            SQL_WORDS.find_iter(&texts[k]).count()
-        });
-        time("lowerwords", &|t| LowerWords::find(t).statements.len());
-        time("latex", &|t| has_latex(t) as usize);
-        time("sql", &|t| is_sql(t, &LowerWords::find(t)) as usize);
-        time("trace", &|t| {
-            has_traceback(t, scan(t).lines.frame_like) as usize
-        });
-        time("trace_needles", &|t| TRACE_NEEDLES.is_match(t) as usize);
-        time("trace_false", &|t| has_traceback(t, false) as usize);
-        let pre: Vec<(Scan, TokenRuns, LowerWords)> = if only.starts_with("softeach") {
-            texts
-                .iter()
-                .map(|t| {
-                    let s = scan(t);
-                    let r = TokenRuns::find(t, &s);
-                    (s, r, LowerWords::find(t))
-                })
-                .collect()
-        } else {
-            Vec::new()
-        };
-        for i in 0..SOFT_PATTERNS.len() {
-            let idx = std::sync::atomic::AtomicUsize::new(0);
-            time(&format!("softeach{i}"), &|t| {
-                let k = idx.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % texts.len();
-                let (s, r, w) = &pre[k];
-                let mut v = Vec::new();
-                soft_only(t, s, r, w, &mut v, i);
-                v.len()
-            });
-        }
-        time("soft", &|t| {
-            let s = scan(t);
-            let mut v = Vec::new();
-            soft_reasons(t, &s, &TokenRuns::find(t, &s), &LowerWords::find(t), &mut v);
-            v.len()
-        });
     }
 }
