@@ -55,6 +55,21 @@ fn bench(c: &mut Criterion) {
         })
     });
     g.finish();
+
+    // Short texts (most chat turns) measure the fixed cost per call.
+    let short: Vec<&String> = texts.iter().filter(|t| t.len() < 512).collect();
+    let mut g = c.benchmark_group("classify_short");
+    g.throughput(Throughput::Elements(short.len() as u64));
+    g.sample_size(10);
+    g.bench_function("corpus_under_512_bytes", |b| {
+        b.iter(|| {
+            short
+                .iter()
+                .map(|t| ctxpress_classifier::classify(t).hard.len())
+                .sum::<usize>()
+        })
+    });
+    g.finish();
 }
 
 criterion_group!(benches, bench);
