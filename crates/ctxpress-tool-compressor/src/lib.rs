@@ -109,7 +109,7 @@ impl Default for ToolCompressorConfig {
             budget_tokens: None,
             keep_unresolved_errors: true,
             min_saving: 0.2,
-            chars_per_lost_term: 300,
+            chars_per_lost_term: 800,
             reads: true,
             writes: true,
             commands: true,
@@ -214,7 +214,7 @@ pub struct Counts {
 }
 
 /// One result that may be summarized.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct Candidate {
     /// Message index of the result.
     msg: usize,
@@ -523,8 +523,85 @@ impl ToolCompressor {
         (out, kept_errors)
     }
 
-    /// Summarize eligible results of `conv` in place (oldest first, until
-    /// `budget` tokens when given) and return the counts.
+    /// Summarize one candidate. With `terms`, apply the information check
+    /// and keep the term counts up to date.
+    fn try_one(
+        &self,
+        conv: &mut Conversation,
+        c: &Candidate,
+        limits: &Limits,
+        terms: Option<&mut HashMap<String, u32>>,
+        ctx: &StageContext,
+        measure: bool,
+    ) -> Attempt {
+        let Some(m) = conv.messages.get(c.msg) else {
+            return Attempt::Skipped;
+        };
+        let Some(text) = m
+            .tool_results()
+            .into_iter()
+            .find(|r| r.call_id == c.call_id)
+            .map(|r| r.text.into_owned())
+        else {
+            return Attempt::Skipped;
+        };
+        let mut subject = c.subject.clone();
+        subject.exit = dialect::exit_code(&text);
+        let body = if matches!(c.kind, Kind::Read | Kind::Command | Kind::Search) {
+            result_payload(&text)
+        } else {
+            text.as_str()
+        };
+        let s = summarize(c.kind, &subject, body, limits);
+        let before = text.chars().count();
+        let after = s.chars().count();
+        let max_after = ((before as f64) * (1.0 - self.cfg.min_saving)).floor() as usize;
+        if after >= before || after > max_after {
+            return Attempt::Skipped;
+        }
+        if let Some(global) = terms {
+            let orig = occurrences(&text);
+            let summ = occurrences(&s);
+            let lost = orig
+                .iter()
+                .filter(|(t, n)| {
+                    let total = global.get(**t).copied().unwrap_or(0);
+                    total.saturating_sub(**n) + summ.get(**t).copied().unwrap_or(0) == 0
+                })
+                .count();
+            if (before - after) < lost.saturating_mul(self.cfg.chars_per_lost_term) {
+                return Attempt::Dense;
+            }
+            for (t, n) in &orig {
+                if let Some(g) = global.get_mut(*t) {
+                    *g = g.saturating_sub(*n);
+                }
+            }
+            for (t, n) in summ {
+                *global.entry(t.to_string()).or_default() += n;
+            }
+        }
+        let tokens_before = measure.then(|| count_message(ctx.counter.as_ref(), m));
+        let Some(m) = conv.messages.get_mut(c.msg) else {
+            return Attempt::Skipped;
+        };
+        if !m.set_tool_result_text(&c.call_id, s) {
+            return Attempt::Skipped;
+        }
+        let tokens = tokens_before.map(|tb| (tb, count_message(ctx.counter.as_ref(), m)));
+        Attempt::Applied {
+            saved: (before - after) as u64,
+            tokens,
+        }
+    }
+
+    /// Summarize eligible results of `conv` in place and return the counts.
+    ///
+    /// Without a budget (`budget_tokens`, else the run's budget) every
+    /// eligible result that passes the information check is summarized. With
+    /// one, results are taken oldest first until the conversation fits;
+    /// results that fail the information check come last, again oldest
+    /// first, only if the others were not enough.
     pub fn compress(&self, conv: &mut Conversation, ctx: &StageContext) -> Counts {
         let mut counts = Counts::default();
         let (cands, kept_errors) = self.candidates(conv);
@@ -534,87 +611,76 @@ impl ToolCompressor {
             Some(_) => ctx.tokens(conv),
             None => 0,
         };
-        if let Some(b) = budget
-            && total <= b
-        {
+        if budget.is_some_and(|b| total <= b) {
             return counts;
         }
         let limits = self.cfg.limits();
         let mut terms = (self.cfg.chars_per_lost_term > 0).then(|| term_counts(conv));
-        for c in cands {
-            let Some(m) = conv.messages.get(c.msg) else {
-                continue;
-            };
-            let Some(text) = m
-                .tool_results()
-                .into_iter()
-                .find(|r| r.call_id == c.call_id)
-                .map(|r| r.text.into_owned())
-            else {
-                continue;
-            };
-            let payload = result_payload(&text);
-            let mut subject = c.subject;
-            subject.exit = dialect::exit_code(&text);
-            let body = if matches!(c.kind, Kind::Read | Kind::Command | Kind::Search) {
-                payload
-            } else {
-                text.as_str()
-            };
-            let s = summarize(c.kind, &subject, body, &limits);
-            let before = text.chars().count();
-            let after = s.chars().count();
-            let max_after = ((before as f64) * (1.0 - self.cfg.min_saving)).floor() as usize;
-            if after >= before || after > max_after {
-                continue;
-            }
-            if let Some(global) = terms.as_mut() {
-                let orig = occurrences(&text);
-                let summ = occurrences(&s);
-                let lost = orig
-                    .iter()
-                    .filter(|(t, n)| {
-                        let total = global.get(**t).copied().unwrap_or(0);
-                        total.saturating_sub(**n) + summ.get(**t).copied().unwrap_or(0) == 0
-                    })
-                    .count();
-                if (before - after) < lost.saturating_mul(self.cfg.chars_per_lost_term) {
-                    counts.dense_kept += 1;
-                    continue;
-                }
-                for (t, n) in &orig {
-                    if let Some(g) = global.get_mut(*t) {
-                        *g = g.saturating_sub(*n);
+        let mut dense: Vec<&Candidate> = Vec::new();
+        let mut fits = false;
+        for c in &cands {
+            match self.try_one(conv, c, &limits, terms.as_mut(), ctx, budget.is_some()) {
+                Attempt::Applied { saved, tokens } => {
+                    counts.record(c.kind, saved);
+                    if let (Some(b), Some((tb, ta))) = (budget, tokens) {
+                        total = (total + ta).saturating_sub(tb);
+                        if total <= b {
+                            fits = true;
+                            break;
+                        }
                     }
                 }
-                for (t, n) in summ {
-                    *global.entry(t.to_string()).or_default() += n;
-                }
-            }
-            let tokens_before = budget.map(|_| count_message(ctx.counter.as_ref(), m));
-            let Some(m) = conv.messages.get_mut(c.msg) else {
-                continue;
-            };
-            if !m.set_tool_result_text(&c.call_id, s) {
-                continue;
-            }
-            counts.chars_saved += (before - after) as u64;
-            match c.kind {
-                Kind::Read => counts.reads += 1,
-                Kind::Write | Kind::Edit => counts.writes += 1,
-                Kind::Command => counts.commands += 1,
-                Kind::Search => counts.searches += 1,
-                Kind::Other => counts.other += 1,
-            }
-            if let (Some(b), Some(tb)) = (budget, tokens_before) {
-                let ta = count_message(ctx.counter.as_ref(), m);
-                total = (total + ta).saturating_sub(tb);
-                if total <= b {
-                    break;
-                }
+                Attempt::Dense => dense.push(c),
+                Attempt::Skipped => {}
             }
         }
+        if let (Some(b), false) = (budget, fits) {
+            // Over budget still: the dense results too, oldest first.
+            let mut rest = dense.into_iter();
+            for c in rest.by_ref() {
+                if let Attempt::Applied { saved, tokens } =
+                    self.try_one(conv, c, &limits, None, ctx, true)
+                {
+                    counts.record(c.kind, saved);
+                    if let Some((tb, ta)) = tokens {
+                        total = (total + ta).saturating_sub(tb);
+                    }
+                    if total <= b {
+                        break;
+                    }
+                }
+            }
+            counts.dense_kept = rest.count() as u64;
+        } else {
+            counts.dense_kept = dense.len() as u64;
+        }
         counts
+    }
+}
+
+/// What happened to one candidate.
+enum Attempt {
+    /// Summarized; `tokens` is (before, after) when measured.
+    Applied {
+        saved: u64,
+        tokens: Option<(usize, usize)>,
+    },
+    /// Kept: the summary would drop too many unique terms.
+    Dense,
+    /// Kept: not found, or the summary is not short enough.
+    Skipped,
+}
+
+impl Counts {
+    fn record(&mut self, kind: Kind, saved: u64) {
+        self.chars_saved += saved;
+        match kind {
+            Kind::Read => self.reads += 1,
+            Kind::Write | Kind::Edit => self.writes += 1,
+            Kind::Command => self.commands += 1,
+            Kind::Search => self.searches += 1,
+            Kind::Other => self.other += 1,
+        }
     }
 }
 

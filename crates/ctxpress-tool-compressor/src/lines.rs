@@ -357,7 +357,7 @@ fn code_declaration(body: &str, t: &str, st: &mut OutlineState) -> Option<Rank> 
 
 static ERROR_LINE: LazyLock<Regex> = LazyLock::new(|| {
     re(
-        r"(?:\berror\b|\bError\b|ERROR|FAILED|\bFAIL\b|\bfailed\b|[Pp]anic|Traceback|[A-Z]\w*(?:Error|Exception)\b|\bexception\b|\bfatal\b|FATAL|Segmentation fault|command not found|No such file|[Pp]ermission denied|✗|✘|✖)",
+        r"(?:\berror\b|\bError\b|ERROR|FAILED|\bFAIL\b|\bfailed\b|[Pp]anic|Traceback|[A-Z]\w*(?:Error|Exception)\b|\bexception\b|\bfatal\b|FATAL|Segmentation fault|command not found|No such file|[Pp]ermission denied|✗|✘|✖|^\s*(?:x|×)\s+\d+\s)",
     )
 });
 static ZERO_FAIL: LazyLock<Regex> = LazyLock::new(|| {
@@ -371,7 +371,7 @@ pub fn is_error_line(line: &str) -> bool {
 
 static COUNT_LINE: LazyLock<Regex> = LazyLock::new(|| {
     re(
-        r"(?i)(?:\b\d+\s+(?:passed|failed|tests?|specs?|errors?|warnings?|matches|files?|lines|skipped|pending|suites?|examples?|assertions?|failures?|succeeded|changed|insertions?|deletions?|packages?|vulnerabilit(?:y|ies)|problems?|modules?|rows?)\b|^\s*(?:tests?|test suites|test files|duration|time|ran)\s*:|^(?:ok|FAIL|PASS|---\s*(?:PASS|FAIL))\s|\bran\s+\d+\s+tests?|^=+\s.*\s=+$|\bexit(?:ed)?\s+(?:with\s+)?(?:code|status)\b|\bbuild\s+(?:succeeded|failed|successful)\b|\bcompiled\s+successfully\b)",
+        r"(?i)(?:\b\d+\s+(?:passed|failed|tests?|specs?|errors?|warnings?|matches|files?|lines|skipped|pending|suites?|examples?|assertions?|failures?|succeeded|changed|insertions?|deletions?|packages?|vulnerabilit(?:y|ies)|problems?|modules?|rows?)\b|^\s*(?:tests?|test suites|test files|duration|time|ran)\s*:|^(?:ok|FAIL|PASS|---\s*(?:PASS|FAIL))\s|\bran\s+\d+\s+tests?|^=+\s.*\s=+$|\bexit(?:ed)?\s+(?:with\s+)?(?:code|status)\b|\bbuild\s+(?:succeeded|failed|successful)\b|\bcompiled\s+successfully\b|(?i:\b(?:agent|session|task|job|process|container|request|run|build|chunk)[ _-]?id\b))",
     )
 });
 
@@ -615,6 +615,8 @@ mod tests {
         ));
         assert!(is_count_line("===== 3 passed in 0.12s ====="));
         assert!(!is_count_line("hello world"));
+        assert!(is_count_line("agentId: a4f441da0e38d5fcc (use SendMessage to continue)"));
+        assert!(is_error_line("  x  10 [chromium] › tests/03.spec.ts:17:7 › loads (5.7s)"));
     }
 
     #[test]

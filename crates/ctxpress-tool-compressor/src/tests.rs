@@ -406,3 +406,33 @@ fn strategy_reports_counters() {
     assert!(out.counters.get("chars_saved").is_some_and(|n| *n > 0));
     assert!(out.notes[0].starts_with("Summarized: 1 reads"));
 }
+
+#[test]
+fn budget_takes_dense_results_last() {
+    // c0 is dense (unique identifiers on every line), c1 is plain.
+    let dense: String = (1..=40)
+        .map(|i| format!("{i}\t  total += lookupValue{i}(row_{i}_value);\n"))
+        .collect();
+    let ops = vec![
+        ("Read", json!({"file_path": "/r/calc.js"}), dense.clone()),
+        ("Read", json!({"file_path": "/r/plain.js"}), source(80)),
+    ];
+    let input = openai(&ops, 0);
+    let ctx = StageContext::default();
+    let full = ctx.tokens(&input);
+    let strict = |budget| ToolCompressorConfig {
+        budget_tokens: Some(budget),
+        chars_per_lost_term: 300,
+        ..cfg()
+    };
+    // A small cut: the plain result (newer) goes first, the dense one stays.
+    let mut c = input.clone();
+    let n = ToolCompressor::new(strict(full - 10)).compress(&mut c, &ctx);
+    assert_eq!((n.reads, n.dense_kept), (1, 1));
+    assert_eq!(result_text(&c, "c0"), dense);
+    // A budget nothing but everything meets: the dense one goes too.
+    let mut c = input.clone();
+    let n = ToolCompressor::new(strict(10)).compress(&mut c, &ctx);
+    assert_eq!((n.reads, n.dense_kept), (2, 0));
+    assert!(result_text(&c, "c0").starts_with(PREFIX));
+}
