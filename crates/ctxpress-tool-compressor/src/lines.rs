@@ -375,6 +375,18 @@ static COUNT_LINE: LazyLock<Regex> = LazyLock::new(|| {
     )
 });
 
+static DIAGNOSTIC: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"^\s*(?:[A-Za-z]:)?[^\s:]+\.\w{1,6}(?::\d+){1,2}:?\s|^\s*(?:[A-Za-z]:)?[^\s:(]+\.\w{1,6}\(\d+,\d+\):\s",
+    )
+});
+
+/// True for a compiler-style location line (`src/a.go:5:2: ...`,
+/// `src/a.ts(72,57): ...`): in the output of a failed command, a diagnostic.
+pub fn is_diagnostic(line: &str) -> bool {
+    DIAGNOSTIC.is_match(line)
+}
+
 /// True for a line that states counts or an outcome (test summaries, match
 /// counts, exit status).
 pub fn is_count_line(line: &str) -> bool {
@@ -615,8 +627,19 @@ mod tests {
         ));
         assert!(is_count_line("===== 3 passed in 0.12s ====="));
         assert!(!is_count_line("hello world"));
-        assert!(is_count_line("agentId: a4f441da0e38d5fcc (use SendMessage to continue)"));
-        assert!(is_error_line("  x  10 [chromium] › tests/03.spec.ts:17:7 › loads (5.7s)"));
+        assert!(is_diagnostic(
+            "internal/handler/audit.go:5:2: \"database/sql\" imported and not used"
+        ));
+        assert!(is_diagnostic(
+            "src/api/routes.ts(72,57): error TS2322: Type"
+        ));
+        assert!(!is_diagnostic("Compiling app v0.1.0"));
+        assert!(is_count_line(
+            "agentId: a4f441da0e38d5fcc (use SendMessage to continue)"
+        ));
+        assert!(is_error_line(
+            "  x  10 [chromium] › tests/03.spec.ts:17:7 › loads (5.7s)"
+        ));
     }
 
     #[test]

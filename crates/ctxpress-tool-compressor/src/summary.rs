@@ -3,8 +3,8 @@
 //! compressed" rule) and later runs recognise it.
 
 use crate::lines::{
-    Lang, OutlineState, Rank, clip, declaration, is_count_line, is_error_line, is_heading, lang_of,
-    references, shape, split_numbered,
+    Lang, OutlineState, Rank, clip, declaration, is_count_line, is_diagnostic, is_error_line,
+    is_heading, lang_of, references, shape, split_numbered,
 };
 use std::collections::HashSet;
 use std::fmt::Write as _;
@@ -120,8 +120,12 @@ pub fn summarize(kind: Kind, subject: &Subject, text: &str, limits: &Limits) -> 
     match kind {
         Kind::Read => read(subject, text, limits),
         Kind::Write | Kind::Edit => change(kind, subject, text, limits),
-        Kind::Search => search(subject, text, limits),
-        Kind::Command | Kind::Other => output(kind, subject, text, limits),
+        Kind::Search => search(subject, text, limits, 0.5)
+            .unwrap_or_else(|| output(Kind::Search, subject, text, limits)),
+        // Commands that search or list (grep, find, rg, search_dir) read as searches.
+        Kind::Command => search(subject, text, limits, 0.75)
+            .unwrap_or_else(|| output(kind, subject, text, limits)),
+        Kind::Other => output(kind, subject, text, limits),
     }
 }
 
@@ -149,9 +153,12 @@ fn read(subject: &Subject, text: &str, limits: &Limits) -> String {
     let first = lines.iter().find_map(|l| l.number);
     let last = lines.iter().rev().find_map(|l| l.number);
     let mut out = subject.head(Kind::Read, 200);
-    let _ = write!(out, ": {}", plural(lines.len(), "line", "lines"));
+    // Count the file's lines, not a tool's header or footer around them.
+    let numbered = lines.iter().filter(|l| l.number.is_some()).count();
+    let count = if numbered > 0 { numbered } else { lines.len() };
+    let _ = write!(out, ": {}", plural(count, "line", "lines"));
     if let (Some(a), Some(b)) = (first, last)
-        && (a != 1 || b as usize != lines.len())
+        && (a != 1 || b as usize != count)
     {
         let _ = write!(out, " ({a}-{b})");
     }
@@ -271,8 +278,58 @@ fn push_refs(
         .collect();
     if !refs.is_empty() {
         out.push_str("\nrefs: ");
-        out.push_str(&refs.join(", "));
+        out.push_str(&group_refs(&refs).join(", "));
     }
+}
+
+/// References with three or more files of one directory written once as
+/// `dir/{a, b, c}`; others as they are, in order of first appearance.
+fn group_refs(refs: &[&str]) -> Vec<String> {
+    let split = |r: &str| -> Option<(usize, usize)> {
+        if r.contains("://") {
+            return None;
+        }
+        let cut = r.rfind(['/', '\\'])?;
+        Some((cut, r.len()))
+    };
+    let mut dirs: Vec<(&str, Vec<&str>)> = Vec::new();
+    let mut order: Vec<Result<usize, &str>> = Vec::new();
+    for r in refs {
+        match split(r) {
+            Some((cut, _)) => {
+                let (dir, name) = (r.get(..=cut).unwrap_or(r), r.get(cut + 1..).unwrap_or(""));
+                match dirs.iter().position(|(d, _)| *d == dir) {
+                    Some(k) => {
+                        if let Some((_, names)) = dirs.get_mut(k) {
+                            names.push(name);
+                        }
+                    }
+                    None => {
+                        order.push(Ok(dirs.len()));
+                        dirs.push((dir, vec![name]));
+                    }
+                }
+            }
+            None => order.push(Err(r)),
+        }
+    }
+    let mut out = Vec::new();
+    for o in order {
+        match o {
+            Err(r) => out.push(r.to_string()),
+            Ok(k) => {
+                let Some((dir, names)) = dirs.get(k) else {
+                    continue;
+                };
+                if names.len() >= 3 {
+                    out.push(format!("{dir}{{{}}}", names.join(", ")));
+                } else {
+                    out.extend(names.iter().map(|n| format!("{dir}{n}")));
+                }
+            }
+        }
+    }
+    out
 }
 
 /// A write or edit: what changed and the tool's own first line, plus errors.
@@ -300,6 +357,7 @@ fn change(kind: Kind, subject: &Subject, text: &str, limits: &Limits) -> String 
 /// that differ only in numbers kept once, and the references of the rest.
 fn output(kind: Kind, subject: &Subject, text: &str, limits: &Limits) -> String {
     let lines = split_numbered(text);
+    let failed = subject.exit.is_some_and(|c| c != 0);
     let mut picked = head_tail(&lines, limits.head_lines, limits.tail_lines);
     let mut shapes: HashSet<String> = picked
         .iter()
@@ -320,7 +378,7 @@ fn output(kind: Kind, subject: &Subject, text: &str, limits: &Limits) -> String 
             picked.push(i);
             continue;
         }
-        let is_err = is_error_line(l.body);
+        let is_err = is_error_line(l.body) || (failed && is_diagnostic(l.body));
         let is_count = !is_err && is_count_line(l.body);
         if !is_err && !is_count {
             continue;
@@ -358,7 +416,9 @@ fn output(kind: Kind, subject: &Subject, text: &str, limits: &Limits) -> String 
 
 /// A search or listing: match and file counts, the files (with match
 /// counts), and the first matching lines.
-fn search(subject: &Subject, text: &str, limits: &Limits) -> String {
+/// `None` when less than `share` of the non-empty lines name a file (not
+/// search output), or fewer than three do.
+fn search(subject: &Subject, text: &str, limits: &Limits, share: f64) -> Option<String> {
     let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
     // file -> matches, in order of first appearance
     let mut files: Vec<(String, usize)> = Vec::new();
@@ -389,9 +449,8 @@ fn search(subject: &Subject, text: &str, limits: &Limits) -> String {
             listing += 1;
         }
     }
-    if files.is_empty() || matches * 2 < lines.len() {
-        // Not shaped like search output: summarize it as command output.
-        return output(Kind::Search, subject, text, limits);
+    if matches < 3 || (matches as f64) < share * lines.len() as f64 {
+        return None;
     }
     let mut out = subject.head(Kind::Search, 200);
     if listing == matches {
@@ -424,7 +483,7 @@ fn search(subject: &Subject, text: &str, limits: &Limits) -> String {
         out.push('\n');
         out.push_str(&clip(l.trim(), limits.max_line_chars));
     }
-    out
+    Some(out)
 }
 
 /// The file a search-output line names, and the rest of the line after
@@ -443,6 +502,14 @@ fn match_path(line: &str) -> Option<(&str, &str)> {
         0
     };
     let body = t.get(start..).unwrap_or("");
+    // SWE-agent: `/repo/a.py (Line 16): text`.
+    if let Some(p) = body.find(" (Line ")
+        && let Some(path) = t.get(..start + p)
+        && !path.contains(char::is_whitespace)
+    {
+        let rest = body.get(p + 1..).unwrap_or("");
+        return Some((path, rest));
+    }
     let (path, rest) = match body.find(':') {
         Some(p) => (
             t.get(..start + p).unwrap_or(""),
@@ -617,6 +684,26 @@ mod tests {
     }
 
     #[test]
+    fn refs_of_one_directory_are_grouped() {
+        assert_eq!(
+            group_refs(&[
+                "src/a.ts",
+                "https://x.io/a/b.js",
+                "src/b.ts",
+                "lib/c.rs",
+                "src/c.ts",
+                "TypeError"
+            ]),
+            vec![
+                "src/{a.ts, b.ts, c.ts}",
+                "https://x.io/a/b.js",
+                "lib/c.rs",
+                "TypeError"
+            ]
+        );
+    }
+
+    #[test]
     fn match_path_shapes() {
         assert_eq!(
             match_path("src/a.rs:12:fn x"),
@@ -625,6 +712,10 @@ mod tests {
         assert_eq!(match_path("C:\\r\\a.rs:3"), Some(("C:\\r\\a.rs", "3")));
         assert_eq!(match_path("README.md"), Some(("README.md", "")));
         assert_eq!(match_path("Found 3 files"), None);
+        assert_eq!(
+            match_path("/repo/a.py (Line 16): x = 1"),
+            Some(("/repo/a.py", "(Line 16): x = 1"))
+        );
         assert_eq!(match_path("1.5"), None);
         assert!(has_extension("a.tsx") && !has_extension("v1.2") && !has_extension(".env"));
     }

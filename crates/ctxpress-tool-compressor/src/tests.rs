@@ -150,7 +150,13 @@ fn images_in_results_are_left_alone() {
 #[test]
 fn protected_tail_keep_last_and_short_results_stay() {
     let ops: Vec<(&str, Value, String)> = (0..4)
-        .map(|i| ("Read", json!({"file_path": format!("/r/f{i}.js")}), source(40)))
+        .map(|i| {
+            (
+                "Read",
+                json!({"file_path": format!("/r/f{i}.js")}),
+                source(40),
+            )
+        })
         .chain(std::iter::once((
             "Read",
             json!({"file_path": "/r/short.js"}),
@@ -195,7 +201,9 @@ fn unresolved_failures_stay_until_acted_on() {
     for i in 0..40 {
         log.push_str(&format!("   Compiling dep{i} v0.1.{i}\n"));
     }
-    log.push_str("error[E0425]: cannot find value `x`\nerror: could not compile `app`\nExit code 101\n");
+    log.push_str(
+        "error[E0425]: cannot find value `x`\nerror: could not compile `app`\nExit code 101\n",
+    );
     let ops = vec![
         ("Bash", json!({"command": "cargo build"}), log.clone()),
         ("Read", json!({"file_path": "/r/src/main.rs"}), source(30)),
@@ -216,7 +224,10 @@ fn unresolved_failures_stay_until_acted_on() {
     let n = run(&mut c, cfg());
     assert_eq!((n.commands, n.unresolved_errors_kept), (1, 0));
     let s = result_text(&c, "c0");
-    assert!(s.starts_with("[summary: tool Bash `cargo build`, exit 101: 44 lines"), "{s}");
+    assert!(
+        s.starts_with("[summary: tool Bash `cargo build`, exit 101: 44 lines"),
+        "{s}"
+    );
     assert!(s.contains("error[E0425]: cannot find value `x`"), "{s}");
     // With the rule off, the lone failure is summarized too.
     let mut c = openai(&ops, 0);
@@ -233,7 +244,13 @@ fn unresolved_failures_stay_until_acted_on() {
 #[test]
 fn budget_compresses_oldest_first_and_stops() {
     let ops: Vec<(&str, Value, String)> = (0..6)
-        .map(|i| ("Read", json!({"file_path": format!("/r/f{i}.js")}), source(80)))
+        .map(|i| {
+            (
+                "Read",
+                json!({"file_path": format!("/r/f{i}.js")}),
+                source(80),
+            )
+        })
         .collect();
     let input = openai(&ops, 0);
     let ctx = StageContext::default();
@@ -273,11 +290,7 @@ fn budget_compresses_oldest_first_and_stops() {
 fn second_run_changes_nothing_and_summaries_are_never_longer() {
     let ops = vec![
         ("Read", json!({"file_path": "/r/a.js"}), source(60)),
-        (
-            "Bash",
-            json!({"command": "npm test"}),
-            "x".repeat(500),
-        ),
+        ("Bash", json!({"command": "npm test"}), "x".repeat(500)),
     ];
     let mut c = openai(&ops, 0);
     let n = run(&mut c, cfg());
@@ -350,7 +363,11 @@ fn kinds_switches_and_skip_tools() {
                 .collect::<Vec<_>>()
                 .join("\n")
         }),
-        ("mcp__docs__query", json!({"q": "x"}), "some docs line\n".repeat(60)),
+        (
+            "mcp__docs__query",
+            json!({"q": "x"}),
+            "some docs line\n".repeat(60),
+        ),
     ];
     let mut c = openai(&ops, 0);
     let n = run(&mut c, cfg());
@@ -390,8 +407,7 @@ fn config_errors_name_the_field() {
         .to_string();
     assert!(e.contains("min_chars"), "{e}");
     assert!(
-        ctxpress_core::registry::build("tool_compressor", &json!({"budget_tokens": 1000}))
-            .is_ok()
+        ctxpress_core::registry::build("tool_compressor", &json!({"budget_tokens": 1000})).is_ok()
     );
 }
 
