@@ -430,6 +430,10 @@ fn scan_with(text: &str, m: &mut Masks) -> Scan {
         long_runs: Vec::new(),
     };
     let mut markdown = 0usize;
+    // a YAML run needs 3 lines and verse 4: shorter texts skip those checks
+    let lines = 1 + count_bytes(b, |x| x == b'\n');
+    s.lines.yaml_possible = lines >= 3;
+    s.lines.verse_possible = lines >= 4;
     let mut ls = LineState::default();
     let mut start = 0usize;
     for end in memchr::memchr_iter(b'\n', b).chain(std::iter::once(b.len())) {
@@ -645,6 +649,9 @@ struct LineStats {
     verse: bool,
     /// Some line starts like a stack frame ([`frame_like_line`]).
     frame_like: bool,
+    /// Enough lines for a YAML run / for verse.
+    yaml_possible: bool,
+    verse_possible: bool,
 }
 
 impl LineStats {
@@ -734,7 +741,7 @@ impl LineState {
             s.frame_like = frame_like_line(lb);
         }
 
-        if !s.yaml {
+        if !s.yaml && s.yaml_possible {
             // a key-value line starts with a key, `- ` or `[` (or whitespace trim removes)
             let may_kv = first_byte.is_some_and(|c| {
                 c.is_ascii_alphabetic() || matches!(c, b'_' | b'[' | b'-' | 0x0B) || c >= 0x80
@@ -747,7 +754,7 @@ impl LineState {
             }
         }
 
-        if !s.verse {
+        if !s.verse && s.verse_possible {
             // verse lines start with a capital (after whitespace trim removes)
             let may_verse = chars >= 8
                 && first_byte.is_some_and(|c| c.is_ascii_uppercase() || c >= 0x80 || c == 0x0B);
