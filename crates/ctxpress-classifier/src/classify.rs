@@ -1070,14 +1070,15 @@ static FINDERS: LazyLock<Finders> = LazyLock::new(|| {
 
 /// True when the text has at least one fenced code block.
 pub fn has_code_fence(text: &str) -> bool {
-    // the first fence line opens a block, so a block exists iff a fence line does
+    // the first fence line opens a block, so a block exists iff a fence line
+    // does: a fence at a line start, after at most 3 spaces
     let b = text.as_bytes();
     FINDERS.fences.iter().any(|fence| {
         fence.find_iter(b).any(|h| {
-            let start = memchr::memrchr(b'\n', b.get(..h).unwrap_or(&[])).map_or(0, |q| q + 1);
-            h - start <= 3
-                && b.get(start..h)
-                    .is_some_and(|r| r.iter().all(|&c| c == b' '))
+            let spaces = b
+                .get(h.saturating_sub(4)..h)
+                .map_or(0, |r| r.iter().rev().take_while(|&&c| c == b' ').count());
+            spaces <= 3 && (h == spaces || b.get(h - spaces - 1) == Some(&b'\n'))
         })
     })
 }

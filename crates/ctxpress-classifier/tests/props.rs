@@ -121,6 +121,30 @@ fn ten_megabytes_classify_in_linear_time() {
             start.elapsed()
         );
     }
+    // shapes aimed at the anchors of the scan (fences, quotes, LaTeX, paths,
+    // stars, units, SQL statements, frames), 1 MB each, all on one line
+    for shape in [
+        "x```",
+        "\\[\\( ",
+        "$ $x",
+        "*** * ",
+        "\u{201c}open \u{ab}",
+        "\"k\"   ",
+        "update t set x ",
+        "5 ms 7",
+        "/a.b/",
+        "  File \"",
+        "ab_CD-12.ef",
+    ] {
+        let text = shape.repeat(1024 * 1024 / shape.len() + 1);
+        let start = std::time::Instant::now();
+        let _ = classify(&text);
+        assert!(
+            start.elapsed().as_secs() < 30,
+            "{shape:?} took {:?}",
+            start.elapsed()
+        );
+    }
     let big = "Lorem ipsum dolor sit amet, ünïcödé 日本語 ✓. ".repeat(mb10 / 50);
     assert!(big.len() >= mb10 - 100);
     let start = std::time::Instant::now();
