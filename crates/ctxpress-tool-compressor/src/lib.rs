@@ -317,53 +317,32 @@ fn act_keys(name: &str, op: Option<&Operation>) -> Vec<String> {
     keys
 }
 
-fn push_strings<'a>(v: &'a Value, out: &mut Vec<&'a str>) {
-    match v {
-        Value::String(s) => out.push(s),
-        Value::Array(a) => a.iter().for_each(|x| push_strings(x, out)),
-        Value::Object(o) => {
-            for (k, x) in o {
-                out.push(k);
-                push_strings(x, out);
-            }
-        }
-        _ => {}
-    }
-}
-
 /// Occurrences of every term in the conversation: message text, tool results
 /// and tool-call names and (decoded) arguments.
-fn term_counts(conv: &Conversation) -> HashMap<String, u32> {
-    let mut counts: HashMap<String, u32> = HashMap::new();
-    let mut add = |text: &str| {
-        for t in lines::terms(text) {
-            match counts.get_mut(t) {
-                Some(n) => *n += 1,
-                None => {
-                    counts.insert(t.to_string(), 1);
-                }
+/// Occurrences of each term in the conversation.
+type TermCounts = HashMap<String, u32>;
+
+fn term_counts(conv: &Conversation) -> TermCounts {
+    let mut counts = TermCounts::default();
+    let mut add = |text: &str, escaped: bool| {
+        lines::for_each_term(text, escaped, |t| match counts.get_mut(t) {
+            Some(n) => *n += 1,
+            None => {
+                counts.insert(t.to_string(), 1);
             }
-        }
+        });
     };
     for m in &conv.messages {
-        add(&m.text());
+        add(&m.text(), false);
         if !matches!(m.role(), Role::Tool | Role::Function) {
             for r in m.tool_results() {
-                add(&r.text);
+                add(&r.text, false);
             }
         }
         for c in m.tool_calls() {
-            add(&c.name);
-            let args = c.args();
-            if args.is_null() {
-                add(&c.arguments);
-            } else {
-                let mut strs = Vec::new();
-                push_strings(&args, &mut strs);
-                for s in strs {
-                    add(s);
-                }
-            }
+            add(&c.name, false);
+            // Raw JSON: escapes separate terms, so no need to decode it.
+            add(&c.arguments, true);
         }
     }
     counts
@@ -371,9 +350,7 @@ fn term_counts(conv: &Conversation) -> HashMap<String, u32> {
 
 fn occurrences(text: &str) -> HashMap<&str, u32> {
     let mut occ: HashMap<&str, u32> = HashMap::new();
-    for t in lines::terms(text) {
-        *occ.entry(t).or_default() += 1;
-    }
+    lines::for_each_term(text, false, |t| *occ.entry(t).or_default() += 1);
     occ
 }
 
@@ -530,7 +507,7 @@ impl ToolCompressor {
         conv: &mut Conversation,
         c: &Candidate,
         limits: &Limits,
-        terms: Option<&mut HashMap<String, u32>>,
+        terms: Option<&mut TermCounts>,
         ctx: &StageContext,
         measure: bool,
     ) -> Attempt {

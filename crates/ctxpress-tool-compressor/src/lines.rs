@@ -120,17 +120,17 @@ static STRUCTURE: LazyLock<Regex> = LazyLock::new(|| {
 });
 static SQL_STMT: LazyLock<Regex> = LazyLock::new(|| {
     re(
-        r"(?i)^\s*(?:create|alter|drop)\s+(?:or\s+replace\s+)?(?:unique\s+)?(?:temporary\s+|temp\s+)?(?:table|index|view|materialized\s+view|function|procedure|trigger|type|schema|sequence|extension|policy|database)\b",
+        r"(?i)^\s*(?:create|alter|drop)\s+(?:or\s+replace\s+)?(?:unique\s+)?(?:temporary\s+|temp\s+)?(?:table|index|view|materialized\s+view|function|procedure|trigger|type|schema|sequence|extension|policy|database)(?-u:\b)",
     )
 });
 static SQL_COLUMN: LazyLock<Regex> = LazyLock::new(|| {
     re(
-        r"(?i)^\s+[`\x22\[]?[a-z_][\w]*[`\x22\]]?\s+(?:int|integer|bigint|smallint|tinyint|serial|bigserial|varchar|nvarchar|char|character|text|bool|boolean|date|datetime|time|timestamp|timestamptz|uuid|json|jsonb|decimal|numeric|float|double|real|blob|bytea|enum|money|inet|interval)\b",
+        r"(?i)^\s+[`\x22\[]?[a-z_][\w]*[`\x22\]]?\s+(?:int|integer|bigint|smallint|tinyint|serial|bigserial|varchar|nvarchar|char|character|text|bool|boolean|date|datetime|time|timestamp|timestamptz|uuid|json|jsonb|decimal|numeric|float|double|real|blob|bytea|enum|money|inet|interval)(?-u:\b)",
     )
 });
 static ARROW_FN: LazyLock<Regex> = LazyLock::new(|| {
     re(
-        r"^\s*(?:export\s+)?(?:const|let|var)\s+[A-Za-z_$][\w$]*\s*(?::[^=]{1,80})?=\s*(?:async\s*)?(?:function\b|\([^)]*\)\s*(?::[^=]{1,60})?=>|[A-Za-z_$][\w$]*\s*=>)",
+        r"^\s*(?:export\s+)?(?:const|let|var)\s+[A-Za-z_$][\w$]*\s*(?::[^=]{1,80})?=\s*(?:async\s*)?(?:function(?-u:\b)|\([^)]*\)\s*(?::[^=]{1,60})?=>|[A-Za-z_$][\w$]*\s*=>)",
     )
 });
 static METHOD: LazyLock<Regex> = LazyLock::new(|| {
@@ -175,7 +175,7 @@ static JAVA_FIELD: LazyLock<Regex> = LazyLock::new(|| {
 });
 static IMPORT: LazyLock<Regex> = LazyLock::new(|| {
     re(
-        r#"^\s*(?:import\b|from\s+\S+\s+import\b|use\s+[\w:{]|using\s+[\w.]+;|#include\b|require(?:_once)?\s*\(|(?:const|let|var)\s+[\w${}, ]+\s*=\s*require\()"#,
+        r#"^\s*(?:import(?-u:\b)|from\s+\S+\s+import(?-u:\b)|use\s+[\w:{]|using\s+[\w.]+;|#include(?-u:\b)|require(?:_once)?\s*\(|(?:const|let|var)\s+[\w${}, ]+\s*=\s*require\()"#,
     )
 });
 static HEADING: LazyLock<Regex> = LazyLock::new(|| re(r"^\s{0,3}#{1,6}\s+\S"));
@@ -326,6 +326,16 @@ fn code_declaration(body: &str, t: &str, st: &mut OutlineState) -> Option<Rank> 
     if t.starts_with("#define") {
         return Some(Rank::Member);
     }
+    // Statements and expressions nested deeper than a few levels, and lines
+    // opening with punctuation, declare nothing.
+    if indent_of(body) > 12
+        || !t
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_alphanumeric() || matches!(c, '_' | '$' | '@'))
+    {
+        return None;
+    }
     if IMPORT.is_match(body) {
         return Some(Rank::Import);
     }
@@ -333,35 +343,49 @@ fn code_declaration(body: &str, t: &str, st: &mut OutlineState) -> Option<Rank> 
     if CONTROL.contains(&word) {
         return None;
     }
-    if STRUCTURE.is_match(body)
-        || SQL_STMT.is_match(body)
-        || ARROW_FN.is_match(body)
-        || ROUTE.is_match(body)
-        || TEST.is_match(body)
-        || TYPED_METHOD.is_match(body)
-        || METHOD.is_match(body)
-        || C_FUNCTION.is_match(body)
-    {
+    if CODE_STRUCTURE.is_match(body) {
         return Some(Rank::Structure);
     }
-    if DECORATOR.is_match(body)
-        || TOP_CONST.is_match(body)
-        || JAVA_FIELD.is_match(body)
-        || SQL_COLUMN.is_match(body)
-        || (indent_of(body) <= 4 && (GO_FIELD.is_match(body) || FIELD.is_match(body)))
-    {
+    if CODE_MEMBER.is_match(body) || (indent_of(body) <= 4 && CODE_FIELD.is_match(body)) {
         return Some(Rank::Member);
     }
     None
 }
 
+fn any_of(parts: &[&Regex]) -> Regex {
+    let joined: Vec<String> = parts
+        .iter()
+        .map(|r| format!("(?:{})", r.as_str()))
+        .collect();
+    re(&joined.join("|"))
+}
+
+/// The structure patterns as one regex (one scan per line).
+static CODE_STRUCTURE: LazyLock<Regex> = LazyLock::new(|| {
+    any_of(&[
+        &STRUCTURE,
+        &SQL_STMT,
+        &ARROW_FN,
+        &ROUTE,
+        &TEST,
+        &TYPED_METHOD,
+        &METHOD,
+        &C_FUNCTION,
+    ])
+});
+static CODE_MEMBER: LazyLock<Regex> =
+    LazyLock::new(|| any_of(&[&DECORATOR, &TOP_CONST, &JAVA_FIELD, &SQL_COLUMN]));
+static CODE_FIELD: LazyLock<Regex> = LazyLock::new(|| any_of(&[&GO_FIELD, &FIELD]));
+
 static ERROR_LINE: LazyLock<Regex> = LazyLock::new(|| {
     re(
-        r"(?:\berror\b|\bError\b|ERROR|FAILED|\bFAIL\b|\bfailed\b|[Pp]anic|Traceback|[A-Z]\w*(?:Error|Exception)\b|\bexception\b|\bfatal\b|FATAL|Segmentation fault|command not found|No such file|[Pp]ermission denied|✗|✘|✖|^\s*(?:x|×)\s+\d+\s)",
+        r"(?:(?-u:\b)error(?-u:\b)|(?-u:\b)Error(?-u:\b)|ERROR|FAILED|(?-u:\b)FAIL(?-u:\b)|(?-u:\b)failed(?-u:\b)|[Pp]anic|Traceback|[A-Z]\w*(?:Error|Exception)(?-u:\b)|(?-u:\b)exception(?-u:\b)|(?-u:\b)fatal(?-u:\b)|FATAL|Segmentation fault|command not found|No such file|[Pp]ermission denied|✗|✘|✖|^\s*(?:x|×)\s+\d+\s)",
     )
 });
 static ZERO_FAIL: LazyLock<Regex> = LazyLock::new(|| {
-    re(r"(?i)\b0\s+(?:failed|errors?|failures?)\b|\b(?:failed|errors?|failures?)\W{0,2}\s*0\b")
+    re(
+        r"(?i)(?-u:\b)0\s+(?:failed|errors?|failures?)(?-u:\b)|(?-u:\b)(?:failed|errors?|failures?)\W{0,2}\s*0(?-u:\b)",
+    )
 });
 
 /// True when the line reports an error (and not "0 failed" / "errors: 0").
@@ -371,7 +395,7 @@ pub fn is_error_line(line: &str) -> bool {
 
 static COUNT_LINE: LazyLock<Regex> = LazyLock::new(|| {
     re(
-        r"(?i)(?:\b\d+\s+(?:passed|failed|tests?|specs?|errors?|warnings?|matches|files?|lines|skipped|pending|suites?|examples?|assertions?|failures?|succeeded|changed|insertions?|deletions?|packages?|vulnerabilit(?:y|ies)|problems?|modules?|rows?)\b|^\s*(?:tests?|test suites|test files|duration|time|ran)\s*:|^(?:ok|FAIL|PASS|---\s*(?:PASS|FAIL))\s|\bran\s+\d+\s+tests?|^=+\s.*\s=+$|\bexit(?:ed)?\s+(?:with\s+)?(?:code|status)\b|\bbuild\s+(?:succeeded|failed|successful)\b|\bcompiled\s+successfully\b|(?i:\b(?:agent|session|task|job|process|container|request|run|build|chunk)[ _-]?id\b))",
+        r"(?i)(?:(?-u:\b)\d+\s+(?:passed|failed|tests?|specs?|errors?|warnings?|matches|files?|lines|skipped|pending|suites?|examples?|assertions?|failures?|succeeded|changed|insertions?|deletions?|packages?|vulnerabilit(?:y|ies)|problems?|modules?|rows?)(?-u:\b)|^\s*(?:tests?|test suites|test files|duration|time|ran)\s*:|^(?:ok|FAIL|PASS|---\s*(?:PASS|FAIL))\s|(?-u:\b)ran\s+\d+\s+tests?|^=+\s.*\s=+$|(?-u:\b)exit(?:ed)?\s+(?:with\s+)?(?:code|status)(?-u:\b)|(?-u:\b)build\s+(?:succeeded|failed|successful)(?-u:\b)|(?-u:\b)compiled\s+successfully(?-u:\b)|(?i:(?-u:\b)(?:agent|session|task|job|process|container|request|run|build|chunk)[ _-]?id(?-u:\b)))",
     )
 });
 
@@ -395,7 +419,7 @@ pub fn is_count_line(line: &str) -> bool {
 
 static REF: LazyLock<Regex> = LazyLock::new(|| {
     re(
-        r#"https?://[^\s)"'<>`\]]+|(?:[A-Za-z]:[\\/]|~?/)?(?:[\w.@-]+[\\/])+[\w.-]+\.[A-Za-z0-9]{1,6}\b|\b[A-Z][A-Za-z]*(?:Error|Exception)\b"#,
+        r#"https?://[^\s)"'<>`\]]+|(?:[A-Za-z]:[\\/]|~?/)?(?:[\w.@-]+[\\/])+[\w.-]+\.[A-Za-z0-9]{1,6}(?-u:\b)|(?-u:\b)[A-Z][A-Za-z]*(?:Error|Exception)(?-u:\b)"#,
     )
 });
 
@@ -419,18 +443,189 @@ pub fn references(text: &str, max: usize) -> Vec<&str> {
     out
 }
 
-static TERM: LazyLock<Regex> = LazyLock::new(|| {
-    re(
-        r"https?://[^\s)\x22'<>`]+|(?:[\w.-]+/)+[\w.-]+\.[A-Za-z0-9]{1,6}\b|\b[a-z]+(?:[A-Z][a-z0-9]+)+\b|\b[A-Z][a-z0-9]+(?:[A-Z][a-z0-9]+)+\b|\b[a-z][a-z0-9]*(?:_[a-z0-9]+)+\b|\bv?\d+\.\d+\.\d+\b",
-    )
-});
+fn is_snake(w: &[u8]) -> bool {
+    // [a-z][a-z0-9]*(_[a-z0-9]+)+
+    w.first().is_some_and(u8::is_ascii_lowercase)
+        && w.contains(&b'_')
+        && w.iter()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'_')
+        && w.split(|c| *c == b'_').all(|p| !p.is_empty())
+}
 
-/// The information-bearing terms of `text`: paths, URLs, compound
-/// identifiers (camelCase, PascalCase, snake_case, which includes error
-/// names) and versions. Bare numbers, sizes and hashes are left out: in tool
-/// output they are mostly progress and timing noise.
-pub fn terms(text: &str) -> impl Iterator<Item = &str> {
-    TERM.find_iter(text).map(|m| m.as_str())
+fn humps(w: &[u8]) -> usize {
+    // Count [A-Z][a-z0-9]+ humps covering the rest of `w`; 0 when it does not fit.
+    let mut n = 0;
+    let mut i = 0;
+    while i < w.len() {
+        if !w.get(i).is_some_and(u8::is_ascii_uppercase) {
+            return 0;
+        }
+        let start = i;
+        i += 1;
+        while w
+            .get(i)
+            .is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
+        {
+            i += 1;
+        }
+        if i == start + 1 {
+            return 0;
+        }
+        n += 1;
+    }
+    n
+}
+
+fn is_camel_or_pascal(w: &[u8]) -> bool {
+    match w.first() {
+        Some(c) if c.is_ascii_lowercase() => {
+            // [a-z]+ then humps
+            let k = w.iter().take_while(|c| c.is_ascii_lowercase()).count();
+            w.get(k..).is_some_and(|rest| humps(rest) >= 1)
+        }
+        Some(c) if c.is_ascii_uppercase() => humps(w) >= 2,
+        _ => false,
+    }
+}
+
+fn is_version(w: &[u8]) -> bool {
+    // v?\d+.\d+.\d+
+    let w = w.strip_prefix(b"v").unwrap_or(w);
+    let mut parts = 0;
+    let mut len = 0;
+    for c in w {
+        if *c == b'.' {
+            if len == 0 {
+                return false;
+            }
+            parts += 1;
+            len = 0;
+        } else if c.is_ascii_digit() {
+            len += 1;
+        } else {
+            return false;
+        }
+    }
+    len > 0 && parts == 2
+}
+
+fn is_path(run: &[u8]) -> bool {
+    let Some(slash) = run.iter().rposition(|c| *c == b'/') else {
+        return false;
+    };
+    let name = run.get(slash + 1..).unwrap_or(&[]);
+    match name.iter().rposition(|c| *c == b'.') {
+        Some(dot) if dot > 0 => {
+            let ext = name.get(dot + 1..).unwrap_or(&[]);
+            (1..=6).contains(&ext.len())
+                && ext.iter().all(u8::is_ascii_alphanumeric)
+                && ext.iter().any(u8::is_ascii_alphabetic)
+        }
+        _ => false,
+    }
+}
+
+/// Call `f` with each information-bearing term of `text`: paths (with an
+/// extension), compound identifiers (camelCase, PascalCase, snake_case,
+/// which covers error names) and versions. Bare numbers, sizes and hashes
+/// are left out: in tool output they are mostly progress and timing noise.
+/// With `json_escaped`, backslash escapes (`\n`, `\"`, `\u00e9`) separate
+/// terms, so raw JSON argument text reads like its decoded strings.
+pub fn for_each_term<'a>(text: &'a str, json_escaped: bool, mut f: impl FnMut(&'a str)) {
+    let bytes = text.as_bytes();
+    let is_tok = |c: u8| c.is_ascii_alphanumeric() || matches!(c, b'_' | b'.' | b'-' | b'/');
+    let mut i = 0;
+    while i < bytes.len() {
+        let c = bytes.get(i).copied().unwrap_or(0);
+        if json_escaped && c == b'\\' {
+            i += if bytes.get(i + 1) == Some(&b'u') {
+                6
+            } else {
+                2
+            };
+            continue;
+        }
+        if !is_tok(c) {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        while bytes.get(i).is_some_and(|c| is_tok(*c)) {
+            i += 1;
+        }
+        // Trim punctuation at the ends (sentence dots, leading slashes).
+        let mut a = start;
+        let mut b = i;
+        while a < b
+            && bytes
+                .get(a)
+                .is_some_and(|c| matches!(c, b'.' | b'-' | b'/'))
+        {
+            a += 1;
+        }
+        while b > a
+            && bytes
+                .get(b - 1)
+                .is_some_and(|c| matches!(c, b'.' | b'-' | b'/'))
+        {
+            b -= 1;
+        }
+        let (Some(run), Some(run_str)) = (bytes.get(a..b), text.get(a..b)) else {
+            continue;
+        };
+        if is_path(run) {
+            f(run_str);
+        }
+        let mut w0 = a;
+        for (k, ch) in run.iter().enumerate() {
+            let end = a + k;
+            let last = k + 1 == run.len();
+            if matches!(ch, b'/' | b'-') || last {
+                let e = if last && !matches!(ch, b'/' | b'-') {
+                    end + 1
+                } else {
+                    end
+                };
+                if let (Some(seg), Some(seg_str)) = (bytes.get(w0..e), text.get(w0..e)) {
+                    if seg
+                        .first()
+                        .is_some_and(|c| c.is_ascii_digit() || *c == b'v')
+                        && is_version(seg)
+                    {
+                        f(seg_str);
+                    } else {
+                        let mut s0 = 0;
+                        for (k, c) in seg.iter().enumerate() {
+                            if *c == b'.' || k + 1 == seg.len() {
+                                let s1 = if *c == b'.' { k } else { k + 1 };
+                                if let (Some(w), Some(ws)) = (seg.get(s0..s1), seg_str.get(s0..s1))
+                                    && identifier(w)
+                                {
+                                    f(ws);
+                                }
+                                s0 = k + 1;
+                            }
+                        }
+                    }
+                }
+                w0 = end + 1;
+            }
+        }
+    }
+}
+
+/// A compound identifier: snake_case, camelCase or PascalCase.
+fn identifier(w: &[u8]) -> bool {
+    // Fast reject: plain words have no underscore and no capital after the first letter.
+    let compound = w.contains(&b'_') || w.iter().skip(1).any(u8::is_ascii_uppercase);
+    compound && (is_snake(w) || is_camel_or_pascal(w))
+}
+
+/// The terms of `text` (see [`for_each_term`]), in order.
+pub fn terms(text: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    for_each_term(text, false, |t| out.push(t));
+    out
 }
 
 /// `s` cut to at most `max` characters, with `…` when cut.
@@ -655,8 +850,7 @@ mod tests {
         assert_eq!(clip("abc", 3), "abc");
         assert_eq!(shape(" 12.5MB / 20MB "), "#.#MB / #MB");
         let t: Vec<&str> =
-            terms("see src/a.rs: fooBar FooBar foo_bar v1.2.3 12MB deadbeef1 TypeError plain")
-                .collect();
+            terms("see src/a.rs: fooBar FooBar foo_bar v1.2.3 12MB deadbeef1 TypeError plain");
         assert_eq!(
             t,
             vec![
@@ -668,5 +862,16 @@ mod tests {
                 "TypeError"
             ]
         );
+        assert_eq!(
+            terms("./src/user_service.ts, this.loadUser(x). Use pkg@1.2.3-beta"),
+            vec!["src/user_service.ts", "user_service", "loadUser", "1.2.3"]
+        );
+        let mut esc = Vec::new();
+        for_each_term(
+            r#"{"content": "import x\nconst fooBar = \"a_b\";\u00e9camelCase"}"#,
+            true,
+            |t| esc.push(t),
+        );
+        assert_eq!(esc, vec!["fooBar", "a_b", "camelCase"]);
     }
 }
