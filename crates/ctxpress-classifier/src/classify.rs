@@ -23,7 +23,7 @@
 //! straightforward implementation, and tests check both agree on the whole
 //! corpus and on random texts. Every step is linear in the text.
 
-use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
+use aho_corasick::{AhoCorasick, AhoCorasickBuilder, AhoCorasickKind, MatchKind};
 use ctxpress_core::{Classification, Reason, Tier};
 use regex::Regex;
 use std::sync::LazyLock;
@@ -169,6 +169,7 @@ const SQL_STATEMENT_WORDS: usize = 5;
 
 static LOWER_AC: LazyLock<AhoCorasick> = LazyLock::new(|| {
     AhoCorasickBuilder::new()
+        .kind(Some(AhoCorasickKind::DFA))
         .match_kind(MatchKind::LeftmostFirst)
         .build(LOWER_WORDS.iter().map(|w| w.1))
         .expect("keywords compile")
@@ -1326,6 +1327,7 @@ static SQL_WORDS: LazyLock<AhoCorasick> = LazyLock::new(|| {
         .iter()
         .filter(|w| !SQL_WEAK.contains(w) && !SQL_OTHER.contains(w));
     AhoCorasickBuilder::new()
+        .kind(Some(AhoCorasickKind::DFA))
         .match_kind(MatchKind::LeftmostLongest)
         .build(SQL_WEAK.iter().chain(SQL_OTHER).chain(extra))
         .expect("sql keywords compile")
@@ -1388,6 +1390,7 @@ static TRACE_FRAME: LazyLock<Regex> = LazyLock::new(|| {
 /// Literals of the [`TRACE_HEADER`] alternatives that need no frame line.
 static TRACE_NEEDLES: LazyLock<AhoCorasick> = LazyLock::new(|| {
     AhoCorasickBuilder::new()
+        .kind(Some(AhoCorasickKind::DFA))
         .match_kind(MatchKind::LeftmostFirst)
         .build([
             "Traceback (most recent call last):",
