@@ -148,8 +148,9 @@ static ROUTE: LazyLock<Regex> = LazyLock::new(|| {
         r#"^\s*[\w.]+\.(?:get|post|put|patch|delete|all|use|route|handle|HandleFunc|Handle|GET|POST|PUT|DELETE|PATCH|Group|group|resource|apiResource|match|any)\(\s*['"`]"#,
     )
 });
-static TEST: LazyLock<Regex> =
-    LazyLock::new(|| re(r#"^\s*(?:describe|it|test|context|suite|scenario)(?:\.\w+)?\(\s*['"`]"#));
+static TEST: LazyLock<Regex> = LazyLock::new(|| {
+    re(r#"^\s*(?:await\s+)?(?:describe|it|test|context|suite|scenario)(?:\.\w+)?\(\s*['"`]"#)
+});
 static DECORATOR: LazyLock<Regex> = LazyLock::new(|| re(r"^\s*@[A-Za-z_][\w.]*(?:\(.*\))?\s*$"));
 static C_FUNCTION: LazyLock<Regex> = LazyLock::new(|| {
     re(
@@ -550,8 +551,22 @@ pub fn for_each_term<'a>(text: &'a str, json_escaped: bool, mut f: impl FnMut(&'
             continue;
         }
         let start = i;
-        while bytes.get(i).is_some_and(|c| is_tok(*c)) {
+        // Only runs with an underscore, a slash, an inner capital or a dotted
+        // number can hold a term: plain words are skipped without splitting.
+        let mut interesting = false;
+        let mut digit = false;
+        let mut dot = false;
+        while let Some(&c) = bytes.get(i) {
+            if !is_tok(c) {
+                break;
+            }
+            interesting |= c == b'_' || c == b'/' || (i > start && c.is_ascii_uppercase());
+            digit |= c.is_ascii_digit();
+            dot |= c == b'.';
             i += 1;
+        }
+        if !interesting && !(digit && dot) {
+            continue;
         }
         // Trim punctuation at the ends (sentence dots, leading slashes).
         let mut a = start;
@@ -709,6 +724,10 @@ mod tests {
                 Some(Rank::Structure),
             ),
             ("describe('AuthService', () => {", Some(Rank::Structure)),
+            (
+                "  await test('POST /auth/login', async () => {",
+                Some(Rank::Structure),
+            ),
             (
                 "    public ResponseEntity<User> getUser(@PathVariable Long id) {",
                 Some(Rank::Structure),

@@ -287,6 +287,51 @@ mod tests {
     }
 
     #[test]
+    fn agent_preset_summarizes_old_tool_results_and_expands_back() {
+        // Files that differ on every line (no duplicates for dedup) and hold
+        // no term found only there (the information check lets them go).
+        let source = |f: usize| -> String {
+            (1..=80)
+                .map(|i| {
+                    if i % 10 == 1 {
+                        format!("{i}\texport function handler(req) {{\n")
+                    } else {
+                        format!("{i}\t  const value = compute(req) + {};\n", f * 100 + i)
+                    }
+                })
+                .collect()
+        };
+        let mut msgs = vec![serde_json::json!({"role": "user", "content": "fix the handlers"})];
+        for i in 0..14 {
+            msgs.push(serde_json::json!({"role": "assistant", "content": "", "tool_calls": [
+                {"id": format!("c{i}"), "type": "function", "function": {"name": "Read",
+                 "arguments": serde_json::json!({"file_path": format!("/r/src/f{i}.js")}).to_string()}}]}));
+            msgs.push(serde_json::json!({"role": "tool", "tool_call_id": format!("c{i}"), "content": source(i)}));
+        }
+        for i in 0..3 {
+            msgs.push(serde_json::json!({"role": "user", "content": format!("next {i}")}));
+            msgs.push(serde_json::json!({"role": "assistant", "content": format!("ok {i}")}));
+        }
+        let doc = serde_json::json!({"id": "s", "messages": msgs}).to_string();
+        let arch = Arc::new(MemoryArchive::new());
+        let c = Compressor::preset("agent")
+            .unwrap()
+            .with_archive(Some(arch.clone()));
+        let mut conv = Conversation::parse(&doc).unwrap();
+        let report = c.compress(&mut conv).unwrap();
+        let tc = report
+            .stages
+            .iter()
+            .find(|s| s.name == "tool_compressor")
+            .expect("the agent preset runs tool_compressor");
+        // 14 reads, the last 10 kept: four summarized.
+        assert_eq!(tc.outcome.counters.get("reads"), Some(&4));
+        assert!(conv.size() < Conversation::parse(&doc).unwrap().size());
+        assert!(ctxpress_core::validate(&conv).is_empty());
+        assert_eq!(expand(&conv, arch.as_ref()).unwrap().to_json_string(), doc);
+    }
+
+    #[test]
     fn identity_round_trips_and_archives_nothing() {
         let doc = r#"{"id": "x", "messages": [{"role": "user", "content": "hi"}]}"#;
         let arch = Arc::new(MemoryArchive::new());

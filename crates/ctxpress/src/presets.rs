@@ -29,7 +29,7 @@ pub const PRESETS: &[Preset] = &[
     },
     Preset {
         name: "agent",
-        summary: "agent trajectories: stale-op pruning, fuzzy dedup with deltas, summaries",
+        summary: "agent trajectories: stale-op pruning, fuzzy dedup with deltas, tool-result summaries, prose summaries",
         toml: include_str!("../presets/agent.toml"),
     },
 ];
