@@ -565,7 +565,7 @@ pub fn for_each_term<'a>(text: &'a str, json_escaped: bool, mut f: impl FnMut(&'
             dot |= c == b'.';
             i += 1;
         }
-        if !interesting && !(digit && dot) {
+        if !(interesting || (digit && dot)) {
             continue;
         }
         // Trim punctuation at the ends (sentence dots, leading slashes).
