@@ -33,9 +33,9 @@ use ctxpress_core::tokens::count_message;
 use ctxpress_core::{
     ConfigError, Conversation, Message, Role, StageContext, StageOutcome, Strategy, StrategyError,
 };
+use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use std::collections::{HashMap, HashSet};
 pub use summary::{Kind, Limits, PREFIX, Subject, summarize};
 
 /// Parameters of the `tool_compressor` stage.

@@ -6,7 +6,7 @@ use crate::lines::{
     Lang, OutlineState, Rank, clip, declaration, is_count_line, is_diagnostic, is_error_line,
     is_heading, lang_of, references, shape, split_numbered,
 };
-use std::collections::HashSet;
+use foldhash::HashSet;
 use std::fmt::Write as _;
 
 /// The prefix every summary starts with.
@@ -425,7 +425,7 @@ fn search(subject: &Subject, text: &str, limits: &Limits, share: f64) -> Option<
     let mut matches = 0usize;
     let mut listing = 0usize;
     let mut samples: Vec<&str> = Vec::new();
-    let mut index: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
+    let mut index: foldhash::HashMap<&str, usize> = foldhash::HashMap::default();
     for l in &lines {
         let Some((path, rest)) = match_path(l) else {
             continue;
