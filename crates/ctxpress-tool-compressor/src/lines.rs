@@ -526,6 +526,41 @@ fn is_path(run: &[u8]) -> bool {
     }
 }
 
+const T_TOK: u8 = 1;
+/// `_` or `/`.
+const T_MARK: u8 = 2;
+const T_UPPER: u8 = 4;
+const T_DIGIT: u8 = 8;
+const T_DOT: u8 = 16;
+
+/// Byte classes for [`for_each_term`].
+static TERM_BYTES: [u8; 256] = {
+    let mut t = [0u8; 256];
+    let mut i = 0;
+    while i < 256 {
+        let c = i as u8;
+        let mut k = 0;
+        if c.is_ascii_alphanumeric() || matches!(c, b'_' | b'.' | b'-' | b'/') {
+            k |= T_TOK;
+        }
+        if c == b'_' || c == b'/' {
+            k |= T_MARK;
+        }
+        if c.is_ascii_uppercase() {
+            k |= T_UPPER;
+        }
+        if c.is_ascii_digit() {
+            k |= T_DIGIT;
+        }
+        if c == b'.' {
+            k |= T_DOT;
+        }
+        t[i] = k;
+        i += 1;
+    }
+    t
+};
+
 /// Call `f` with each information-bearing term of `text`: paths (with an
 /// extension), compound identifiers (camelCase, PascalCase, snake_case,
 /// which covers error names) and versions. Bare numbers, sizes and hashes
@@ -534,7 +569,6 @@ fn is_path(run: &[u8]) -> bool {
 /// terms, so raw JSON argument text reads like its decoded strings.
 pub fn for_each_term<'a>(text: &'a str, json_escaped: bool, mut f: impl FnMut(&'a str)) {
     let bytes = text.as_bytes();
-    let is_tok = |c: u8| c.is_ascii_alphanumeric() || matches!(c, b'_' | b'.' | b'-' | b'/');
     let mut i = 0;
     while i < bytes.len() {
         let c = bytes.get(i).copied().unwrap_or(0);
@@ -546,26 +580,28 @@ pub fn for_each_term<'a>(text: &'a str, json_escaped: bool, mut f: impl FnMut(&'
             };
             continue;
         }
-        if !is_tok(c) {
+        if TERM_BYTES[c as usize] & T_TOK == 0 {
             i += 1;
             continue;
         }
         let start = i;
         // Only runs with an underscore, a slash, an inner capital or a dotted
         // number can hold a term: plain words are skipped without splitting.
-        let mut interesting = false;
-        let mut digit = false;
-        let mut dot = false;
+        let mut seen = 0u8;
+        let mut upper_inside = 0u8;
+        i += 1;
+        seen |= TERM_BYTES[c as usize];
         while let Some(&c) = bytes.get(i) {
-            if !is_tok(c) {
+            let k = TERM_BYTES[c as usize];
+            if k & T_TOK == 0 {
                 break;
             }
-            interesting |= c == b'_' || c == b'/' || (i > start && c.is_ascii_uppercase());
-            digit |= c.is_ascii_digit();
-            dot |= c == b'.';
+            seen |= k;
+            upper_inside |= k;
             i += 1;
         }
-        if !(interesting || (digit && dot)) {
+        let interesting = seen & T_MARK != 0 || upper_inside & T_UPPER != 0;
+        if !(interesting || (seen & T_DIGIT != 0 && seen & T_DOT != 0)) {
             continue;
         }
         // Trim punctuation at the ends (sentence dots, leading slashes).
