@@ -20,6 +20,30 @@ pub struct Line<'a> {
 
 static NUMBERED: LazyLock<Regex> = LazyLock::new(|| re(r"^\s*(\d{1,7})(?:\t|→|:|\|)"));
 
+/// [`NUMBERED`] at the start of `l`: the digits and the end of the prefix.
+/// ASCII digits are parsed by hand; a line where a non-ASCII character could
+/// be a `\d` digit goes to the regex.
+fn numbered_prefix(l: &str) -> Option<(&str, usize)> {
+    let t = l.trim_start();
+    let ws = l.len() - t.len();
+    let b = t.as_bytes();
+    let n = b.iter().take(8).take_while(|c| c.is_ascii_digit()).count();
+    let next = t.get(n..).and_then(|r| r.chars().next());
+    if next.is_some_and(|c| !c.is_ascii() && c.is_numeric()) {
+        let c = NUMBERED.captures(l)?;
+        return Some((c.get(1)?.as_str(), c.get(0)?.end()));
+    }
+    if n == 0 || n > 7 {
+        return None;
+    }
+    let sep = match next? {
+        '\t' | ':' | '|' => 1,
+        '→' => '→'.len_utf8(),
+        _ => return None,
+    };
+    Some((t.get(..n)?, ws + n + sep))
+}
+
 /// Split a read's text into lines, removing line-number prefixes (`12\t`,
 /// `    12→`, `12:`) when at least four in five non-empty lines carry one with
 /// increasing numbers (Claude Code, OpenHands, `cat -n`, SWE-agent).
@@ -33,8 +57,8 @@ pub fn split_numbered(text: &str) -> Vec<Line<'_>> {
             continue;
         }
         nonempty += 1;
-        if let Some(c) = NUMBERED.captures(l)
-            && let Some(n) = c.get(1).and_then(|m| m.as_str().parse::<u64>().ok())
+        if let Some((digits, _)) = numbered_prefix(l)
+            && let Ok(n) = digits.parse::<u64>()
             && last.is_none_or(|p| n > p)
         {
             hits += 1;
@@ -44,13 +68,10 @@ pub fn split_numbered(text: &str) -> Vec<Line<'_>> {
     let numbered = nonempty > 0 && hits * 5 >= nonempty * 4;
     raw.into_iter()
         .map(|l| {
-            if numbered
-                && let Some(c) = NUMBERED.captures(l)
-                && let (Some(all), Some(n)) = (c.get(0), c.get(1))
-            {
+            if numbered && let Some((digits, end)) = numbered_prefix(l) {
                 return Line {
-                    number: n.as_str().parse().ok(),
-                    body: l.get(all.end()..).unwrap_or(""),
+                    number: digits.parse().ok(),
+                    body: l.get(end..).unwrap_or(""),
                 };
             }
             Line {
@@ -710,6 +731,35 @@ pub fn shape(s: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn numbered_prefix_agrees_with_the_regex() {
+        for l in [
+            "12\tx",
+            "    12→x",
+            "12:x",
+            "12|x",
+            "  7: y",
+            "12345678\tx",
+            "1234567\tx",
+            "\u{a0}3→z",
+            "x12\t",
+            "12 x",
+            "",
+            "   ",
+            "٣→x",
+            "12٣→x",
+            "12",
+            "→",
+            "0:",
+            "\t\t9|",
+        ] {
+            let want = NUMBERED
+                .captures(l)
+                .and_then(|c| Some((c.get(1)?.as_str(), c.get(0)?.end())));
+            assert_eq!(numbered_prefix(l), want, "{l:?}");
+        }
+    }
+
     use super::*;
 
     fn rank(body: &str, lang: Lang) -> Option<Rank> {
