@@ -826,11 +826,11 @@ fn has_code_chars(s: &str) -> bool {
 
 // ---------------------------------------------------------------- line helpers
 
-fn char_len(s: &str) -> usize {
+pub(crate) fn char_len(s: &str) -> usize {
     s.bytes().filter(|b| b & 0xC0 != 0x80).count()
 }
 
-fn is_list_item(t: &str) -> bool {
+pub(crate) fn is_list_item(t: &str) -> bool {
     let b = t.as_bytes();
     match b.first() {
         Some(b'-' | b'*' | b'+') => b.get(1) == Some(&b' '),
@@ -842,7 +842,7 @@ fn is_list_item(t: &str) -> bool {
     }
 }
 
-fn is_identifier_key(k: &str) -> bool {
+pub(crate) fn is_identifier_key(k: &str) -> bool {
     let b = k.as_bytes();
     !b.is_empty()
         && b.len() <= 40
@@ -939,24 +939,24 @@ fn verse_line(t: &str) -> Option<VerseLine> {
     })
 }
 
-struct VerseLine {
-    words: usize,
-    caps: usize,
-    rest: usize,
-    unterminated: bool,
+pub(crate) struct VerseLine {
+    pub(crate) words: usize,
+    pub(crate) caps: usize,
+    pub(crate) rest: usize,
+    pub(crate) unterminated: bool,
 }
 
 #[derive(Default)]
-struct VerseRun {
-    lines: usize,
-    words: usize,
-    caps: usize,
-    rest: usize,
-    unterminated: usize,
+pub(crate) struct VerseRun {
+    pub(crate) lines: usize,
+    pub(crate) words: usize,
+    pub(crate) caps: usize,
+    pub(crate) rest: usize,
+    pub(crate) unterminated: usize,
 }
 
 impl VerseRun {
-    fn is_verse(&self) -> bool {
+    pub(crate) fn is_verse(&self) -> bool {
         self.lines >= 4
             && self.unterminated * 2 >= self.lines
             && self.words >= self.lines * 3
@@ -1088,7 +1088,7 @@ pub fn has_code_fence(text: &str) -> bool {
 
 /// Starts with `{` or `[` followed by JSON-like content: valid JSON, or an
 /// object/array opening with a quoted key or nested structure.
-fn is_json_structure(text: &str) -> bool {
+pub(crate) fn is_json_structure(text: &str) -> bool {
     let t = text.trim();
     let b = t.as_bytes();
     let Some(&first) = b.first() else {
@@ -1122,7 +1122,7 @@ pub fn is_valid_json(text: &str) -> bool {
 
 // ---------------------------------------------------------------- math
 
-static LATEX: LazyLock<Regex> = LazyLock::new(|| {
+pub(crate) static LATEX: LazyLock<Regex> = LazyLock::new(|| {
     re(concat!(
         r"\$\$[^$]+\$\$",
         r"|\\\[[^\]]+\\\]",
@@ -1194,21 +1194,25 @@ fn latex_candidate(text: &str) -> bool {
 }
 
 fn has_latex(text: &str) -> bool {
-    latex_candidate(text)
-        && LATEX.find_iter(text).any(|m| {
-            let s = m.as_str();
-            if s.starts_with("$$") || s.starts_with('\\') || s.len() == 3 {
-                return true;
-            }
-            // inline `$...$`: needs math syntax inside, and must not be followed by
-            // an identifier character (shell `$A_B $C`).
-            let inner = s.get(1..s.len() - 1).unwrap_or("");
-            let after = text.as_bytes().get(m.end());
-            inner
-                .bytes()
-                .any(|b| matches!(b, b'\\' | b'^' | b'_' | b'=' | b'{' | b'+'))
-                && !after.is_some_and(|b| b.is_ascii_alphanumeric())
-        })
+    latex_candidate(text) && latex_matches(text)
+}
+
+/// Some [`LATEX`] match that is math: display math, a command, `$x$`, or
+/// inline `$...$` with math syntax inside and no identifier right after
+/// (shell `$A_B $C` is not math).
+pub(crate) fn latex_matches(text: &str) -> bool {
+    LATEX.find_iter(text).any(|m| {
+        let s = m.as_str();
+        if s.starts_with("$$") || s.starts_with('\\') || s.len() == 3 {
+            return true;
+        }
+        let inner = s.get(1..s.len() - 1).unwrap_or("");
+        let after = text.as_bytes().get(m.end());
+        inner
+            .bytes()
+            .any(|b| matches!(b, b'\\' | b'^' | b'_' | b'=' | b'{' | b'+'))
+            && !after.is_some_and(|b| b.is_ascii_alphanumeric())
+    })
 }
 
 const MATH_SYMBOLS: &[char] = &[
@@ -1218,7 +1222,7 @@ const MATH_SYMBOLS: &[char] = &[
 ];
 
 /// Two or more mathematical symbols (a single `≥` in prose is not math).
-fn has_unicode_math(text: &str) -> bool {
+pub(crate) fn has_unicode_math(text: &str) -> bool {
     let b = text.as_bytes();
     let mut n = 0;
     for p in memchr::memchr_iter(0xE2, b) {
@@ -1280,7 +1284,7 @@ static SQL_ANY_CASE: LazyLock<Regex> = LazyLock::new(|| {
     ))
 });
 
-const SQL_WEAK: &[&str] = &[
+pub(crate) const SQL_WEAK: &[&str] = &[
     "WHERE",
     "JOIN",
     "HAVING",
@@ -1289,7 +1293,7 @@ const SQL_WEAK: &[&str] = &[
     "EXCEPT",
     "INTERSECT",
 ];
-const SQL_OTHER: &[&str] = &[
+pub(crate) const SQL_OTHER: &[&str] = &[
     "SELECT",
     "FROM",
     "INSERT",
@@ -1368,7 +1372,7 @@ fn is_sql(text: &str, words: &LowerWords) -> bool {
 }
 // ---------------------------------------------------------------- tracebacks
 
-static TRACE_HEADER: LazyLock<Regex> = LazyLock::new(|| {
+pub(crate) static TRACE_HEADER: LazyLock<Regex> = LazyLock::new(|| {
     re(concat!(
         r"(?m)Traceback \(most recent call last\):",
         r#"|Exception in thread "[^"\n]*" "#,
@@ -1379,7 +1383,7 @@ static TRACE_HEADER: LazyLock<Regex> = LazyLock::new(|| {
     ))
 });
 
-static TRACE_FRAME: LazyLock<Regex> = LazyLock::new(|| {
+pub(crate) static TRACE_FRAME: LazyLock<Regex> = LazyLock::new(|| {
     re(concat!(
         r"(?m)^[ \t]+at [^\n]*?(?:\.(?:java|kt|scala|groovy):[0-9]+\)|\(Native Method\)|\(Unknown Source\)|:[0-9]+:[0-9]+\)?)\r?$",
         r#"|^[ \t]*File "[^"\n]+", line [0-9]+"#,
@@ -1426,7 +1430,7 @@ fn frame_like_line(lb: &[u8]) -> bool {
 // ---------------------------------------------------------------- soft
 
 /// Candidate patterns, one per soft reason, in [`SOFT_REASONS`] order.
-const SOFT_PATTERNS: &[&str] = &[
+pub(crate) const SOFT_PATTERNS: &[&str] = &[
     // url
     r"(?-u:\b)https?://[A-Za-z0-9\[]",
     // email
@@ -1451,7 +1455,7 @@ const SOFT_PATTERNS: &[&str] = &[
     r"(?-u:\b)[0-9]+(?:\.[0-9]+)?(?:[ ]?(?:ms|ns|µs|sec|secs|seconds?|mins?|minutes?|hrs?|hours?|days?|weeks?|[KMGTP]i?B|kB|bytes?|[kMG]?Hz|km|cm|mm|kg|mg|kW|mV|mA|°[CF]|px|rem|fps|rpm|[KMG]bps)|(?:s|h|m|g|V|W|A|K|B|em))(?-u:\b)",
 ];
 
-const SOFT_REASONS: &[Reason] = &[
+pub(crate) const SOFT_REASONS: &[Reason] = &[
     Reason::Url,
     Reason::Email,
     Reason::Phone,

@@ -10,6 +10,12 @@
 use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
 use ctxpress_core::{Classification, Reason, Tier};
 use regex::{Regex, RegexSet};
+
+use crate::classify::{
+    SOFT_PATTERNS, SOFT_REASONS, SQL_OTHER, SQL_WEAK, TRACE_FRAME, TRACE_HEADER, VerseLine,
+    VerseRun, char_len, has_unicode_math, is_identifier_key, is_json_structure, is_list_item,
+    latex_matches, split_code_and_prose,
+};
 use std::sync::LazyLock;
 
 /// Prose with fewer words than this is T2, otherwise T3.
@@ -256,32 +262,6 @@ impl LineStats {
     }
 }
 
-fn char_len(s: &str) -> usize {
-    s.bytes().filter(|b| b & 0xC0 != 0x80).count()
-}
-
-fn is_list_item(t: &str) -> bool {
-    let b = t.as_bytes();
-    match b.first() {
-        Some(b'-' | b'*' | b'+') => b.get(1) == Some(&b' '),
-        Some(d) if d.is_ascii_digit() => {
-            let n = b.iter().take_while(|c| c.is_ascii_digit()).count();
-            matches!(b.get(n), Some(b'.' | b')')) && b.get(n + 1) == Some(&b' ')
-        }
-        _ => false,
-    }
-}
-
-fn is_identifier_key(k: &str) -> bool {
-    let b = k.as_bytes();
-    !b.is_empty()
-        && b.len() <= 40
-        && (b[0].is_ascii_alphabetic() || b[0] == b'_')
-        && b.iter()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'_' | b'-' | b'.'))
-}
-
-/// `key: value`, `key:`, `- key: value`, `key = value` or a `[section]` header.
 fn is_key_value_line(line: &str) -> bool {
     let t = line.trim();
     let t = t.strip_prefix("- ").unwrap_or(t);
@@ -372,31 +352,6 @@ fn verse_line(t: &str) -> Option<VerseLine> {
     })
 }
 
-struct VerseLine {
-    words: usize,
-    caps: usize,
-    rest: usize,
-    unterminated: bool,
-}
-
-#[derive(Default)]
-struct VerseRun {
-    lines: usize,
-    words: usize,
-    caps: usize,
-    rest: usize,
-    unterminated: usize,
-}
-
-impl VerseRun {
-    fn is_verse(&self) -> bool {
-        self.lines >= 4
-            && self.unterminated * 2 >= self.lines
-            && self.words >= self.lines * 3
-            && self.caps * 10 <= self.rest * 3
-    }
-}
-
 /// One pass over the lines: line-length moments (non-blank lines), code outside
 /// fences (indented blocks, unified diff hunks, shell transcripts with two or
 /// more `$ ` prompts; all reported as `indented_code`), YAML/TOML key-value
@@ -473,85 +428,6 @@ fn scan_lines(text: &str) -> LineStats {
 
 // ---------------------------------------------------------------- fences
 
-/// A piece of a message: prose or a fenced code block (fence lines included).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Segment<'a> {
-    /// True for a fenced code block.
-    pub code: bool,
-    /// The text of the piece.
-    pub text: &'a str,
-}
-
-/// The fence marker opening a line (up to 3 spaces of indent), if any.
-fn fence_of(line: &str) -> Option<(u8, usize)> {
-    let t = line.trim_start_matches(' ');
-    if line.len() - t.len() > 3 {
-        return None;
-    }
-    let c = *t.as_bytes().first()?;
-    if c != b'`' && c != b'~' {
-        return None;
-    }
-    let n = t.bytes().take_while(|&b| b == c).count();
-    (n >= 3).then_some((c, n))
-}
-
-/// Split a text into prose and fenced code blocks, in order. An unclosed fence
-/// runs to the end of the text.
-pub fn split_code_and_prose(text: &str) -> Vec<Segment<'_>> {
-    let mut out = Vec::new();
-    let mut seg_start = 0;
-    let mut open: Option<(u8, usize)> = None;
-    let mut pos = 0;
-    for line in text.split_inclusive('\n') {
-        let start = pos;
-        pos += line.len();
-        match open {
-            None => {
-                if let Some(f) = fence_of(line) {
-                    if start > seg_start {
-                        out.push(Segment {
-                            code: false,
-                            text: text.get(seg_start..start).unwrap_or(""),
-                        });
-                    }
-                    seg_start = start;
-                    open = Some(f);
-                }
-            }
-            Some((c, n)) => {
-                if let Some((c2, n2)) = fence_of(line) {
-                    let rest = line.trim().trim_start_matches(c as char);
-                    if c2 == c && n2 >= n && rest.is_empty() {
-                        out.push(Segment {
-                            code: true,
-                            text: text.get(seg_start..pos).unwrap_or(""),
-                        });
-                        seg_start = pos;
-                        open = None;
-                    }
-                }
-            }
-        }
-    }
-    if seg_start < text.len() {
-        out.push(Segment {
-            code: open.is_some(),
-            text: text.get(seg_start..).unwrap_or(""),
-        });
-    }
-    out
-}
-
-/// Characters of prose outside fenced code blocks (each piece trimmed).
-pub fn prose_chars(text: &str) -> usize {
-    split_code_and_prose(text)
-        .iter()
-        .filter(|s| !s.code)
-        .map(|s| char_len(s.text.trim()))
-        .sum()
-}
-
 /// True when the text has at least one fenced code block.
 pub fn has_code_fence(text: &str) -> bool {
     let b = text.as_bytes();
@@ -559,94 +435,10 @@ pub fn has_code_fence(text: &str) -> bool {
         && split_code_and_prose(text).iter().any(|s| s.code)
 }
 
-// ---------------------------------------------------------------- JSON
-
-/// Starts with `{` or `[` followed by JSON-like content: valid JSON, or an
-/// object/array opening with a quoted key or nested structure.
-fn is_json_structure(text: &str) -> bool {
-    let t = text.trim();
-    let b = t.as_bytes();
-    let Some(&first) = b.first() else {
-        return false;
-    };
-    if first != b'{' && first != b'[' {
-        return false;
-    }
-    let next = t.get(1..).unwrap_or("").trim_start();
-    let looks = if first == b'{' {
-        next.starts_with('"') || next.starts_with('}')
-    } else {
-        next.starts_with('{')
-            || next.starts_with('"')
-            || next.starts_with('[')
-            || next.starts_with(']')
-    };
-    if looks && (first == b'{' || next.starts_with('{') || next.starts_with('[')) {
-        return true;
-    }
-    let closes = matches!((first, b.last()), (b'{', Some(b'}')) | (b'[', Some(b']')));
-    closes && is_valid_json(t)
-}
-
-/// True when `text` (trimmed) parses as a JSON object or array.
-pub fn is_valid_json(text: &str) -> bool {
-    let t = text.trim();
-    matches!(t.as_bytes().first(), Some(b'{' | b'[' | b'"'))
-        && serde_json::from_str::<serde::de::IgnoredAny>(t).is_ok()
-}
-
 // ---------------------------------------------------------------- math
 
-static LATEX: LazyLock<Regex> = LazyLock::new(|| {
-    re(concat!(
-        r"\$\$[^$]+\$\$",
-        r"|\\\[[^\]]+\\\]",
-        r"|\\\([^)\n]+\\\)",
-        r"|\\begin\{(?:equation|align|gather|math|displaymath|multline)\*?\}",
-        r"|\\(?:frac|dfrac|sqrt|sum|prod|int|iint|oint|lim|mathbb|mathrm|mathcal|alpha|beta|gamma|delta|epsilon|theta|lambda|sigma|omega|infty|partial|nabla|cdot|leq|geq|neq|approx|forall|exists)(?-u:\b)",
-        r"|\$[A-Za-z]\$",
-        r"|\$[^[ \t\r\n]$[0-9]{(][^$\n]*?[^[ \t\r\n]$\\]\$",
-    ))
-});
-
 fn has_latex(text: &str) -> bool {
-    LATEX.find_iter(text).any(|m| {
-        let s = m.as_str();
-        if s.starts_with("$$") || s.starts_with('\\') || s.len() == 3 {
-            return true;
-        }
-        // inline `$...$`: needs math syntax inside, and must not be followed by
-        // an identifier character (shell `$A_B $C`).
-        let inner = s.get(1..s.len() - 1).unwrap_or("");
-        let after = text.as_bytes().get(m.end());
-        inner
-            .bytes()
-            .any(|b| matches!(b, b'\\' | b'^' | b'_' | b'=' | b'{' | b'+'))
-            && !after.is_some_and(|b| b.is_ascii_alphanumeric())
-    })
-}
-
-const MATH_SYMBOLS: &[char] = &[
-    '∑', '∏', '∫', '∬', '∮', '∂', '∇', '√', '∞', '≠', '≈', '≡', '≤', '≥', '∈', '∉', '∋', '⊂', '⊃',
-    '⊆', '⊇', '∪', '∩', '∀', '∃', '∄', '∅', '∧', '∨', '⊕', '⊗', 'ℝ', 'ℕ', 'ℤ', 'ℚ', 'ℂ', '∝', '∠',
-    '⊥', '∴', '∵', '∘', '⊢', '⊨',
-];
-
-/// Two or more mathematical symbols (a single `≥` in prose is not math).
-fn has_unicode_math(text: &str) -> bool {
-    let b = text.as_bytes();
-    let mut n = 0;
-    for p in memchr::memchr_iter(0xE2, b) {
-        if let Some(c) = text.get(p..).and_then(|s| s.chars().next())
-            && MATH_SYMBOLS.contains(&c)
-        {
-            n += 1;
-            if n >= 2 {
-                return true;
-            }
-        }
-    }
-    false
+    latex_matches(text)
 }
 
 // ---------------------------------------------------------------- SQL
@@ -664,46 +456,6 @@ static SQL_STRONG: LazyLock<Regex> = LazyLock::new(|| {
         r"|update[ \t\r\n]+[A-Za-z0-9_]+[ \t\r\n]+set[ \t\r\n]+[A-Za-z0-9_]+[ \t\r\n]*=))",
     ))
 });
-
-const SQL_WEAK: &[&str] = &[
-    "WHERE",
-    "JOIN",
-    "HAVING",
-    "UNION",
-    "DISTINCT",
-    "EXCEPT",
-    "INTERSECT",
-];
-const SQL_OTHER: &[&str] = &[
-    "SELECT",
-    "FROM",
-    "INSERT",
-    "INTO",
-    "UPDATE",
-    "DELETE",
-    "SET",
-    "VALUES",
-    "CREATE",
-    "TABLE",
-    "DROP",
-    "ALTER",
-    "INDEX",
-    "LIMIT",
-    "OFFSET",
-    "VIEW",
-    "SCHEMA",
-    "FETCH",
-    "COMMIT",
-    "ROLLBACK",
-    "TRIGGER",
-    "PROCEDURE",
-    "DATABASE",
-    "GRANT",
-    "REVOKE",
-    "TRUNCATE",
-    "BETWEEN",
-    "LIKE",
-];
 
 static SQL_WORDS: LazyLock<AhoCorasick> = LazyLock::new(|| {
     AhoCorasickBuilder::new()
@@ -739,42 +491,6 @@ fn is_sql(text: &str) -> bool {
 
 // ---------------------------------------------------------------- tracebacks
 
-static TRACE_HEADER: LazyLock<Regex> = LazyLock::new(|| {
-    re(concat!(
-        r"(?m)Traceback \(most recent call last\):",
-        r#"|Exception in thread "[^"\n]*" "#,
-        r"|thread '[^'\n]*' panicked at ",
-        r"|panicked at [^\n]*\.rs:[0-9]+:[0-9]+",
-        r"|^goroutine [0-9]+ \[[a-z ]+\]:",
-        r"|^[[A-Za-z0-9_].$]*(?:Error|Exception)(?::[^\n]*)?\r?\n[ \t]+at [^\n]+(?:\.(?:java|kt|scala|groovy):[0-9]+\)|:[0-9]+:[0-9]+\)?)",
-    ))
-});
-
-static TRACE_FRAME: LazyLock<Regex> = LazyLock::new(|| {
-    re(concat!(
-        r"(?m)^[ \t]+at [^\n]*?(?:\.(?:java|kt|scala|groovy):[0-9]+\)|\(Native Method\)|\(Unknown Source\)|:[0-9]+:[0-9]+\)?)\r?$",
-        r#"|^[ \t]*File "[^"\n]+", line [0-9]+"#,
-        r"|^[ \t]+[0-9]+: [[A-Za-z0-9_]:<>${}\[\] ]+?::[[A-Za-z0-9_]:<>${}\[\] ]+\r?$",
-    ))
-});
-
-/// Literals one of which every traceback pattern contains.
-static TRACE_NEEDLES: LazyLock<AhoCorasick> = LazyLock::new(|| {
-    AhoCorasickBuilder::new()
-        .match_kind(MatchKind::LeftmostFirst)
-        .build([
-            "Traceback (most recent call last):",
-            "Exception in thread \"",
-            "panicked at ",
-            "goroutine ",
-            "\tat ",
-            "  at ",
-            "File \"",
-        ])
-        .expect("traceback needles compile")
-});
-
-/// Python, Java/Kotlin, Rust, Node and Go stack traces.
 fn has_traceback(text: &str) -> bool {
     TRACE_HEADER.is_match(text) || TRACE_FRAME.find_iter(text).nth(1).is_some()
 }
@@ -782,45 +498,6 @@ fn has_traceback(text: &str) -> bool {
 // ---------------------------------------------------------------- soft
 
 /// Candidate patterns, one per soft reason, in [`SOFT_REASONS`] order.
-const SOFT_PATTERNS: &[&str] = &[
-    // url
-    r"(?-u:\b)https?://[A-Za-z0-9\[]",
-    // email
-    r"[A-Za-z0-9._%+\-]+@[A-Za-z0-9\-]+(?:\.[A-Za-z0-9\-]+)*\.[A-Za-z]{2,}(?-u:\b)",
-    // phone
-    r"(?:(?:\+[0-9]{1,3}[ .\-]?)?(?:\([0-9]{3}\) ?|(?-u:\b)[0-9]{3}[ .\-])[0-9]{3}[ .\-][0-9]{4}|\+[0-9]{1,3}[ .\-][0-9]{1,4}(?:[ .\-][0-9]{2,4}){2,3})(?-u:\b)",
-    // version_number
-    r"(?-u:\b)(?:v[0-9]+(?:\.[0-9]+){1,3}|[0-9]+\.[0-9]+\.[0-9]+(?:-[0-9A-Za-z.]+)?)(?-u:\b)",
-    // hash_or_sha
-    r"(?-u:\b)[0-9a-fA-F]{40,64}(?-u:\b)",
-    // file_path
-    r"(?m)(?:^|[ \t(\['`=,:])(?:~|\.{1,2})?/[[A-Za-z0-9_].\-]+(?:/[[A-Za-z0-9_].\-]+)+|(?:^|[ \t(\['`=,])[[A-Za-z0-9_].\-]+(?:/[[A-Za-z0-9_].\-]+)+\.[A-Za-z0-9]{1,8}(?-u:\b)",
-    // ip_or_semver
-    r"(?-u:\b)[0-9]+(?:\.[0-9]+){2,}(?-u:\b)",
-    // quoted_key
-    r#""[A-Za-z_$][[A-Za-z0-9_]$.\-]*"[ \t\r\n]*:"#,
-    // legal_term
-    r"(?i-u:(?-u:\b)(?:shall|notwithstanding|whereas|hereinafter|hereby|herein|hereto|thereof|pursuant[ \t\r\n]+to|indemnif(?:y|ies|ied|ication)|in[ \t\r\n]+witness[ \t\r\n]+whereof)(?-u:\b))",
-    // direct_quote
-    "\"[^\"\n]{11,}\"|\u{201c}[^\u{201d}\n]{11,}\u{201d}|\u{ab}[^\u{bb}\n]{11,}\u{bb}",
-    // numeric_with_units
-    r"(?-u:\b)[0-9]+(?:\.[0-9]+)?(?:[ ]?(?:ms|ns|µs|sec|secs|seconds?|mins?|minutes?|hrs?|hours?|days?|weeks?|[KMGTP]i?B|kB|bytes?|[kMG]?Hz|km|cm|mm|kg|mg|kW|mV|mA|°[CF]|px|rem|fps|rpm|[KMG]bps)|(?:s|h|m|g|V|W|A|K|B|em))(?-u:\b)",
-];
-
-const SOFT_REASONS: &[Reason] = &[
-    Reason::Url,
-    Reason::Email,
-    Reason::Phone,
-    Reason::VersionNumber,
-    Reason::HashOrSha,
-    Reason::FilePath,
-    Reason::IpOrSemver,
-    Reason::QuotedKey,
-    Reason::LegalTerm,
-    Reason::DirectQuote,
-    Reason::NumericWithUnits,
-];
-
 /// Indices into [`SOFT_PATTERNS`] of the patterns that need an ASCII digit.
 const DIGIT_SOFT: [usize; 5] = [2, 3, 4, 6, 10];
 
