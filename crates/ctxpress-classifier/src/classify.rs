@@ -36,7 +36,7 @@ const SPECIAL_RATIO: f64 = 0.15;
 /// Coefficient of variation above which line lengths are `high_line_length_variance`.
 const LINE_CV: f64 = 1.2;
 
-fn re(p: &str) -> Regex {
+pub(crate) fn re(p: &str) -> Regex {
     // Patterns are constants: a failure is a programming error every test hits.
     Regex::new(p).expect("classifier pattern compiles")
 }
@@ -815,7 +815,7 @@ impl LineState {
     }
 }
 
-fn has_code_chars(s: &str) -> bool {
+pub(crate) fn has_code_chars(s: &str) -> bool {
     s.bytes().any(|b| {
         matches!(
             b,
@@ -881,7 +881,7 @@ fn is_key_value_line(line: &str) -> bool {
 
 /// A line that could be a line of verse: capitalized, a few words, no code or
 /// key-value syntax, first word not an all-caps log level.
-fn verse_line(t: &str) -> Option<VerseLine> {
+pub(crate) fn verse_line(t: &str) -> Option<VerseLine> {
     let n = if t.is_ascii() { t.len() } else { char_len(t) };
     if !(8..=80).contains(&n) {
         return None;
@@ -1337,7 +1337,7 @@ static SQL_WORDS: LazyLock<AhoCorasick> = LazyLock::new(|| {
         .expect("sql keywords compile")
 });
 
-fn is_word_byte(b: u8) -> bool {
+pub(crate) fn is_word_byte(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b == b'_'
 }
 
@@ -1612,7 +1612,7 @@ fn quoted(
 
 /// True when `start..end` continues a longer dotted number (`192.168.1` in
 /// `192.168.1.1`).
-fn inside_longer_dotted(text: &str, start: usize, end: usize) -> bool {
+pub(crate) fn inside_longer_dotted(text: &str, start: usize, end: usize) -> bool {
     let b = text.as_bytes();
     let after = b.get(end) == Some(&b'.') && b.get(end + 1).is_some_and(u8::is_ascii_digit);
     let before = start >= 2

@@ -12,9 +12,10 @@ use ctxpress_core::{Classification, Reason, Tier};
 use regex::{Regex, RegexSet};
 
 use crate::classify::{
-    SOFT_PATTERNS, SOFT_REASONS, SQL_OTHER, SQL_WEAK, TRACE_FRAME, TRACE_HEADER, VerseLine,
-    VerseRun, char_len, has_unicode_math, is_identifier_key, is_json_structure, is_list_item,
-    latex_matches, split_code_and_prose,
+    SOFT_PATTERNS, SOFT_REASONS, SQL_OTHER, SQL_WEAK, TRACE_FRAME, TRACE_HEADER, VerseRun,
+    char_len, has_code_chars, has_unicode_math, inside_longer_dotted, is_identifier_key,
+    is_json_structure, is_list_item, is_word_byte, latex_matches, re, split_code_and_prose,
+    verse_line,
 };
 use std::sync::LazyLock;
 
@@ -25,11 +26,6 @@ pub const T3_MIN_WORDS: usize = 20;
 const SPECIAL_RATIO: f64 = 0.15;
 /// Coefficient of variation above which line lengths are `high_line_length_variance`.
 const LINE_CV: f64 = 1.2;
-
-fn re(p: &str) -> Regex {
-    // Patterns are constants: a failure is a programming error every test hits.
-    Regex::new(p).expect("classifier pattern compiles")
-}
 
 /// Classify one text: its tier and the hard and soft T0 reasons it carries.
 pub fn classify(text: &str) -> Classification {
@@ -283,75 +279,6 @@ fn is_key_value_line(line: &str) -> bool {
     false
 }
 
-fn has_code_chars(s: &str) -> bool {
-    s.bytes().any(|b| {
-        matches!(
-            b,
-            b'(' | b')' | b'{' | b'}' | b'[' | b']' | b';' | b'=' | b'<' | b'>'
-        )
-    })
-}
-
-/// A line that could be a line of verse: capitalized, a few words, no code or
-/// key-value syntax, first word not an all-caps log level.
-fn verse_line(t: &str) -> Option<VerseLine> {
-    let n = char_len(t);
-    if !(8..=80).contains(&n) {
-        return None;
-    }
-    let first = t.chars().next()?;
-    if !first.is_uppercase() {
-        return None;
-    }
-    if t.bytes().any(|b| {
-        matches!(
-            b,
-            b'=' | b'('
-                | b')'
-                | b'{'
-                | b'}'
-                | b'['
-                | b']'
-                | b'<'
-                | b'>'
-                | b'/'
-                | b'\\'
-                | b'|'
-                | b':'
-                | b'#'
-                | b'*'
-                | b'_'
-                | b'`'
-                | b'$'
-                | b'@'
-        )
-    }) {
-        return None;
-    }
-    let mut words = t.split_whitespace();
-    let w0 = words.next()?;
-    if w0.chars().count() >= 2 && w0.chars().all(|c| !c.is_alphabetic() || c.is_uppercase()) {
-        return None;
-    }
-    let (mut rest, mut caps) = (0usize, 0usize);
-    for w in words {
-        rest += 1;
-        if w != "I" && w.chars().next().is_some_and(char::is_uppercase) {
-            caps += 1;
-        }
-    }
-    if rest < 1 {
-        return None;
-    }
-    let unterminated = !matches!(t.as_bytes().last(), Some(b'.' | b'!' | b'?' | b':' | b';'));
-    Some(VerseLine {
-        words: rest + 1,
-        caps,
-        rest,
-        unterminated,
-    })
-}
-
 /// One pass over the lines: line-length moments (non-blank lines), code outside
 /// fences (indented blocks, unified diff hunks, shell transcripts with two or
 /// more `$ ` prompts; all reported as `indented_code`), YAML/TOML key-value
@@ -464,10 +391,6 @@ static SQL_WORDS: LazyLock<AhoCorasick> = LazyLock::new(|| {
         .expect("sql keywords compile")
 });
 
-fn is_word_byte(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b == b'_'
-}
-
 fn is_sql(text: &str) -> bool {
     if SQL_STRONG.is_match(text) {
         return true;
@@ -559,15 +482,4 @@ fn soft_reasons(text: &str, stats: &ByteStats, out: &mut Vec<Reason>) {
             out.push(reason);
         }
     }
-}
-
-/// True when `start..end` continues a longer dotted number (`192.168.1` in
-/// `192.168.1.1`).
-fn inside_longer_dotted(text: &str, start: usize, end: usize) -> bool {
-    let b = text.as_bytes();
-    let after = b.get(end) == Some(&b'.') && b.get(end + 1).is_some_and(u8::is_ascii_digit);
-    let before = start >= 2
-        && b.get(start - 1) == Some(&b'.')
-        && b.get(start - 2).is_some_and(u8::is_ascii_digit);
-    after || before
 }
