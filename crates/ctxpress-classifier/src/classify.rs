@@ -26,7 +26,7 @@
 use aho_corasick::{AhoCorasick, AhoCorasickBuilder, AhoCorasickKind, MatchKind};
 use ctxpress_core::{Classification, Reason, Tier};
 use regex::Regex;
-use std::sync::LazyLock;
+use std::sync::{LazyLock, OnceLock};
 
 /// Prose with fewer words than this is T2, otherwise T3.
 pub const T3_MIN_WORDS: usize = 20;
@@ -384,6 +384,8 @@ struct Scan {
     units: bool,
     /// A file path (`file_path`).
     path: bool,
+    /// The text is all ASCII.
+    ascii: bool,
     /// Maximal runs of 20+ token bytes (`[A-Za-z0-9_.-]`): where secrets and
     /// hashes can be.
     long_runs: Vec<(usize, usize)>,
@@ -428,6 +430,7 @@ fn scan_with(text: &str, m: &mut Masks) -> Scan {
         spans: Default::default(),
         units: false,
         path: false,
+        ascii,
         long_runs: Vec::new(),
     };
     let mut markdown = 0usize;
@@ -1469,49 +1472,42 @@ pub(crate) const SOFT_REASONS: &[Reason] = &[
     Reason::NumericWithUnits,
 ];
 
-static SOFT_RES: LazyLock<Vec<Regex>> =
-    LazyLock::new(|| SOFT_PATTERNS.iter().map(|p| re(p)).collect());
+/// The [`SOFT_PATTERNS`] compiled on first use: several reasons are matched
+/// by hand and never need theirs.
+static SOFT_RES: [OnceLock<Regex>; SOFT_PATTERNS.len()] =
+    [const { OnceLock::new() }; SOFT_PATTERNS.len()];
 
-/// Index of `hash_or_sha` in [`SOFT_PATTERNS`].
-const HASH: usize = 4;
+const _: () = assert!(SOFT_PATTERNS.len() == SOFT_REASONS.len());
 
-/// Where a soft reason can occur: anywhere (behind a byte or literal
-/// prefilter), only in the lines of a gate, or where the scan already looked.
-enum Where {
-    Text,
-    Lines(Gate),
-    Known(bool),
+/// The compiled pattern of the soft reason at index `reason` (< the number of
+/// soft reasons).
+fn soft_re(reason: usize) -> &'static Regex {
+    SOFT_RES[reason].get_or_init(|| re(SOFT_PATTERNS[reason]))
 }
 
 fn soft_reasons(text: &str, s: &Scan, runs: &TokenRuns, words: &LowerWords, out: &mut Vec<Reason>) {
     let b = text.as_bytes();
-    for (i, (&reason, rx)) in SOFT_REASONS.iter().zip(SOFT_RES.iter()).enumerate() {
-        let place = match i {
-            0 if has(b, b':') => Where::Text,
-            1 if has(b, b'@') => Where::Text,
-            2 => Where::Lines(Gate::Phone),
-            3 | 6 => Where::Lines(Gate::DotNum),
-            HASH => Where::Known(runs.hash),
-            5 => Where::Known(s.path),
-            7 if has(b, b'"') => Where::Text,
-            8 if words.legal => Where::Text,
-            9 if has(b, b'"') || !text.is_ascii() => Where::Text,
-            10 => Where::Known(s.units),
-            _ => continue,
-        };
-        let hit = |t: &str| match reason {
-            Reason::VersionNumber => rx.find_iter(t).any(|m| {
-                m.as_str().starts_with('v') || !inside_longer_dotted(t, m.start(), m.end())
+    let quote = has(b, b'"');
+    for (k, &reason) in SOFT_REASONS.iter().enumerate() {
+        let rx = || soft_re(k);
+        // each reason is looked for only where its anchor or gate says it can be
+        let found = match reason {
+            Reason::Url => has_url(b),
+            Reason::Email => has(b, b'@') && rx().is_match(text),
+            Reason::Phone => s.any(Gate::Phone, text, |t| rx().is_match(t)),
+            Reason::VersionNumber => s.any(Gate::DotNum, text, |t| {
+                rx().find_iter(t).any(|m| {
+                    m.as_str().starts_with('v') || !inside_longer_dotted(t, m.start(), m.end())
+                })
             }),
-            _ => rx.is_match(t),
-        };
-        let found = match place {
-            Where::Text if i == 0 => has_url(b),
-            Where::Text if i == 7 => has_quoted_key(b),
-            Where::Text if i == 9 => has_direct_quote(b),
-            Where::Text => hit(text),
-            Where::Lines(g) => s.any(g, text, hit),
-            Where::Known(k) => k,
+            Reason::IpOrSemver => s.any(Gate::DotNum, text, |t| rx().is_match(t)),
+            Reason::HashOrSha => runs.hash,
+            Reason::FilePath => s.path,
+            Reason::QuotedKey => quote && has_quoted_key(b),
+            Reason::LegalTerm => words.legal && rx().is_match(text),
+            Reason::DirectQuote => has_direct_quote(b, quote, s.ascii),
+            Reason::NumericWithUnits => s.units,
+            _ => false,
         };
         if found {
             out.push(reason);
@@ -1565,10 +1561,9 @@ fn has_quoted_key(b: &[u8]) -> bool {
 }
 
 /// A quotation of 11+ characters on one line: `"..."`, curly or guillemets.
-fn has_direct_quote(b: &[u8]) -> bool {
+fn has_direct_quote(b: &[u8], quote: bool, ascii: bool) -> bool {
     let [plain, curly, guillemets] = &FINDERS.quotes;
-    (has(b, b'"') && quoted(b, plain))
-        || (!b.is_ascii() && (quoted(b, curly) || quoted(b, guillemets)))
+    (quote && quoted(b, plain)) || (!ascii && (quoted(b, curly) || quoted(b, guillemets)))
 }
 
 /// Some `open`, then 11+ characters without `close` or a newline, then
