@@ -24,6 +24,7 @@
 //! corpus and on random texts. Every step is linear in the text.
 
 use aho_corasick::{AhoCorasick, AhoCorasickBuilder, AhoCorasickKind, MatchKind};
+use ctxpress_core::secrets::token_byte;
 use ctxpress_core::{Classification, Reason, Tier};
 use regex::Regex;
 use std::sync::{LazyLock, OnceLock};
@@ -236,11 +237,6 @@ fn is_special(c: u8) -> bool {
 
 fn has(b: &[u8], c: u8) -> bool {
     memchr::memchr(c, b).is_some()
-}
-
-/// A byte a secret or hash can be part of (`[A-Za-z0-9_.-]`).
-fn is_token_byte(c: u8) -> bool {
-    c.is_ascii_alphanumeric() || matches!(c, b'_' | b'-' | b'.')
 }
 
 /// First bytes of a unit right after a number (`5ms`, `2h`, `3°C`).
@@ -495,7 +491,7 @@ fn scan_with(text: &str, m: &mut Masks) -> Scan {
         }
     }
     s.path = memchr::memchr_iter(b'/', b)
-        .any(|p| b.get(p + 1).is_some_and(|&c| is_token_byte(c)) && path_at(b, p));
+        .any(|p| b.get(p + 1).is_some_and(|&c| token_byte(c)) && path_at(b, p));
     // token runs of 20+ bytes: secrets and hashes
     let mut from = 0usize;
     let mut w = 0usize;
@@ -508,11 +504,11 @@ fn scan_with(text: &str, m: &mut Masks) -> Scan {
         }
         let p = w * 64 + long.trailing_zeros() as usize;
         let back = b.get(..p).map_or(0, |r| {
-            r.iter().rev().take_while(|&&c| is_token_byte(c)).count()
+            r.iter().rev().take_while(|&&c| token_byte(c)).count()
         });
         let end = p + b
             .get(p..)
-            .map_or(0, |r| r.iter().take_while(|&&c| is_token_byte(c)).count());
+            .map_or(0, |r| r.iter().take_while(|&&c| token_byte(c)).count());
         s.long_runs.push((p - back, end));
         from = end;
         w = end / 64;
@@ -549,7 +545,7 @@ fn unit_at(b: &[u8], u: usize) -> bool {
 /// The `file_path` pattern through the `/` at `p`: `[~|.|..]/seg/seg` after a
 /// delimiter, or `seg/seg[/seg...]` ending in `.ext` (1-8 letters or digits).
 fn path_at(b: &[u8], p: usize) -> bool {
-    let tok = |i: usize| b.get(i).is_some_and(|&c| is_token_byte(c));
+    let tok = |i: usize| b.get(i).is_some_and(|&c| token_byte(c));
     let seg_end = |i: usize| {
         let mut j = i;
         while tok(j) {

@@ -153,8 +153,9 @@ fn accept(kind: &str, m: &str) -> bool {
     }
 }
 
-/// Bytes that can occur inside a token.
-fn token_byte(b: u8) -> bool {
+/// Bytes that can occur inside a token (`[A-Za-z0-9_.-]`): a secret lies
+/// within one run of them.
+pub fn token_byte(b: u8) -> bool {
     b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.')
 }
 
