@@ -429,19 +429,37 @@ fn scan_with(text: &str, m: &mut Masks) -> Scan {
         ascii,
         long_runs: Vec::new(),
     };
+    let markdown = line_pass(text, &mut s.lines, ascii) + markdown_stars(b);
+    s.special -= markdown.min(s.special);
+    digit_runs(b, &m.dig, &mut s);
+    s.path = memchr::memchr_iter(b'/', b)
+        .any(|p| b.get(p + 1).is_some_and(|&c| token_byte(c)) && path_at(b, p));
+    s.long_runs = long_token_runs(b, &m.tok);
+    s
+}
+
+/// Runs the line statistics over every line; returns the Markdown heading and
+/// bullet marks found (special characters that are formatting).
+fn line_pass(text: &str, stats: &mut LineStats, ascii: bool) -> usize {
+    let b = text.as_bytes();
     let mut markdown = 0usize;
     // a YAML run needs 3 lines and verse 4: shorter texts skip those checks
     let lines = 1 + count_bytes(b, |x| x == b'\n');
-    s.lines.yaml_possible = lines >= 3;
-    s.lines.verse_possible = lines >= 4;
+    stats.yaml_possible = lines >= 3;
+    stats.verse_possible = lines >= 4;
     let mut ls = LineState::default();
     let mut start = 0usize;
     for end in memchr::memchr_iter(b'\n', b).chain(std::iter::once(b.len())) {
         let line = text.get(start..end).unwrap_or("");
-        markdown += ls.line(&mut s.lines, line, ascii);
+        markdown += ls.line(stats, line, ascii);
         start = end + 1;
     }
-    // `**` emphasis pairs and `* ` bullets
+    markdown
+}
+
+/// `**` emphasis pairs and `* ` bullets: special characters that are formatting.
+fn markdown_stars(b: &[u8]) -> usize {
+    let mut markdown = 0usize;
     let mut k = 0;
     while let Some(p) = b.get(k..).and_then(|r| memchr::memchr(b'*', r)) {
         let at = k + p;
@@ -454,10 +472,14 @@ fn scan_with(text: &str, m: &mut Masks) -> Scan {
         }
         k = at + run.max(1);
     }
-    s.special -= markdown.min(s.special);
+    markdown
+}
 
+/// Numbers with units, and the lines the phone and dotted-number gates pass,
+/// from the ends of the digit runs.
+fn digit_runs(b: &[u8], dig: &[u64], s: &mut Scan) {
     let [phone, dotnum] = &mut s.spans;
-    for e in run_ends(&m.dig) {
+    for e in run_ends(dig) {
         if e > b.len() {
             break;
         }
@@ -490,14 +512,16 @@ fn scan_with(text: &str, m: &mut Masks) -> Scan {
             }
         }
     }
-    s.path = memchr::memchr_iter(b'/', b)
-        .any(|p| b.get(p + 1).is_some_and(|&c| token_byte(c)) && path_at(b, p));
-    // token runs of 20+ bytes: secrets and hashes
+}
+
+/// Maximal runs of 20+ token bytes, from the token mask.
+fn long_token_runs(b: &[u8], tok: &[u64]) -> Vec<(usize, usize)> {
+    let mut out = Vec::new();
     let mut from = 0usize;
     let mut w = 0usize;
-    while let Some(&x) = m.tok.get(w) {
+    while let Some(&x) = tok.get(w) {
         let lo = x & (u64::MAX << (from.saturating_sub(w * 64) & 63));
-        let long = runs_of_20(lo, m.tok.get(w + 1).copied().unwrap_or(0));
+        let long = runs_of_20(lo, tok.get(w + 1).copied().unwrap_or(0));
         if long == 0 {
             w += 1;
             continue;
@@ -509,37 +533,105 @@ fn scan_with(text: &str, m: &mut Masks) -> Scan {
         let end = p + b
             .get(p..)
             .map_or(0, |r| r.iter().take_while(|&&c| token_byte(c)).count());
-        s.long_runs.push((p - back, end));
+        out.push((p - back, end));
         from = end;
         w = end / 64;
     }
-    s
+    out
+}
+
+/// The unit word at `p`: an optional `µ`/`°`, then the word bytes up to the
+/// end of the word (a unit must end its word, so this is all a unit can be).
+fn unit_word(b: &[u8], p: usize) -> &[u8] {
+    let start = if matches!(b.get(p..p + 2), Some([0xC2, 0xB5 | 0xB0])) {
+        p + 2
+    } else {
+        p
+    };
+    let n = b.get(start..).map_or(0, |r| {
+        r.iter().take(8).take_while(|&&c| is_word_byte(c)).count()
+    });
+    b.get(p..start + n).unwrap_or(&[])
 }
 
 /// Units after a number, with an optional space (`5 ms`, `10MB`, `20°C`).
-const LONG_UNITS: &[&str] = &[
-    "ms", "ns", "µs", "sec", "secs", "second", "seconds", "min", "mins", "minute", "minutes", "hr",
-    "hrs", "hour", "hours", "day", "days", "week", "weeks", "KB", "KiB", "MB", "MiB", "GB", "GiB",
-    "TB", "TiB", "PB", "PiB", "kB", "byte", "bytes", "Hz", "kHz", "MHz", "GHz", "km", "cm", "mm",
-    "kg", "mg", "kW", "mV", "mA", "°C", "°F", "px", "rem", "fps", "rpm", "Kbps", "Mbps", "Gbps",
-];
-/// Units written right after a number only (`5s`, `2h`, `3em`).
-const SHORT_UNITS: &[&str] = &["s", "h", "m", "g", "V", "W", "A", "K", "B", "em"];
+fn long_unit(w: &[u8]) -> bool {
+    matches!(
+        w,
+        b"ms"
+            | b"ns"
+            | b"\xC2\xB5s"
+            | b"sec"
+            | b"secs"
+            | b"second"
+            | b"seconds"
+            | b"min"
+            | b"mins"
+            | b"minute"
+            | b"minutes"
+            | b"hr"
+            | b"hrs"
+            | b"hour"
+            | b"hours"
+            | b"day"
+            | b"days"
+            | b"week"
+            | b"weeks"
+            | b"KB"
+            | b"KiB"
+            | b"MB"
+            | b"MiB"
+            | b"GB"
+            | b"GiB"
+            | b"TB"
+            | b"TiB"
+            | b"PB"
+            | b"PiB"
+            | b"kB"
+            | b"byte"
+            | b"bytes"
+            | b"Hz"
+            | b"kHz"
+            | b"MHz"
+            | b"GHz"
+            | b"km"
+            | b"cm"
+            | b"mm"
+            | b"kg"
+            | b"mg"
+            | b"kW"
+            | b"mV"
+            | b"mA"
+            | b"\xC2\xB0C"
+            | b"\xC2\xB0F"
+            | b"px"
+            | b"rem"
+            | b"fps"
+            | b"rpm"
+            | b"Kbps"
+            | b"Mbps"
+            | b"Gbps"
+    )
+}
 
-/// True when no word byte follows position `i`.
-fn ends_word(b: &[u8], i: usize) -> bool {
-    b.get(i).is_none_or(|&c| !is_word_byte(c))
+/// Units written right after a number only (`5s`, `2h`, `3em`).
+fn short_unit(w: &[u8]) -> bool {
+    matches!(
+        w,
+        b"s" | b"h" | b"m" | b"g" | b"V" | b"W" | b"A" | b"K" | b"B" | b"em"
+    )
 }
 
 /// The `numeric_with_units` pattern after a number ending at `u` (the number
 /// starting at a word boundary): a unit, then the end of the word.
 fn unit_at(b: &[u8], u: usize) -> bool {
-    let at = |p: usize, list: &[&str]| {
-        list.iter().any(|w| {
-            b.get(p..).is_some_and(|r| r.starts_with(w.as_bytes())) && ends_word(b, p + w.len())
-        })
-    };
-    at(u, LONG_UNITS) || (b.get(u) == Some(&b' ') && at(u + 1, LONG_UNITS)) || at(u, SHORT_UNITS)
+    let w = unit_word(b, u);
+    long_unit(w) || short_unit(w) || (b.get(u) == Some(&b' ') && long_unit(unit_word(b, u + 1)))
+}
+
+/// True when no word byte follows position `i`.
+fn ends_word(b: &[u8], i: usize) -> bool {
+    b.get(i).is_none_or(|&c| !is_word_byte(c))
 }
 
 /// The `file_path` pattern through the `/` at `p`: `[~|.|..]/seg/seg` after a
@@ -759,11 +851,11 @@ impl LineState {
             let may_verse = chars >= 8
                 && first_byte.is_some_and(|c| c.is_ascii_uppercase() || c >= 0x80 || c == 0x0B);
             // 80 characters are at most 320 bytes
-            let t = line.trim();
-            match (may_verse && t.len() <= 320)
-                .then(|| verse_line(t))
-                .flatten()
-            {
+            let verse_line = may_verse
+                .then(|| line.trim())
+                .filter(|t| t.len() <= 320)
+                .and_then(verse_line);
+            match verse_line {
                 Some(v) => {
                     self.verse.lines += 1;
                     self.verse.words += v.words;
@@ -1121,19 +1213,7 @@ pub fn is_valid_json(text: &str) -> bool {
 
 // ---------------------------------------------------------------- math
 
-pub(crate) static LATEX: LazyLock<Regex> = LazyLock::new(|| {
-    re(concat!(
-        r"\$\$[^$]+\$\$",
-        r"|\\\[[^\]]+\\\]",
-        r"|\\\([^)\n]+\\\)",
-        r"|\\begin\{(?:equation|align|gather|math|displaymath|multline)\*?\}",
-        r"|\\(?:frac|dfrac|sqrt|sum|prod|int|iint|oint|lim|mathbb|mathrm|mathcal|alpha|beta|gamma|delta|epsilon|theta|lambda|sigma|omega|infty|partial|nabla|cdot|leq|geq|neq|approx|forall|exists)(?-u:\b)",
-        r"|\$[A-Za-z]\$",
-        r"|\$[^[ \t\r\n]$[0-9]{(][^$\n]*?[^[ \t\r\n]$\\]\$",
-    ))
-});
-
-/// A command name of the `\\name` alternative of [`LATEX`].
+/// A command name of the `\\name` alternative of the LaTeX pattern of the reference.
 fn is_latex_command(name: &[u8]) -> bool {
     matches!(
         name,
@@ -1171,47 +1251,130 @@ fn is_latex_command(name: &[u8]) -> bool {
     )
 }
 
-/// True when some `$` or `\` could start a [`LATEX`] match: `$` with another
-/// `$` later on its line, `\[`, `\(`, `\begin{` or a known command name.
-/// Shell variables and string escapes (`$HOME`, `\n`) are not.
-fn latex_candidate(text: &str) -> bool {
+/// The first position at or after `from` of `needle` or `stop` (`None`
+/// when neither follows), cached in `at`: with growing `from` every byte is
+/// looked at once, so many openers before one closer stay linear.
+fn next_of(
+    b: &[u8],
+    at: &mut Option<Option<usize>>,
+    from: usize,
+    needle: u8,
+    stop: u8,
+) -> Option<usize> {
+    if let Some(cached) = *at
+        && cached.is_none_or(|q| q >= from)
+    {
+        return cached;
+    }
+    let found = b
+        .get(from..)
+        .and_then(|r| memchr::memchr2(needle, stop, r))
+        .map(|q| from + q);
+    *at = Some(found);
+    found
+}
+
+/// The length of the UTF-8 sequence a lead byte starts (1 for others).
+fn utf8_len(lead: u8) -> usize {
+    match lead {
+        0xF0.. => 4,
+        0xE0.. => 3,
+        0xC0.. => 2,
+        _ => 1,
+    }
+}
+
+/// Some the LaTeX pattern of the reference match that is math, matched by hand at each `$` and `\`
+/// (the same answer as [`latex_matches`], without a regex over the text):
+/// every match that starts with `\`, `$$` or is `$x$` is math; an inline
+/// `$...$` is math when [`inline_math`] says so, and otherwise the search
+/// resumes after it, as the regex's would.
+fn has_latex(text: &str) -> bool {
     let b = text.as_bytes();
-    memchr::memchr2_iter(b'$', b'\\', b).any(|p| {
-        let rest = b.get(p + 1..).unwrap_or(&[]);
-        if b.get(p) == Some(&b'$') {
-            return memchr::memchr2(b'$', b'\n', rest).is_some_and(|q| rest.get(q) == Some(&b'$'));
+    let (mut bracket, mut paren) = (None, None);
+    let mut from = 0;
+    for p in memchr::memchr2_iter(b'$', b'\\', b) {
+        if p < from {
+            continue;
         }
-        match rest.first() {
-            Some(b'[' | b'(') => true,
-            _ => {
-                let n = rest.iter().take_while(|&&c| is_word_byte(c)).count();
-                let name = rest.get(..n).unwrap_or(&[]);
-                (name == b"begin" && rest.get(n) == Some(&b'{')) || is_latex_command(name)
+        let byte = |i: usize| b.get(i).copied().unwrap_or(0);
+        if byte(p) == b'\\' {
+            let found = match byte(p + 1) {
+                // `\[[^\]]+\\\]`, `\([^)\n]+\\\)`
+                b'[' => next_of(b, &mut bracket, p + 2, b']', b']')
+                    .is_some_and(|q| q >= p + 4 && byte(q - 1) == b'\\'),
+                b'(' => next_of(b, &mut paren, p + 2, b')', b'\n')
+                    .is_some_and(|q| q >= p + 4 && byte(q) == b')' && byte(q - 1) == b'\\'),
+                _ => {
+                    let rest = b.get(p + 1..).unwrap_or(&[]);
+                    let n = rest.iter().take_while(|&&c| is_word_byte(c)).count();
+                    let name = rest.get(..n).unwrap_or(&[]);
+                    is_latex_command(name)
+                        || (name == b"begin" && latex_environment(rest.get(n..).unwrap_or(&[])))
+                }
+            };
+            if found {
+                return true;
+            }
+            continue;
+        }
+        let Some(&after) = b.get(p + 1) else {
+            continue;
+        };
+        if after == b'$' {
+            // `\$\$[^$]+\$\$`: the closing pair is the next `$`
+            let q = memchr::memchr(b'$', b.get(p + 2..).unwrap_or(&[])).map(|q| p + 2 + q);
+            if q.is_some_and(|q| q >= p + 3 && byte(q + 1) == b'$') {
+                return true;
+            }
+        } else if after.is_ascii_alphabetic() && byte(p + 2) == b'$' {
+            return true;
+        } else if !matches!(
+            after,
+            b' ' | b'\t' | b'\r' | b'\n' | b'0'..=b'9' | b'{' | b'('
+        ) {
+            // `\$[^[ \t\r\n]$[0-9]{(][^$\n]*?[^[ \t\r\n]$\\]\$`: up to the next `$`
+            let Some(q) =
+                memchr::memchr2(b'$', b'\n', b.get(p + 2..).unwrap_or(&[])).map(|q| p + 2 + q)
+            else {
+                continue;
+            };
+            if byte(q) == b'$'
+                && q > p + 1 + utf8_len(after)
+                && !matches!(byte(q - 1), b' ' | b'\t' | b'\r' | b'\n' | b'$' | b'\\')
+            {
+                if inline_math(b, p + 1, q) {
+                    return true;
+                }
+                from = q + 1;
             }
         }
-    })
+    }
+    false
 }
 
-fn has_latex(text: &str) -> bool {
-    latex_candidate(text) && latex_matches(text)
+/// `{env}` or `{env*}` after `\begin`, for the display-math environments.
+fn latex_environment(rest: &[u8]) -> bool {
+    let Some(inner) = rest.strip_prefix(b"{") else {
+        return false;
+    };
+    let n = inner.iter().take_while(|c| c.is_ascii_lowercase()).count();
+    let name = inner.get(..n).unwrap_or(&[]);
+    let tail = inner.get(n..).unwrap_or(&[]);
+    matches!(
+        name,
+        b"equation" | b"align" | b"gather" | b"math" | b"displaymath" | b"multline"
+    ) && (tail.starts_with(b"}") || tail.starts_with(b"*}"))
 }
 
-/// Some [`LATEX`] match that is math: display math, a command, `$x$`, or
-/// inline `$...$` with math syntax inside and no identifier right after
-/// (shell `$A_B $C` is not math).
-pub(crate) fn latex_matches(text: &str) -> bool {
-    LATEX.find_iter(text).any(|m| {
-        let s = m.as_str();
-        if s.starts_with("$$") || s.starts_with('\\') || s.len() == 3 {
-            return true;
-        }
-        let inner = s.get(1..s.len() - 1).unwrap_or("");
-        let after = text.as_bytes().get(m.end());
+/// An inline `$...$` (inner bytes `a..q`, closing `$` at `q`) is math when its
+/// inside has math syntax and no identifier follows (`$A_B $C` in shell is not).
+fn inline_math(b: &[u8], a: usize, q: usize) -> bool {
+    b.get(a..q).is_some_and(|inner| {
         inner
-            .bytes()
-            .any(|b| matches!(b, b'\\' | b'^' | b'_' | b'=' | b'{' | b'+'))
-            && !after.is_some_and(|b| b.is_ascii_alphanumeric())
-    })
+            .iter()
+            .any(|c| matches!(c, b'\\' | b'^' | b'_' | b'=' | b'{' | b'+'))
+    }) && !b.get(q + 1).is_some_and(u8::is_ascii_alphanumeric)
 }
 
 const MATH_SYMBOLS: &[char] = &[
@@ -1822,6 +1985,16 @@ mod tests {
         "\\(x\\)",
         "\\[x\\]",
         "$x^2$",
+        "$a$",
+        "$é$",
+        "$ab$",
+        "$a b+c$",
+        "\\begin{align*}",
+        "\\begin{equation}",
+        "\\begin{foo}",
+        "\\sum_",
+        "\\alpha",
+        "\\integral",
         "\\n",
         "$HOME",
         "@@ -1,2 +1,2 @@",
@@ -1857,6 +2030,12 @@ mod tests {
         "10 MiB",
         "2kHz",
         "3em",
+        "3 em",
+        "2 h",
+        "5µs",
+        "µ",
+        "4KiB",
+        "9 secondsx",
         "7sx",
         "°F",
         "12345678901",

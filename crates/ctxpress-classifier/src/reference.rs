@@ -14,8 +14,7 @@ use regex::{Regex, RegexSet};
 use crate::classify::{
     SOFT_PATTERNS, SOFT_REASONS, SQL_OTHER, SQL_WEAK, TRACE_FRAME, TRACE_HEADER, VerseRun,
     char_len, has_code_chars, has_unicode_math, inside_longer_dotted, is_identifier_key,
-    is_json_structure, is_list_item, is_word_byte, latex_matches, re, split_code_and_prose,
-    verse_line,
+    is_json_structure, is_list_item, is_word_byte, re, split_code_and_prose, verse_line,
 };
 use std::sync::LazyLock;
 
@@ -482,4 +481,34 @@ fn soft_reasons(text: &str, stats: &ByteStats, out: &mut Vec<Reason>) {
             out.push(reason);
         }
     }
+}
+
+static LATEX: LazyLock<Regex> = LazyLock::new(|| {
+    re(concat!(
+        r"\$\$[^$]+\$\$",
+        r"|\\\[[^\]]+\\\]",
+        r"|\\\([^)\n]+\\\)",
+        r"|\\begin\{(?:equation|align|gather|math|displaymath|multline)\*?\}",
+        r"|\\(?:frac|dfrac|sqrt|sum|prod|int|iint|oint|lim|mathbb|mathrm|mathcal|alpha|beta|gamma|delta|epsilon|theta|lambda|sigma|omega|infty|partial|nabla|cdot|leq|geq|neq|approx|forall|exists)(?-u:\b)",
+        r"|\$[A-Za-z]\$",
+        r"|\$[^[ \t\r\n]$[0-9]{(][^$\n]*?[^[ \t\r\n]$\\]\$",
+    ))
+});
+
+/// Some [`LATEX`] match that is math: display math, a command, `$x$`, or
+/// inline `$...$` with math syntax inside and no identifier right after
+/// (shell `$A_B $C` is not math).
+fn latex_matches(text: &str) -> bool {
+    LATEX.find_iter(text).any(|m| {
+        let s = m.as_str();
+        if s.starts_with("$$") || s.starts_with('\\') || s.len() == 3 {
+            return true;
+        }
+        let inner = s.get(1..s.len() - 1).unwrap_or("");
+        let after = text.as_bytes().get(m.end());
+        inner
+            .bytes()
+            .any(|b| matches!(b, b'\\' | b'^' | b'_' | b'=' | b'{' | b'+'))
+            && !after.is_some_and(|b| b.is_ascii_alphanumeric())
+    })
 }
