@@ -29,6 +29,8 @@ use ctxpress_core::{Classification, Reason, Tier};
 use regex::Regex;
 use std::sync::{LazyLock, OnceLock};
 
+use crate::masks::{self, Masks};
+
 /// Prose with fewer words than this is T2, otherwise T3.
 pub const T3_MIN_WORDS: usize = 20;
 
@@ -180,9 +182,7 @@ thread_local! {
     /// Reused buffer for the lower-cased copy of a text.
     static LOWER: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
     /// Reused class masks.
-    static MASKS: std::cell::RefCell<Masks> = const {
-        std::cell::RefCell::new(Masks { dig: Vec::new(), tok: Vec::new(), special: 0, cont: 0 })
-    };
+    static MASKS: std::cell::RefCell<Masks> = std::cell::RefCell::new(Masks::default());
 }
 
 impl LowerWords {
@@ -223,18 +223,6 @@ impl LowerWords {
 
 // ---------------------------------------------------------------- byte facts
 
-/// `{}[]<>|\;:@#$%^&*()=+`~`, as byte ranges so that counting vectorizes.
-#[inline]
-fn is_special(c: u8) -> bool {
-    (c.wrapping_sub(b'#') < 4)
-        | (c.wrapping_sub(b'(') < 4)
-        | (c.wrapping_sub(b':') < 5)
-        | (c == b'@')
-        | (c.wrapping_sub(b'[') < 4)
-        | (c == b'`')
-        | (c.wrapping_sub(b'{') < 4)
-}
-
 fn has(b: &[u8], c: u8) -> bool {
     memchr::memchr(c, b).is_some()
 }
@@ -254,42 +242,6 @@ const fn unit_table(bytes: &[u8]) -> [bool; 256] {
     t
 }
 
-/// Packs 64 bytes of 0 or 1 into a bit mask (byte `k` to bit `k`).
-#[inline(always)]
-fn pack(v: &[u8; 64]) -> u64 {
-    let mut m = 0u64;
-    for (g, chunk) in v.chunks_exact(8).enumerate() {
-        let w = chunk.try_into().map(u64::from_le_bytes).unwrap_or_default();
-        m |= (w.wrapping_mul(0x0102_0408_1020_4080) >> 56) << (g * 8);
-    }
-    m
-}
-
-/// Digit and token-byte masks of one 64-byte block, written so that the
-/// compiler vectorizes the comparisons.
-#[inline(always)]
-fn block_classes(c: &[u8; 64]) -> (u64, u64) {
-    let mut dig = [0u8; 64];
-    let mut tok = [0u8; 64];
-    for k in 0..64 {
-        let x = c[k];
-        let d = x.wrapping_sub(b'0') < 10;
-        dig[k] = u8::from(d);
-        tok[k] = u8::from(
-            d || (x | 0x20).wrapping_sub(b'a') < 26 || x == b'_' || x == b'-' || x == b'.',
-        );
-    }
-    (pack(&dig), pack(&tok))
-}
-
-/// How many bytes satisfy `f` (vectorizes for simple predicates).
-#[inline(always)]
-fn count_bytes(b: &[u8], f: impl Fn(u8) -> bool + Copy) -> usize {
-    b.chunks(255)
-        .map(|c| c.iter().fold(0u8, |n, &x| n + u8::from(f(x))) as usize)
-        .sum()
-}
-
 /// Bit `i` set when bits `i..i + 20` of `lo` (continued by `hi`) are all set.
 fn runs_of_20(lo: u64, hi: u64) -> u64 {
     let v = u128::from(lo) | (u128::from(hi) << 64);
@@ -298,62 +250,6 @@ fn runs_of_20(lo: u64, hi: u64) -> u64 {
     let c = b & (b >> 4);
     let d = c & (c >> 8);
     (d & (d >> 4)) as u64
-}
-
-/// Digit and token-byte bit masks of a text, with its special-character and
-/// continuation-byte counts.
-struct Masks {
-    dig: Vec<u64>,
-    tok: Vec<u64>,
-    special: usize,
-    cont: usize,
-}
-
-fn masks(b: &[u8], m: &mut Masks) {
-    m.dig.clear();
-    m.tok.clear();
-    m.special = count_bytes(b, is_special);
-    m.cont = count_bytes(b, |x| x & 0xC0 == 0x80);
-    let mut add = |block: &[u8; 64]| {
-        let (d, t) = block_classes(block);
-        m.dig.push(d);
-        m.tok.push(t);
-    };
-    let mut chunks = b.chunks_exact(64);
-    for chunk in &mut chunks {
-        if let Ok(block) = chunk.try_into() {
-            add(block);
-        }
-    }
-    let rest = chunks.remainder();
-    if !rest.is_empty() {
-        // padding zeros are in no class
-        let mut block = [0u8; 64];
-        if let Some(d) = block.get_mut(..rest.len()) {
-            d.copy_from_slice(rest);
-        }
-        add(&block);
-    }
-}
-
-/// Ends (exclusive) of the maximal runs of set bits in `m`, in order.
-fn run_ends(m: &[u64]) -> impl Iterator<Item = usize> + '_ {
-    let mut carry = 0u64;
-    m.iter().enumerate().flat_map(move |(w, &x)| {
-        let prev = (x << 1) | carry;
-        carry = x >> 63;
-        let mut ends = !x & prev;
-        let last = if w + 1 == m.len() { carry } else { 0 };
-        std::iter::from_fn(move || {
-            if ends == 0 {
-                return None;
-            }
-            let p = ends.trailing_zeros() as usize;
-            ends &= ends - 1;
-            Some(w * 64 + p)
-        })
-        .chain((last != 0).then_some(w * 64 + 64))
-    })
 }
 
 // ---------------------------------------------------------------- scan
@@ -417,10 +313,12 @@ fn scan(text: &str) -> Scan {
 
 fn scan_with(text: &str, m: &mut Masks) -> Scan {
     let b = text.as_bytes();
-    let ascii = text.is_ascii();
-    masks(b, m);
+    m.fill(b);
+    let cont = masks::count(&m.cont);
+    // every non-ASCII character of valid UTF-8 has a continuation byte
+    let ascii = cont == 0;
     let mut s = Scan {
-        chars: b.len() - m.cont,
+        chars: b.len() - cont,
         special: m.special,
         lines: LineStats::default(),
         spans: Default::default(),
@@ -429,7 +327,7 @@ fn scan_with(text: &str, m: &mut Masks) -> Scan {
         ascii,
         long_runs: Vec::new(),
     };
-    let markdown = line_pass(text, &mut s.lines, ascii) + markdown_stars(b);
+    let markdown = line_pass(text, m, &mut s.lines, ascii) + markdown_stars(b);
     s.special -= markdown.min(s.special);
     digit_runs(b, &m.dig, &mut s);
     s.path = memchr::memchr_iter(b'/', b)
@@ -440,18 +338,22 @@ fn scan_with(text: &str, m: &mut Masks) -> Scan {
 
 /// Runs the line statistics over every line; returns the Markdown heading and
 /// bullet marks found (special characters that are formatting).
-fn line_pass(text: &str, stats: &mut LineStats, ascii: bool) -> usize {
-    let b = text.as_bytes();
+fn line_pass(text: &str, m: &Masks, stats: &mut LineStats, ascii: bool) -> usize {
     let mut markdown = 0usize;
     // a YAML run needs 3 lines and verse 4: shorter texts skip those checks
-    let lines = 1 + count_bytes(b, |x| x == b'\n');
+    let lines = 1 + masks::count(&m.nl);
     stats.yaml_possible = lines >= 3;
     stats.verse_possible = lines >= 4;
     let mut ls = LineState::default();
     let mut start = 0usize;
-    for end in memchr::memchr_iter(b'\n', b).chain(std::iter::once(b.len())) {
+    for end in masks::ones(&m.nl).chain(std::iter::once(text.len())) {
         let line = text.get(start..end).unwrap_or("");
-        markdown += ls.line(stats, line, ascii);
+        let cont = if ascii {
+            0
+        } else {
+            masks::count_in(&m.cont, start, end)
+        };
+        markdown += ls.line(stats, line, line.len() - cont);
         start = end + 1;
     }
     markdown
@@ -479,13 +381,7 @@ fn markdown_stars(b: &[u8]) -> usize {
 /// from the ends of the digit runs.
 fn digit_runs(b: &[u8], dig: &[u64], s: &mut Scan) {
     let [phone, dotnum] = &mut s.spans;
-    for e in run_ends(dig) {
-        if e > b.len() {
-            break;
-        }
-        let a = e - b.get(..e).map_or(0, |r| {
-            r.iter().rev().take_while(|c| c.is_ascii_digit()).count()
-        });
+    for (a, e) in masks::runs(dig) {
         let next = b.get(e).copied().unwrap_or(0);
         let after = b.get(e + 1).copied().unwrap_or(0);
         let before = a.checked_sub(1).and_then(|i| b.get(i)).copied();
@@ -790,7 +686,8 @@ impl Default for LineState {
 impl LineState {
     /// Takes one line (without its `\n`); returns how many of its special
     /// characters are Markdown heading marks or a `+ ` bullet.
-    fn line(&mut self, s: &mut LineStats, raw: &str, ascii: bool) -> usize {
+    /// `raw_chars` is the number of characters of `raw`.
+    fn line(&mut self, s: &mut LineStats, raw: &str, raw_chars: usize) -> usize {
         let line = raw.strip_suffix('\r').unwrap_or(raw);
         let lb = line.as_bytes();
         let first = lb.iter().position(|c| !c.is_ascii_whitespace());
@@ -815,11 +712,7 @@ impl LineState {
                 _ => {}
             }
         }
-        let chars = if ascii || line.is_ascii() {
-            lb.len()
-        } else {
-            line.chars().count()
-        };
+        let chars = raw_chars - (raw.len() - line.len());
         if !blank {
             s.n += 1;
             s.sum += chars as u64;

@@ -8,6 +8,7 @@
 //! - [`Classifier`]: the strategy, registered as `classifier`.
 
 mod classify;
+mod masks;
 #[cfg(test)]
 mod reference;
 mod rules;

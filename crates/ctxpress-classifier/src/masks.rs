@@ -1,0 +1,350 @@
+//! Byte-class bit masks of a text, one bit per byte, built in one pass over
+//! 64-byte blocks (SSE2 compares and move-masks on x86, a portable
+//! multiply-pack elsewhere). Bit `k` of word `w` stands for byte `64 * w + k`;
+//! padding past the end of the text is in no class.
+
+/// The class masks of one text and its special-character count.
+#[derive(Default)]
+pub(crate) struct Masks {
+    /// ASCII digits.
+    pub(crate) dig: Vec<u64>,
+    /// Token bytes `[A-Za-z0-9_.-]` (where secrets and hashes can be).
+    pub(crate) tok: Vec<u64>,
+    /// ASCII upper-case letters.
+    pub(crate) upper: Vec<u64>,
+    /// `\n`.
+    pub(crate) nl: Vec<u64>,
+    /// UTF-8 continuation bytes (`0x80..=0xBF`).
+    pub(crate) cont: Vec<u64>,
+    /// How many bytes are special characters (`{}[]<>|\;:@#$%^&*()=+`~`).
+    pub(crate) special: usize,
+}
+
+/// The masks of one 64-byte block, in [`Masks`] field order, and its special
+/// count.
+#[derive(Default, Clone, Copy, PartialEq, Eq, Debug)]
+struct Block {
+    dig: u64,
+    tok: u64,
+    upper: u64,
+    nl: u64,
+    cont: u64,
+    special: u32,
+}
+
+impl Masks {
+    /// Recomputes every mask for `b`, reusing the buffers.
+    pub(crate) fn fill(&mut self, b: &[u8]) {
+        for v in [
+            &mut self.dig,
+            &mut self.tok,
+            &mut self.upper,
+            &mut self.nl,
+            &mut self.cont,
+        ] {
+            v.clear();
+            v.reserve(b.len() / 64 + 1);
+        }
+        self.special = 0;
+        let mut chunks = b.chunks_exact(64);
+        for chunk in &mut chunks {
+            if let Ok(block) = chunk.try_into() {
+                self.push(block_classes(block));
+            }
+        }
+        let rest = chunks.remainder();
+        if !rest.is_empty() {
+            // zero padding is in no class
+            let mut block = [0u8; 64];
+            if let Some(d) = block.get_mut(..rest.len()) {
+                d.copy_from_slice(rest);
+            }
+            self.push(block_classes(&block));
+        }
+    }
+
+    fn push(&mut self, k: Block) {
+        self.dig.push(k.dig);
+        self.tok.push(k.tok);
+        self.upper.push(k.upper);
+        self.nl.push(k.nl);
+        self.cont.push(k.cont);
+        self.special += k.special as usize;
+    }
+}
+
+/// Number of set bits of `m` at positions `a..e`.
+pub(crate) fn count_in(m: &[u64], a: usize, e: usize) -> usize {
+    if a >= e {
+        return 0;
+    }
+    let (wa, wb) = (a / 64, (e - 1) / 64);
+    let lo = u64::MAX << (a % 64);
+    let hi = u64::MAX >> (63 - (e - 1) % 64);
+    if wa == wb {
+        return m.get(wa).map_or(0, |x| (x & lo & hi).count_ones() as usize);
+    }
+    let mut n = m.get(wa).map_or(0, |x| (x & lo).count_ones() as usize);
+    n += m
+        .get(wa + 1..wb)
+        .map_or(0, |r| r.iter().map(|x| x.count_ones() as usize).sum());
+    n + m.get(wb).map_or(0, |x| (x & hi).count_ones() as usize)
+}
+
+/// Total number of set bits.
+pub(crate) fn count(m: &[u64]) -> usize {
+    m.iter().map(|x| x.count_ones() as usize).sum()
+}
+
+/// Positions of the set bits, in order.
+pub(crate) fn ones(m: &[u64]) -> impl Iterator<Item = usize> + '_ {
+    m.iter().enumerate().flat_map(|(w, &x)| {
+        let mut x = x;
+        std::iter::from_fn(move || {
+            if x == 0 {
+                return None;
+            }
+            let p = x.trailing_zeros() as usize;
+            x &= x - 1;
+            Some(w * 64 + p)
+        })
+    })
+}
+
+/// Starts and ends (exclusive) of the maximal runs of set bits, in order.
+pub(crate) fn runs(m: &[u64]) -> impl Iterator<Item = (usize, usize)> + '_ {
+    let mut start = None;
+    let mut edges = edges(m);
+    std::iter::from_fn(move || {
+        loop {
+            let p = edges.next()?;
+            match start.take() {
+                None => start = Some(p),
+                Some(a) => return Some((a, p)),
+            }
+        }
+    })
+}
+
+/// Positions where the bit changes (starts and ends of runs alternate), with
+/// a run reaching the end of the last word ending there.
+fn edges(m: &[u64]) -> impl Iterator<Item = usize> + '_ {
+    let mut carry = 0u64;
+    m.iter().enumerate().flat_map(move |(w, &x)| {
+        let mut e = x ^ ((x << 1) | carry);
+        carry = x >> 63;
+        let last = if w + 1 == m.len() { carry } else { 0 };
+        std::iter::from_fn(move || {
+            if e == 0 {
+                return None;
+            }
+            let p = e.trailing_zeros() as usize;
+            e &= e - 1;
+            Some(w * 64 + p)
+        })
+        .chain((last != 0).then_some(w * 64 + 64))
+    })
+}
+
+/// `{}[]<>|\;:@#$%^&*()=+`~` as byte ranges.
+#[cfg_attr(
+    all(
+        any(target_arch = "x86", target_arch = "x86_64"),
+        target_feature = "sse2"
+    ),
+    allow(dead_code)
+)]
+fn is_special(c: u8) -> bool {
+    (c.wrapping_sub(b'#') < 4)
+        | (c.wrapping_sub(b'(') < 4)
+        | (c.wrapping_sub(b':') < 5)
+        | (c == b'@')
+        | (c.wrapping_sub(b'[') < 4)
+        | (c == b'`')
+        | (c.wrapping_sub(b'{') < 4)
+}
+
+#[cfg(all(
+    any(target_arch = "x86", target_arch = "x86_64"),
+    target_feature = "sse2"
+))]
+#[inline(always)]
+fn block_classes(c: &[u8; 64]) -> Block {
+    use safe_arch::{
+        bitor_m128i, cmp_eq_mask_i8_m128i, cmp_lt_mask_i8_m128i, load_unaligned_m128i, m128i,
+        move_mask_i8_m128i, set_splat_i8_m128i, sub_i8_m128i,
+    };
+    let splat = |x: u8| set_splat_i8_m128i(x as i8);
+    // `lo <= v < lo + n` (unsigned) as a signed compare of `v - (lo - 128)`
+    let range = |v: m128i, lo: u8, n: u8| {
+        cmp_lt_mask_i8_m128i(
+            sub_i8_m128i(v, splat(lo.wrapping_sub(128))),
+            splat(n.wrapping_sub(128)),
+        )
+    };
+    let eq = |v: m128i, x: u8| cmp_eq_mask_i8_m128i(v, splat(x));
+    let bits = |v: m128i| u64::from(move_mask_i8_m128i(v) as u16);
+    let mut k = Block::default();
+    for (i, lane) in c.chunks_exact(16).enumerate() {
+        let Ok(lane) = <&[u8; 16]>::try_from(lane) else {
+            continue;
+        };
+        let v = load_unaligned_m128i(lane);
+        let shift = 16 * i;
+        let dig = range(v, b'0', 10);
+        let upper = range(v, b'A', 26);
+        let lower = range(v, b'a', 26);
+        let tok = bitor_m128i(
+            bitor_m128i(bitor_m128i(dig, upper), lower),
+            bitor_m128i(
+                eq(v, b'_'),
+                // `-` and `.` are adjacent
+                range(v, b'-', 2),
+            ),
+        );
+        let special = bitor_m128i(
+            bitor_m128i(
+                bitor_m128i(range(v, b'#', 4), range(v, b'(', 4)),
+                bitor_m128i(range(v, b':', 5), eq(v, b'@')),
+            ),
+            bitor_m128i(
+                bitor_m128i(range(v, b'[', 4), eq(v, b'`')),
+                range(v, b'{', 4),
+            ),
+        );
+        // continuation bytes are -128..=-65 as signed bytes
+        let cont = cmp_lt_mask_i8_m128i(v, splat(0xC0));
+        k.dig |= bits(dig) << shift;
+        k.tok |= bits(tok) << shift;
+        k.upper |= bits(upper) << shift;
+        k.nl |= bits(eq(v, b'\n')) << shift;
+        k.cont |= bits(cont) << shift;
+        k.special += bits(special).count_ones();
+    }
+    k
+}
+
+#[cfg(not(all(
+    any(target_arch = "x86", target_arch = "x86_64"),
+    target_feature = "sse2"
+)))]
+#[inline(always)]
+fn block_classes(c: &[u8; 64]) -> Block {
+    portable_block_classes(c)
+}
+
+/// The same masks without SIMD: byte compares packed into bits by
+/// multiplication.
+#[cfg_attr(
+    all(
+        any(target_arch = "x86", target_arch = "x86_64"),
+        target_feature = "sse2",
+        not(test)
+    ),
+    allow(dead_code)
+)]
+fn portable_block_classes(c: &[u8; 64]) -> Block {
+    let mut flags = [[0u8; 64]; 5];
+    let mut special = 0u32;
+    for (k, &x) in c.iter().enumerate() {
+        let d = x.wrapping_sub(b'0') < 10;
+        let u = x.wrapping_sub(b'A') < 26;
+        let l = x.wrapping_sub(b'a') < 26;
+        flags[0][k] = u8::from(d);
+        flags[1][k] = u8::from(d || u || l || x == b'_' || x == b'-' || x == b'.');
+        flags[2][k] = u8::from(u);
+        flags[3][k] = u8::from(x == b'\n');
+        flags[4][k] = u8::from(x & 0xC0 == 0x80);
+        special += u32::from(is_special(x));
+    }
+    let [dig, tok, upper, nl, cont] = flags.map(|f| pack(&f));
+    Block {
+        dig,
+        tok,
+        upper,
+        nl,
+        cont,
+        special,
+    }
+}
+
+/// Packs 64 bytes of 0 or 1 into a bit mask (byte `k` to bit `k`).
+#[inline(always)]
+fn pack(v: &[u8; 64]) -> u64 {
+    let mut m = 0u64;
+    for (g, chunk) in v.chunks_exact(8).enumerate() {
+        let w = chunk.try_into().map(u64::from_le_bytes).unwrap_or_default();
+        m |= (w.wrapping_mul(0x0102_0408_1020_4080) >> 56) << (g * 8);
+    }
+    m
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn naive(m: &[u64], a: usize, e: usize) -> usize {
+        (a..e).filter(|&i| m[i / 64] >> (i % 64) & 1 == 1).count()
+    }
+
+    #[test]
+    fn simd_and_portable_blocks_agree() {
+        let mut state = 0x9E37_79B9_7F4A_7C15u64;
+        for round in 0..2000 {
+            let mut block = [0u8; 64];
+            for (i, x) in block.iter_mut().enumerate() {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                // every byte value, and runs of the interesting ASCII range
+                *x = if round % 2 == 0 {
+                    (state >> 24) as u8
+                } else {
+                    let pick = b" \n-._09AZaz#$(@[`{~\x80\xbf\xc0/:@";
+                    pick[(state as usize ^ i) % pick.len()]
+                };
+            }
+            assert_eq!(
+                block_classes(&block),
+                portable_block_classes(&block),
+                "{block:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn classes_of_known_bytes() {
+        let mut m = Masks::default();
+        let text = "ab1\nZ-é{";
+        m.fill(text.as_bytes());
+        assert_eq!(m.dig, [0b100]);
+        assert_eq!(m.tok, [0b11_0111]);
+        assert_eq!(m.upper, [0b1_0000]);
+        assert_eq!(m.nl, [0b1000]);
+        assert_eq!(m.cont, [0b1000_0000]);
+        assert_eq!(m.special, 1);
+    }
+
+    #[test]
+    fn counts_runs_and_ones() {
+        let m = [0xF0F0_0000_0000_000Fu64, u64::MAX, 1];
+        for (a, e) in [
+            (0, 0),
+            (0, 4),
+            (2, 70),
+            (60, 130),
+            (64, 128),
+            (127, 129),
+            (0, 192),
+        ] {
+            assert_eq!(count_in(&m, a, e), naive(&m, a, e), "{a}..{e}");
+        }
+        assert_eq!(count(&m), naive(&m, 0, 192));
+        let ones: Vec<usize> = ones(&[0b1001, 1 << 63]).collect();
+        assert_eq!(ones, [0, 3, 127]);
+        let r: Vec<(usize, usize)> = runs(&m).collect();
+        assert_eq!(r, [(0, 4), (52, 56), (60, 129)]);
+        let r: Vec<(usize, usize)> = runs(&[u64::MAX]).collect();
+        assert_eq!(r, [(0, 64)]);
+    }
+}
