@@ -80,7 +80,7 @@ pub fn classify(text: &str) -> Classification {
     if has(b, 0xE2) && has_unicode_math(text) {
         hard.push(Reason::UnicodeMath);
     }
-    if is_sql(text, &words) {
+    if is_sql(text, &words, &s.sql) {
         hard.push(Reason::SqlContent);
     }
     if s.lines.verse {
@@ -281,6 +281,8 @@ struct Scan {
     /// Maximal runs of 20+ token bytes (`[A-Za-z0-9_.-]`): where secrets and
     /// hashes can be.
     long_runs: Vec<(usize, usize)>,
+    /// Upper-case SQL keywords.
+    sql: SqlKeywords,
 }
 
 impl Scan {
@@ -326,6 +328,7 @@ fn scan_with(text: &str, m: &mut Masks) -> Scan {
         path: false,
         ascii,
         long_runs: Vec::new(),
+        sql: SqlKeywords::default(),
     };
     let markdown = line_pass(text, m, &mut s.lines, ascii) + markdown_stars(b);
     s.special -= markdown.min(s.special);
@@ -333,6 +336,7 @@ fn scan_with(text: &str, m: &mut Masks) -> Scan {
     s.path = memchr::memchr_iter(b'/', b)
         .any(|p| b.get(p + 1).is_some_and(|&c| token_byte(c)) && path_at(b, p));
     s.long_runs = long_token_runs(b, &m.tok);
+    s.sql = sql_keywords(b, &m.upper);
     s
 }
 
@@ -1379,25 +1383,57 @@ pub(crate) const SQL_OTHER: &[&str] = &[
     "LIKE",
 ];
 
-/// The upper-case keywords of [`SQL_WEAK`] and [`SQL_OTHER`] (pattern ids in
-/// that order, so a bit per keyword), then the rest of [`SQL_STRONG_FIRST`].
-static SQL_WORDS: LazyLock<AhoCorasick> = LazyLock::new(|| {
-    let extra = SQL_STRONG_FIRST
-        .iter()
-        .filter(|w| !SQL_WEAK.contains(w) && !SQL_OTHER.contains(w));
-    AhoCorasickBuilder::new()
-        .kind(Some(AhoCorasickKind::DFA))
-        .match_kind(MatchKind::LeftmostLongest)
-        .build(SQL_WEAK.iter().chain(SQL_OTHER).chain(extra))
-        .expect("sql keywords compile")
-});
+/// Upper-case SQL keywords written as whole words.
+#[derive(Default)]
+struct SqlKeywords {
+    /// Bit `k` for the `k`-th keyword of [`SQL_WEAK`] then [`SQL_OTHER`].
+    seen: u64,
+    /// Some word of [`SQL_STRONG_FIRST`].
+    strong: bool,
+}
+
+const _: () = assert!(SQL_WEAK.len() + SQL_OTHER.len() <= 64);
+
+/// The keywords among the whole words of three or more upper-case letters
+/// (from the upper-case mask; every keyword starts so).
+fn sql_keywords(b: &[u8], upper: &[u64]) -> SqlKeywords {
+    let mut k = SqlKeywords::default();
+    let mut carry = 0u64;
+    for (w, &x) in upper.iter().enumerate() {
+        let next = upper.get(w + 1).copied().unwrap_or(0);
+        let three = x & ((x >> 1) | (next << 63)) & ((x >> 2) | (next << 62));
+        // runs of upper-case letters that start here
+        let mut starts = three & !((x << 1) | carry);
+        carry = x >> 63;
+        while starts != 0 {
+            let p = w * 64 + starts.trailing_zeros() as usize;
+            starts &= starts - 1;
+            if p > 0 && b.get(p - 1).is_some_and(|&c| is_word_byte(c)) {
+                continue;
+            }
+            let n = b.get(p..).map_or(0, |r| {
+                r.iter().take(15).take_while(|&&c| is_word_byte(c)).count()
+            });
+            let word = b.get(p..p + n).unwrap_or(&[]);
+            if let Some(i) = SQL_WEAK
+                .iter()
+                .chain(SQL_OTHER)
+                .position(|kw| kw.as_bytes() == word)
+            {
+                k.seen |= 1 << i;
+            }
+            k.strong |= SQL_STRONG_FIRST.iter().any(|kw| kw.as_bytes() == word);
+        }
+    }
+    k
+}
 
 pub(crate) fn is_word_byte(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b == b'_'
 }
 
 /// Strong anchors, or three distinct keywords one of which is weak.
-fn is_sql(text: &str, words: &LowerWords) -> bool {
+fn is_sql(text: &str, words: &LowerWords, k: &SqlKeywords) -> bool {
     let b = text.as_bytes();
     let starts_word = |p: usize| p == 0 || b.get(p - 1).is_none_or(|&c| !is_word_byte(c));
     for &p in &words.statements {
@@ -1405,25 +1441,8 @@ fn is_sql(text: &str, words: &LowerWords) -> bool {
             return true;
         }
     }
-    let counted = SQL_WEAK.len() + SQL_OTHER.len();
-    let weak_mask = (1u64 << SQL_WEAK.len()) - 1;
-    let mut seen = 0u64;
-    let mut strong = false;
-    for m in SQL_WORDS.find_iter(text) {
-        if !starts_word(m.start()) || b.get(m.end()).is_some_and(|&c| is_word_byte(c)) {
-            continue;
-        }
-        let k = m.pattern().as_usize();
-        let word = text.get(m.start()..m.end()).unwrap_or("");
-        strong |= SQL_STRONG_FIRST.contains(&word);
-        if k < counted {
-            seen |= 1u64 << k;
-            if seen & weak_mask != 0 && seen.count_ones() >= 3 {
-                return true;
-            }
-        }
-    }
-    strong && SQL_STRONG.is_match(text)
+    let weak = (1u64 << SQL_WEAK.len()) - 1;
+    (k.seen & weak != 0 && k.seen.count_ones() >= 3) || (k.strong && SQL_STRONG.is_match(text))
 }
 // ---------------------------------------------------------------- tracebacks
 
@@ -1870,6 +1889,16 @@ mod tests {
         "update t set x =",
         "delete from t where ",
         "AKIAIOSFODNN7EXAMPLE",
+        "AUTO_INCREMENT",
+        "XSELECT",
+        "SELECTED",
+        "MAX_SIZE",
+        "INTO",
+        "VARCHAR(20)",
+        "selec",
+        "Traceback",
+        "goroutine 1 [running]:",
+        "panicked at ",
         "sk-proj-Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4z",
         "token_9fK2mQ7xR4tB8wN1pL6vC3jH5d",
         "3f2a1b9c8d7e6f5a4b3c2d1e0f9a8b7c6d5e4f3a",
