@@ -86,7 +86,7 @@ pub fn classify(text: &str) -> Classification {
     if s.lines.verse {
         hard.push(Reason::VersePattern);
     }
-    if has_traceback(text, s.lines.frame_like) {
+    if has_traceback(text, s.lines.frame_like, words.trace) {
         hard.push(Reason::ErrorTraceback);
     }
     soft_reasons(text, &s, &runs, &words, &mut soft);
@@ -140,43 +140,76 @@ fn is_hash(run: &str) -> bool {
     })
 }
 
-/// Case-insensitive keywords (SQL statement words, legal terms), found in one
-/// pass over an ASCII-lower-cased copy.
+/// Keywords found in one pass over an ASCII-lower-cased copy: SQL statement
+/// words and legal terms in any case, traceback header literals as written.
 struct LowerWords {
     /// Starts of SQL statement words.
     statements: Vec<usize>,
     legal: bool,
+    /// A literal of a traceback header that needs no frame line.
+    trace: bool,
 }
 
-/// SQL statement words, then the literals one of which every `legal_term`
-/// match contains, each with the rarer part searched for and its offset
-/// (`here` and `ther` start too many English words to search for).
-const LOWER_WORDS: &[(&str, &str, usize)] = &[
-    ("select", "select", 0),
-    ("insert", "insert", 0),
-    ("create", "create", 0),
-    ("delete", "delete", 0),
-    ("update", "update", 0),
-    ("shall", "shall", 0),
-    ("notwithstanding", "notwith", 0),
-    ("whereas", "ereas", 2),
-    ("herein", "rein", 2),
-    ("hereby", "reby", 2),
-    ("hereto", "reto", 2),
-    ("thereof", "reof", 3),
-    ("pursuant", "pursuant", 0),
-    ("indemnif", "demnif", 2),
-    ("witness", "witness", 0),
+/// What a [`LOWER_WORDS`] entry is evidence of.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Keyword {
+    /// An SQL statement word (`select`, ...), in any case.
+    Statement,
+    /// A literal one of which every `legal_term` match contains, in any case.
+    Legal,
+    /// A literal of [`TRACE_HEADER`], exactly as written.
+    Trace,
+}
+
+/// The keywords: each word, the lower-case part searched for and its offset
+/// in the word (`indemnif` is found by `demnif`).
+const LOWER_WORDS: &[(Keyword, &str, &str, usize)] = &[
+    (Keyword::Statement, "select", "select", 0),
+    (Keyword::Statement, "insert", "insert", 0),
+    (Keyword::Statement, "create", "create", 0),
+    (Keyword::Statement, "delete", "delete", 0),
+    (Keyword::Statement, "update", "update", 0),
+    (Keyword::Legal, "shall", "shall", 0),
+    (Keyword::Legal, "notwithstanding", "notwith", 0),
+    (Keyword::Legal, "whereas", "whereas", 0),
+    (Keyword::Legal, "herein", "herein", 0),
+    (Keyword::Legal, "hereby", "hereby", 0),
+    (Keyword::Legal, "hereto", "hereto", 0),
+    (Keyword::Legal, "thereof", "thereof", 0),
+    (Keyword::Legal, "pursuant", "pursuant", 0),
+    (Keyword::Legal, "indemnif", "demnif", 2),
+    (Keyword::Legal, "witness", "witness", 0),
+    (
+        Keyword::Trace,
+        "Traceback (most recent call last):",
+        "traceback (most recent call last):",
+        0,
+    ),
+    (
+        Keyword::Trace,
+        "Exception in thread \"",
+        "exception in thread \"",
+        0,
+    ),
+    (Keyword::Trace, "panicked at ", "panicked at ", 0),
+    (Keyword::Trace, "goroutine ", "goroutine ", 0),
 ];
-const SQL_STATEMENT_WORDS: usize = 5;
 
 static LOWER_AC: LazyLock<AhoCorasick> = LazyLock::new(|| {
     AhoCorasickBuilder::new()
         .kind(Some(AhoCorasickKind::DFA))
         .match_kind(MatchKind::LeftmostFirst)
-        .build(LOWER_WORDS.iter().map(|w| w.1))
+        .build(LOWER_WORDS.iter().map(|w| w.2))
         .expect("keywords compile")
 });
+
+/// True when a traceback literal starts at `p` of `text`, as written.
+fn trace_literal_at(text: &[u8], p: usize) -> bool {
+    let rest = text.get(p..).unwrap_or(&[]);
+    LOWER_WORDS
+        .iter()
+        .any(|&(kind, word, _, _)| kind == Keyword::Trace && rest.starts_with(word.as_bytes()))
+}
 
 thread_local! {
     /// Reused buffer for the lower-cased copy of a text.
@@ -191,30 +224,36 @@ impl LowerWords {
             lower.clear();
             lower.extend_from_slice(text.as_bytes());
             lower.make_ascii_lowercase();
-            Self::find_in(lower)
+            Self::find_in(text.as_bytes(), lower)
         })
     }
 
-    fn find_in(lower: &[u8]) -> LowerWords {
+    fn find_in(text: &[u8], lower: &[u8]) -> LowerWords {
         let mut w = LowerWords {
             statements: Vec::new(),
             legal: false,
+            trace: false,
         };
         for m in LOWER_AC.find_iter(lower) {
-            let k = m.pattern().as_usize();
-            let Some(&(word, _, offset)) = LOWER_WORDS.get(k) else {
+            let Some(&(kind, word, _, offset)) = LOWER_WORDS.get(m.pattern().as_usize()) else {
                 continue;
             };
+            // a match hides the ones that start inside it: for the statement
+            // and legal words that is harmless (each needs a word start), but
+            // a keyword can end where a traceback literal begins
+            // (`selecTraceback`)
+            w.trace = w.trace || (m.start() + 1..m.end()).any(|q| trace_literal_at(text, q));
             let start = m.start().wrapping_sub(offset);
-            let whole = m.start() >= offset
-                && lower.get(start..start + word.len()) == Some(word.as_bytes());
-            if !whole {
+            let haystack = if kind == Keyword::Trace { text } else { lower };
+            if m.start() < offset
+                || haystack.get(start..start + word.len()) != Some(word.as_bytes())
+            {
                 continue;
             }
-            if k < SQL_STATEMENT_WORDS {
-                w.statements.push(start);
-            } else {
-                w.legal = true;
+            match kind {
+                Keyword::Statement => w.statements.push(start),
+                Keyword::Legal => w.legal = true,
+                Keyword::Trace => w.trace = true,
             }
         }
         w
@@ -1432,12 +1471,39 @@ pub(crate) fn is_word_byte(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b == b'_'
 }
 
+/// Whether the six-letter statement word at `p` is followed by whitespace
+/// and a byte that can begin the rest of its [`SQL_ANY_CASE`] shape
+/// (`select *|count|distinct`, `insert into`, `create table`, `delete from`,
+/// `update name`): most statement words are English or code, not SQL.
+fn statement_continues(b: &[u8], p: usize) -> bool {
+    let end = p + 6;
+    let ws = b.get(end..).map_or(0, |r| {
+        r.iter()
+            .take_while(|c| matches!(c, b' ' | b'\t' | b'\r' | b'\n'))
+            .count()
+    });
+    let Some(next) = b.get(end + ws).map(u8::to_ascii_lowercase) else {
+        return false;
+    };
+    ws > 0
+        && match b.get(p).map(u8::to_ascii_lowercase) {
+            Some(b's') => matches!(next, b'*' | b'c' | b'd'),
+            Some(b'i') => next == b'i',
+            Some(b'c') => next == b't',
+            Some(b'd') => next == b'f',
+            _ => is_word_byte(next),
+        }
+}
+
 /// Strong anchors, or three distinct keywords one of which is weak.
 fn is_sql(text: &str, words: &LowerWords, k: &SqlKeywords) -> bool {
     let b = text.as_bytes();
     let starts_word = |p: usize| p == 0 || b.get(p - 1).is_none_or(|&c| !is_word_byte(c));
     for &p in &words.statements {
-        if starts_word(p) && text.get(p..).is_some_and(|r| SQL_ANY_CASE.is_match(r)) {
+        if starts_word(p)
+            && statement_continues(b, p)
+            && text.get(p..).is_some_and(|r| SQL_ANY_CASE.is_match(r))
+        {
             return true;
         }
     }
@@ -1465,25 +1531,12 @@ pub(crate) static TRACE_FRAME: LazyLock<Regex> = LazyLock::new(|| {
     ))
 });
 
-/// Literals of the [`TRACE_HEADER`] alternatives that need no frame line.
-static TRACE_NEEDLES: LazyLock<AhoCorasick> = LazyLock::new(|| {
-    AhoCorasickBuilder::new()
-        .kind(Some(AhoCorasickKind::DFA))
-        .match_kind(MatchKind::LeftmostFirst)
-        .build([
-            "Traceback (most recent call last):",
-            "Exception in thread \"",
-            "panicked at ",
-            "goroutine ",
-        ])
-        .expect("traceback needles compile")
-});
-
 /// Python, Java/Kotlin, Rust, Node and Go stack traces: a header, or two
 /// frame lines. `frame_like` says whether some line starts like a frame (the
-/// scan's gate for the patterns without a literal).
-fn has_traceback(text: &str, frame_like: bool) -> bool {
-    (frame_like || TRACE_NEEDLES.is_match(text))
+/// scan's gate for the patterns without a literal), `literal` whether a
+/// header literal occurs ([`LowerWords`]).
+fn has_traceback(text: &str, frame_like: bool, literal: bool) -> bool {
+    (frame_like || literal)
         && (TRACE_HEADER.is_match(text) || TRACE_FRAME.find_iter(text).nth(1).is_some())
 }
 
@@ -1899,6 +1952,12 @@ mod tests {
         "Traceback",
         "goroutine 1 [running]:",
         "panicked at ",
+        "selecTraceback (most recent call last):",
+        "updatException in thread \"main\" ",
+        "thereof",
+        "whereas",
+        "herein",
+        "indemnify",
         "sk-proj-Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4z",
         "token_9fK2mQ7xR4tB8wN1pL6vC3jH5d",
         "3f2a1b9c8d7e6f5a4b3c2d1e0f9a8b7c6d5e4f3a",
