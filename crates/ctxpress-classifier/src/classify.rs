@@ -355,7 +355,7 @@ fn scan(text: &str) -> Scan {
 fn scan_with(text: &str, m: &mut Masks) -> Scan {
     let b = text.as_bytes();
     m.fill(b);
-    let cont = masks::count(&m.cont);
+    let cont = m.cont_count;
     // every non-ASCII character of valid UTF-8 has a continuation byte
     let ascii = cont == 0;
     let mut s = Scan {
@@ -384,7 +384,7 @@ fn scan_with(text: &str, m: &mut Masks) -> Scan {
 fn line_pass(text: &str, m: &Masks, stats: &mut LineStats, ascii: bool) -> usize {
     let mut markdown = 0usize;
     // a YAML run needs 3 lines and verse 4: shorter texts skip those checks
-    let lines = 1 + masks::count(&m.nl);
+    let lines = 1 + m.nl_count;
     stats.yaml_possible = lines >= 3;
     stats.verse_possible = lines >= 4;
     let mut ls = LineState::default();

@@ -18,6 +18,11 @@ pub(crate) struct Masks {
     pub(crate) cont: Vec<u64>,
     /// How many bytes are special characters (`{}[]<>|\;:@#$%^&*()=+`~`).
     pub(crate) special: usize,
+    /// How many bytes are continuation bytes (the text's characters are
+    /// its bytes less these).
+    pub(crate) cont_count: usize,
+    /// How many bytes are `\n`.
+    pub(crate) nl_count: usize,
 }
 
 /// The masks of one 64-byte block, in [`Masks`] field order, and its special
@@ -30,6 +35,8 @@ struct Block {
     nl: u64,
     cont: u64,
     special: u32,
+    cont_count: u32,
+    nl_count: u32,
 }
 
 impl Masks {
@@ -46,6 +53,8 @@ impl Masks {
             v.reserve(b.len() / 64 + 1);
         }
         self.special = 0;
+        self.cont_count = 0;
+        self.nl_count = 0;
         let mut chunks = b.chunks_exact(64);
         for chunk in &mut chunks {
             if let Ok(block) = chunk.try_into() {
@@ -63,6 +72,7 @@ impl Masks {
         }
     }
 
+    #[inline(always)]
     fn push(&mut self, k: Block) {
         self.dig.push(k.dig);
         self.tok.push(k.tok);
@@ -70,6 +80,8 @@ impl Masks {
         self.nl.push(k.nl);
         self.cont.push(k.cont);
         self.special += k.special as usize;
+        self.cont_count += k.cont_count as usize;
+        self.nl_count += k.nl_count as usize;
     }
 }
 
@@ -89,11 +101,6 @@ pub(crate) fn count_in(m: &[u64], a: usize, e: usize) -> usize {
         .get(wa + 1..wb)
         .map_or(0, |r| r.iter().map(|x| x.count_ones() as usize).sum());
     n + m.get(wb).map_or(0, |x| (x & hi).count_ones() as usize)
-}
-
-/// Total number of set bits.
-pub(crate) fn count(m: &[u64]) -> usize {
-    m.iter().map(|x| x.count_ones() as usize).sum()
 }
 
 /// Positions of the set bits, in order.
@@ -172,7 +179,8 @@ fn is_special(c: u8) -> bool {
 fn block_classes(c: &[u8; 64]) -> Block {
     use safe_arch::{
         bitor_m128i, cmp_eq_mask_i8_m128i, cmp_lt_mask_i8_m128i, load_unaligned_m128i, m128i,
-        move_mask_i8_m128i, set_splat_i8_m128i, sub_i8_m128i,
+        move_mask_i8_m128i, set_splat_i8_m128i, sub_i8_m128i, sum_of_u8_abs_diff_m128i,
+        zeroed_m128i,
     };
     let splat = |x: u8| set_splat_i8_m128i(x as i8);
     // `lo <= v < lo + n` (unsigned) as a signed compare of `v - (lo - 128)`
@@ -184,6 +192,12 @@ fn block_classes(c: &[u8; 64]) -> Block {
     };
     let eq = |v: m128i, x: u8| cmp_eq_mask_i8_m128i(v, splat(x));
     let bits = |v: m128i| u64::from(move_mask_i8_m128i(v) as u16);
+    // per-lane counts: a true compare is -1, so subtracting it adds one
+    let total = |acc: m128i| {
+        let [lo, hi]: [u64; 2] = sum_of_u8_abs_diff_m128i(acc, zeroed_m128i()).into();
+        (lo + hi) as u32
+    };
+    let (mut special_n, mut cont_n, mut nl_n) = (zeroed_m128i(), zeroed_m128i(), zeroed_m128i());
     let mut k = Block::default();
     for (i, lane) in c.chunks_exact(16).enumerate() {
         let Ok(lane) = <&[u8; 16]>::try_from(lane) else {
@@ -214,13 +228,19 @@ fn block_classes(c: &[u8; 64]) -> Block {
         );
         // continuation bytes are -128..=-65 as signed bytes
         let cont = cmp_lt_mask_i8_m128i(v, splat(0xC0));
+        let nl = eq(v, b'\n');
+        special_n = sub_i8_m128i(special_n, special);
+        cont_n = sub_i8_m128i(cont_n, cont);
+        nl_n = sub_i8_m128i(nl_n, nl);
         k.dig |= bits(dig) << shift;
         k.tok |= bits(tok) << shift;
         k.upper |= bits(upper) << shift;
-        k.nl |= bits(eq(v, b'\n')) << shift;
+        k.nl |= bits(nl) << shift;
         k.cont |= bits(cont) << shift;
-        k.special += bits(special).count_ones();
     }
+    k.special = total(special_n);
+    k.cont_count = total(cont_n);
+    k.nl_count = total(nl_n);
     k
 }
 
@@ -265,6 +285,8 @@ fn portable_block_classes(c: &[u8; 64]) -> Block {
         nl,
         cont,
         special,
+        cont_count: cont.count_ones(),
+        nl_count: nl.count_ones(),
     }
 }
 
@@ -323,6 +345,7 @@ mod tests {
         assert_eq!(m.nl, [0b1000]);
         assert_eq!(m.cont, [0b1000_0000]);
         assert_eq!(m.special, 1);
+        assert_eq!((m.cont_count, m.nl_count), (1, 1));
     }
 
     #[test]
@@ -339,7 +362,6 @@ mod tests {
         ] {
             assert_eq!(count_in(&m, a, e), naive(&m, a, e), "{a}..{e}");
         }
-        assert_eq!(count(&m), naive(&m, 0, 192));
         let ones: Vec<usize> = ones(&[0b1001, 1 << 63]).collect();
         assert_eq!(ones, [0, 3, 127]);
         let r: Vec<(usize, usize)> = runs(&m).collect();
