@@ -700,7 +700,7 @@ impl LineStats {
 /// Line-to-line state: code outside fences (indented blocks, unified diff
 /// hunks, shell transcripts with two or more `$ ` prompts; all reported as
 /// `indented_code`), YAML/TOML key-value runs and verse.
-struct LineState {
+struct LineState<'t> {
     prev_blank: bool,
     ind_lines: usize,
     ind_all_list: bool,
@@ -709,9 +709,13 @@ struct LineState {
     kv_run: usize,
     prompts: usize,
     verse: VerseRun,
+    /// Consecutive lines that may be verse, the first three kept until a
+    /// fourth comes (verse needs four, so shorter runs are never checked).
+    verse_streak: usize,
+    verse_pending: [&'t str; 3],
 }
 
-impl Default for LineState {
+impl Default for LineState<'_> {
     fn default() -> Self {
         LineState {
             prev_blank: true,
@@ -722,15 +726,17 @@ impl Default for LineState {
             kv_run: 0,
             prompts: 0,
             verse: VerseRun::default(),
+            verse_streak: 0,
+            verse_pending: [""; 3],
         }
     }
 }
 
-impl LineState {
+impl<'t> LineState<'t> {
     /// Takes one line (without its `\n`); returns how many of its special
     /// characters are Markdown heading marks or a `+ ` bullet.
     /// `raw_chars` is the number of characters of `raw`.
-    fn line(&mut self, s: &mut LineStats, raw: &str, raw_chars: usize) -> usize {
+    fn line(&mut self, s: &mut LineStats, raw: &'t str, raw_chars: usize) -> usize {
         let line = raw.strip_suffix('\r').unwrap_or(raw);
         let lb = line.as_bytes();
         let first = lb.iter().position(|c| !c.is_ascii_whitespace());
@@ -765,7 +771,8 @@ impl LineState {
         if !s.indented_code {
             self.code_outside_fences(s, line, blank);
         }
-        if !s.frame_like && !blank {
+        // a frame line's first non-blank byte starts `File`, `at` or a number
+        if !s.frame_like && matches!(first_byte, Some(b'F' | b'a' | b'0'..=b'9')) {
             s.frame_like = frame_like_line(lb);
         }
 
@@ -787,20 +794,24 @@ impl LineState {
             let may_verse = chars >= 8
                 && first_byte.is_some_and(|c| c.is_ascii_uppercase() || c >= 0x80 || c == 0x0B);
             // 80 characters are at most 320 bytes
-            let verse_line = may_verse
-                .then(|| line.trim())
-                .filter(|t| t.len() <= 320)
-                .and_then(verse_line);
-            match verse_line {
-                Some(v) => {
-                    self.verse.lines += 1;
-                    self.verse.words += v.words;
-                    self.verse.caps += v.caps;
-                    self.verse.rest += v.rest;
-                    self.verse.unterminated += usize::from(v.unterminated);
-                    s.verse = self.verse.is_verse();
+            match may_verse.then(|| line.trim()).filter(|t| t.len() <= 320) {
+                None => {
+                    self.verse = VerseRun::default();
+                    self.verse_streak = 0;
                 }
-                None => self.verse = VerseRun::default(),
+                Some(t) => {
+                    if let Some(slot) = self.verse_pending.get_mut(self.verse_streak) {
+                        *slot = t;
+                    } else {
+                        if self.verse_streak == 3 {
+                            for p in self.verse_pending {
+                                self.verse_line(s, p);
+                            }
+                        }
+                        self.verse_line(s, t);
+                    }
+                    self.verse_streak += 1;
+                }
             }
         }
         self.prev_blank = blank;
@@ -808,7 +819,22 @@ impl LineState {
     }
 }
 
-impl LineState {
+impl LineState<'_> {
+    /// Adds a line that may be verse to the current verse run.
+    fn verse_line(&mut self, s: &mut LineStats, t: &str) {
+        match verse_line(t) {
+            Some(v) => {
+                self.verse.lines += 1;
+                self.verse.words += v.words;
+                self.verse.caps += v.caps;
+                self.verse.rest += v.rest;
+                self.verse.unterminated += usize::from(v.unterminated);
+                s.verse = s.verse || self.verse.is_verse();
+            }
+            None => self.verse = VerseRun::default(),
+        }
+    }
+
     /// Indented blocks, diff hunks and shell prompts (until one is found).
     fn code_outside_fences(&mut self, s: &mut LineStats, line: &str, blank: bool) {
         // indented code: >= 2 consecutive indented lines after a blank line
@@ -882,16 +908,24 @@ pub(crate) fn is_identifier_key(k: &str) -> bool {
 fn is_key_value_line(line: &str) -> bool {
     let t = line.trim();
     let t = t.strip_prefix("- ").unwrap_or(t);
-    if let Some(inner) = t.strip_prefix('[').and_then(|r| r.strip_suffix(']')) {
-        return is_identifier_key(inner.trim_matches('['));
+    let b = t.as_bytes();
+    match b.first() {
+        Some(b'[') => {
+            return t
+                .strip_prefix('[')
+                .and_then(|r| r.strip_suffix(']'))
+                .is_some_and(|inner| is_identifier_key(inner.trim_matches('[')));
+        }
+        Some(c) if c.is_ascii_alphabetic() || *c == b'_' => {}
+        _ => return false,
     }
     // the key: identifier bytes from the start (one longer than 40 is no key)
-    let n = t
-        .bytes()
+    let n = b
+        .iter()
         .take(41)
         .take_while(|c| c.is_ascii_alphanumeric() || matches!(c, b'_' | b'-' | b'.'))
         .count();
-    if !t.get(..n).is_some_and(is_identifier_key) {
+    if n > 40 {
         return false;
     }
     let after = t.get(n..).unwrap_or("");
@@ -2034,5 +2068,46 @@ mod tests {
             let t: String = picks.iter().filter_map(|&i| PIECES.get(i).copied()).collect();
             proptest::prop_assert_eq!(classify(&t), crate::reference::classify(&t), "{:?}", t);
         }
+
+        #[test]
+        fn agrees_with_reference_on_random_lines(
+            picks in proptest::collection::vec(0..LINES.len(), 0..14)
+        ) {
+            let t = picks.iter().filter_map(|&i| LINES.get(i).copied()).collect::<Vec<_>>().join("\n");
+            proptest::prop_assert_eq!(classify(&t), crate::reference::classify(&t), "{:?}", t);
+        }
     }
+
+    /// Whole lines for the line-to-line state: verse, YAML, indented code,
+    /// prompts, frames, and lines that break each run.
+    const LINES: &[&str] = &[
+        "The woods are lovely, dark and deep",
+        "But I have promises to keep",
+        "And miles to go before I sleep",
+        "And Miles To Go Before I Sleep",
+        "Whose woods these are I think I know.",
+        "Short",
+        "ALL CAPS LINE here again",
+        "A line with = sign inside it",
+        "",
+        "   ",
+        "name: ctxpress",
+        "version: 1",
+        "- item: one",
+        "- plain item",
+        "key = value",
+        "[section]",
+        "    let x = f(y);",
+        "    return x;",
+        "\tindented()",
+        "$ ls -la",
+        "@@ -1,2 +1,3 @@",
+        "  File \"a.py\", line 3, in f",
+        "    at Foo.bar(Foo.java:12)",
+        "  12: core::panicking::panic",
+        "Traceback (most recent call last):",
+        "ordinary lower-case prose line here",
+        "Ünïcödé Line With Accents In It",
+        "\u{b}Vertical tab line starts here",
+    ];
 }
