@@ -53,7 +53,8 @@ pub fn classify(text: &str) -> Classification {
     let runs = TokenRuns::find(text, &s);
     let words = LowerWords::find(text);
 
-    if memchr::memchr2(b'`', b'~', b).is_some() && has_code_fence(text) {
+    let present = s.present;
+    if present.may(P_FENCE) && memchr::memchr2(b'`', b'~', b).is_some() && has_code_fence(text) {
         hard.push(Reason::CodeFence);
     }
     if s.lines.indented_code {
@@ -74,10 +75,10 @@ pub fn classify(text: &str) -> Classification {
     if runs.secret {
         hard.push(Reason::ApiKey);
     }
-    if memchr::memchr2(b'$', b'\\', b).is_some() && has_latex(text) {
+    if present.may(P_MATH) && memchr::memchr2(b'$', b'\\', b).is_some() && has_latex(text) {
         hard.push(Reason::LatexMath);
     }
-    if has(b, 0xE2) && has_unicode_math(text) {
+    if !s.ascii && present.may(P_E2) && has(b, 0xE2) && has_unicode_math(text) {
         hard.push(Reason::UnicodeMath);
     }
     if is_sql(text, &words, &s.sql) {
@@ -266,6 +267,61 @@ fn has(b: &[u8], c: u8) -> bool {
     memchr::memchr(c, b).is_some()
 }
 
+/// Which anchor bytes a text has, as `P_*` bits: found by one table pass for
+/// short texts (where a `memchr` call per byte costs more than the text);
+/// all bits set (unknown) for longer ones, whose searches are worth a call.
+#[derive(Clone, Copy)]
+struct Present(u16);
+
+/// `` ` `` or `~` (fences).
+const P_FENCE: u16 = 1;
+/// `$` or `\` (LaTeX).
+const P_MATH: u16 = 1 << 1;
+/// `0xE2`, the lead byte of the math symbols.
+const P_E2: u16 = 1 << 2;
+/// `"`.
+const P_QUOTE: u16 = 1 << 3;
+/// `@` (emails).
+const P_AT: u16 = 1 << 4;
+/// `:` (URL schemes).
+const P_COLON: u16 = 1 << 5;
+/// `*` (Markdown emphasis).
+const P_STAR: u16 = 1 << 6;
+/// `/` (paths).
+const P_SLASH: u16 = 1 << 7;
+
+/// Texts shorter than this get a presence pass.
+const PRESENCE_MAX: usize = 512;
+
+static PRESENT_BITS: [u16; 256] = {
+    let mut t = [0u16; 256];
+    t[b'`' as usize] = P_FENCE;
+    t[b'~' as usize] = P_FENCE;
+    t[b'$' as usize] = P_MATH;
+    t[b'\\' as usize] = P_MATH;
+    t[0xE2] = P_E2;
+    t[b'"' as usize] = P_QUOTE;
+    t[b'@' as usize] = P_AT;
+    t[b':' as usize] = P_COLON;
+    t[b'*' as usize] = P_STAR;
+    t[b'/' as usize] = P_SLASH;
+    t
+};
+
+impl Present {
+    fn of(b: &[u8]) -> Present {
+        if b.len() >= PRESENCE_MAX {
+            return Present(u16::MAX);
+        }
+        Present(b.iter().fold(0, |a, &c| a | PRESENT_BITS[c as usize]))
+    }
+
+    /// False only when none of `bits` occurs.
+    fn may(self, bits: u16) -> bool {
+        self.0 & bits != 0
+    }
+}
+
 /// First bytes of a unit right after a number (`5ms`, `2h`, `3°C`).
 static UNIT_FIRST: [bool; 256] = unit_table(b"mnsdhwKMGTPkbHcprfgVWABe\xC2");
 /// First bytes of a unit after a number and a space (`5 ms`, `10 MB`).
@@ -322,6 +378,8 @@ struct Scan {
     long_runs: Vec<(usize, usize)>,
     /// Upper-case SQL keywords.
     sql: SqlKeywords,
+    /// Which anchor bytes occur.
+    present: Present,
 }
 
 impl Scan {
@@ -368,12 +426,19 @@ fn scan_with(text: &str, m: &mut Masks) -> Scan {
         ascii,
         long_runs: Vec::new(),
         sql: SqlKeywords::default(),
+        present: Present::of(b),
     };
-    let markdown = line_pass(text, m, &mut s.lines, ascii) + markdown_stars(b);
+    let stars = if s.present.may(P_STAR) {
+        markdown_stars(b)
+    } else {
+        0
+    };
+    let markdown = line_pass(text, m, &mut s.lines, ascii) + stars;
     s.special -= markdown.min(s.special);
     digit_runs(b, &m.dig, &mut s);
-    s.path = memchr::memchr_iter(b'/', b)
-        .any(|p| b.get(p + 1).is_some_and(|&c| token_byte(c)) && path_at(b, p));
+    s.path = s.present.may(P_SLASH)
+        && memchr::memchr_iter(b'/', b)
+            .any(|p| b.get(p + 1).is_some_and(|&c| token_byte(c)) && path_at(b, p));
     s.long_runs = long_token_runs(b, &m.tok);
     s.sql = sql_keywords(b, &m.upper);
     s
@@ -646,6 +711,9 @@ fn starts_line(b: &[u8], p: usize) -> bool {
 /// Words for the T2/T3 split, counted up to `limit`: runs of non-whitespace,
 /// where each CJK ideograph or kana counts as one word.
 fn count_words(text: &str, limit: usize) -> usize {
+    if text.is_ascii() {
+        return masks::ascii_words(text.as_bytes(), limit);
+    }
     let mut words = 0;
     let mut in_word = false;
     for &c in text.as_bytes() {
@@ -1645,13 +1713,13 @@ fn soft_re(reason: usize) -> &'static Regex {
 
 fn soft_reasons(text: &str, s: &Scan, runs: &TokenRuns, words: &LowerWords, out: &mut Vec<Reason>) {
     let b = text.as_bytes();
-    let quote = has(b, b'"');
+    let quote = s.present.may(P_QUOTE) && has(b, b'"');
     for (k, &reason) in SOFT_REASONS.iter().enumerate() {
         let rx = || soft_re(k);
         // each reason is looked for only where its anchor or gate says it can be
         let found = match reason {
-            Reason::Url => has_url(b),
-            Reason::Email => has(b, b'@') && rx().is_match(text),
+            Reason::Url => s.present.may(P_COLON) && has_url(b),
+            Reason::Email => s.present.may(P_AT) && has(b, b'@') && rx().is_match(text),
             Reason::Phone => s.any(Gate::Phone, text, |t| rx().is_match(t)),
             Reason::VersionNumber => s.any(Gate::DotNum, text, |t| {
                 rx().find_iter(t).any(|m| {
@@ -1801,6 +1869,9 @@ mod tests {
         assert_eq!(count_words("one two  three", usize::MAX), 3);
         assert_eq!(count_words("日本語です", usize::MAX), 5);
         assert_eq!(count_words("", usize::MAX), 0);
+        assert_eq!(count_words(" a\tb\n\nc ", usize::MAX), 3);
+        assert_eq!(count_words(&"w ".repeat(100), 20), 20);
+        assert_eq!(count_words("é a", usize::MAX), 2);
     }
 
     #[test]

@@ -153,6 +153,62 @@ fn edges(m: &[u64]) -> impl Iterator<Item = usize> + '_ {
     })
 }
 
+/// Words of ASCII text (runs of non-whitespace) counted up to `limit`, from
+/// a whitespace mask of 16 bytes at a time.
+pub(crate) fn ascii_words(b: &[u8], limit: usize) -> usize {
+    let mut words = 0;
+    // bit 0: the byte before the lane is whitespace (the text start counts)
+    let mut prev_ws = 1u32;
+    let mut lanes = b.chunks_exact(16);
+    for lane in &mut lanes {
+        let ws = lane
+            .try_into()
+            .map_or(0, |l: &[u8; 16]| u32::from(whitespace16(l)));
+        let starts = !ws & ((ws << 1) | prev_ws) & 0xFFFF;
+        words += starts.count_ones() as usize;
+        prev_ws = ws >> 15;
+        if words >= limit {
+            return limit;
+        }
+    }
+    for &c in lanes.remainder() {
+        let ws = u32::from(c.is_ascii_whitespace());
+        words += (prev_ws & (ws ^ 1)) as usize;
+        prev_ws = ws;
+    }
+    words.min(limit)
+}
+
+/// Bit `k` set when byte `k` is ASCII whitespace (`\t \n \x0C \r` and space).
+#[cfg(all(
+    any(target_arch = "x86", target_arch = "x86_64"),
+    target_feature = "sse2"
+))]
+#[inline(always)]
+fn whitespace16(l: &[u8; 16]) -> u16 {
+    use safe_arch::{
+        bitor_m128i, cmp_eq_mask_i8_m128i, load_unaligned_m128i, move_mask_i8_m128i,
+        set_splat_i8_m128i,
+    };
+    let v = load_unaligned_m128i(l);
+    let eq = |x: u8| cmp_eq_mask_i8_m128i(v, set_splat_i8_m128i(x as i8));
+    let ws = bitor_m128i(
+        bitor_m128i(eq(b' '), eq(b'\n')),
+        bitor_m128i(bitor_m128i(eq(b'\t'), eq(b'\r')), eq(0x0C)),
+    );
+    move_mask_i8_m128i(ws) as u16
+}
+
+#[cfg(not(all(
+    any(target_arch = "x86", target_arch = "x86_64"),
+    target_feature = "sse2"
+)))]
+fn whitespace16(l: &[u8; 16]) -> u16 {
+    l.iter()
+        .enumerate()
+        .fold(0, |m, (k, c)| m | (u16::from(c.is_ascii_whitespace()) << k))
+}
+
 /// `{}[]<>|\;:@#$%^&*()=+`~` as byte ranges.
 #[cfg_attr(
     all(
@@ -346,6 +402,24 @@ mod tests {
         assert_eq!(m.cont, [0b1000_0000]);
         assert_eq!(m.special, 1);
         assert_eq!((m.cont_count, m.nl_count), (1, 1));
+    }
+
+    #[test]
+    fn ascii_words_match_a_plain_count() {
+        let plain = |t: &str| t.split_ascii_whitespace().count();
+        let mut state = 7u64;
+        for n in 0..300 {
+            let t: String = (0..n)
+                .map(|_| {
+                    state ^= state << 13;
+                    state ^= state >> 7;
+                    state ^= state << 17;
+                    [' ', 'a', '\n', 'b', '\t', '\u{c}', '\r', '\u{b}', 'x'][(state % 9) as usize]
+                })
+                .collect();
+            assert_eq!(ascii_words(t.as_bytes(), usize::MAX), plain(&t), "{t:?}");
+            assert_eq!(ascii_words(t.as_bytes(), 5), plain(&t).min(5), "{t:?}");
+        }
     }
 
     #[test]
