@@ -439,7 +439,7 @@ fn scan_with(text: &str, m: &mut Masks) -> Scan {
     s.path = s.present.may(P_SLASH)
         && memchr::memchr_iter(b'/', b)
             .any(|p| b.get(p + 1).is_some_and(|&c| token_byte(c)) && path_at(b, p));
-    s.long_runs = long_token_runs(b, &m.tok);
+    s.long_runs = long_token_runs(&m.tok);
     s.sql = sql_keywords(b, &m.upper);
     s
 }
@@ -519,7 +519,7 @@ fn digit_runs(b: &[u8], dig: &[u64], s: &mut Scan) {
 }
 
 /// Maximal runs of 20+ token bytes, from the token mask.
-fn long_token_runs(b: &[u8], tok: &[u64]) -> Vec<(usize, usize)> {
+fn long_token_runs(tok: &[u64]) -> Vec<(usize, usize)> {
     let mut out = Vec::new();
     let mut from = 0usize;
     let mut w = 0usize;
@@ -531,13 +531,8 @@ fn long_token_runs(b: &[u8], tok: &[u64]) -> Vec<(usize, usize)> {
             continue;
         }
         let p = w * 64 + long.trailing_zeros() as usize;
-        let back = b.get(..p).map_or(0, |r| {
-            r.iter().rev().take_while(|&&c| token_byte(c)).count()
-        });
-        let end = p + b
-            .get(p..)
-            .map_or(0, |r| r.iter().take_while(|&&c| token_byte(c)).count());
-        out.push((p - back, end));
+        let (start, end) = (masks::run_start(tok, p), masks::run_end(tok, p));
+        out.push((start, end));
         from = end;
         w = end / 64;
     }

@@ -103,6 +103,40 @@ pub(crate) fn count_in(m: &[u64], a: usize, e: usize) -> usize {
     n + m.get(wb).map_or(0, |x| (x & hi).count_ones() as usize)
 }
 
+/// Start of the run of set bits through bit `p` (which is set).
+pub(crate) fn run_start(m: &[u64], p: usize) -> usize {
+    let (mut w, bit) = (p / 64, p % 64);
+    // clear bits at and above `p`, look for the last zero below it
+    let mut gaps = !m.get(w).copied().unwrap_or(0) & ((1u64 << bit) - 1);
+    loop {
+        if gaps != 0 {
+            return w * 64 + 64 - gaps.leading_zeros() as usize;
+        }
+        if w == 0 {
+            return 0;
+        }
+        w -= 1;
+        gaps = !m.get(w).copied().unwrap_or(0);
+    }
+}
+
+/// End (exclusive) of the run of set bits through bit `p` (padding bits
+/// past the text are clear, so a run ends by the text's end).
+pub(crate) fn run_end(m: &[u64], p: usize) -> usize {
+    let (mut w, bit) = (p / 64, p % 64);
+    let mut gaps = !m.get(w).copied().unwrap_or(0) & (u64::MAX << bit);
+    loop {
+        if gaps != 0 {
+            return w * 64 + gaps.trailing_zeros() as usize;
+        }
+        w += 1;
+        let Some(&x) = m.get(w) else {
+            return w * 64;
+        };
+        gaps = !x;
+    }
+}
+
 /// Positions of the set bits, in order.
 pub(crate) fn ones(m: &[u64]) -> impl Iterator<Item = usize> + '_ {
     m.iter().enumerate().flat_map(|(w, &x)| {
@@ -436,6 +470,16 @@ mod tests {
         ] {
             assert_eq!(count_in(&m, a, e), naive(&m, a, e), "{a}..{e}");
         }
+        for p in [0, 1, 3, 60, 70, 128] {
+            let set = |i: usize| m[i / 64] >> (i % 64) & 1 == 1;
+            if !set(p) {
+                continue;
+            }
+            let a = (0..=p).rev().take_while(|&i| set(i)).last().unwrap_or(p);
+            let e = (p..192).take_while(|&i| set(i)).last().map_or(p, |i| i + 1);
+            assert_eq!((run_start(&m, p), run_end(&m, p)), (a, e), "{p}");
+        }
+        assert_eq!(run_end(&[u64::MAX], 5), 64);
         let ones: Vec<usize> = ones(&[0b1001, 1 << 63]).collect();
         assert_eq!(ones, [0, 3, 127]);
         let r: Vec<(usize, usize)> = runs(&m).collect();
