@@ -223,8 +223,7 @@ impl LowerWords {
     fn find(text: &str) -> LowerWords {
         LOWER.with_borrow_mut(|lower| {
             lower.clear();
-            lower.extend_from_slice(text.as_bytes());
-            lower.make_ascii_lowercase();
+            lower.extend(text.bytes().map(|c| c.to_ascii_lowercase()));
             Self::find_in(text.as_bytes(), lower)
         })
     }

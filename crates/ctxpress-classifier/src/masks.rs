@@ -268,9 +268,9 @@ fn is_special(c: u8) -> bool {
 #[inline(always)]
 fn block_classes(c: &[u8; 64]) -> Block {
     use safe_arch::{
-        bitor_m128i, cmp_eq_mask_i8_m128i, cmp_lt_mask_i8_m128i, load_unaligned_m128i, m128i,
-        move_mask_i8_m128i, set_splat_i8_m128i, sub_i8_m128i, sum_of_u8_abs_diff_m128i,
-        zeroed_m128i,
+        bitand_m128i, bitor_m128i, cmp_eq_mask_i8_m128i, cmp_lt_mask_i8_m128i,
+        load_unaligned_m128i, m128i, move_mask_i8_m128i, set_splat_i8_m128i, sub_i8_m128i,
+        sum_of_u8_abs_diff_m128i, zeroed_m128i,
     };
     let splat = |x: u8| set_splat_i8_m128i(x as i8);
     // `lo <= v < lo + n` (unsigned) as a signed compare of `v - (lo - 128)`
@@ -306,14 +306,13 @@ fn block_classes(c: &[u8; 64]) -> Block {
                 range(v, b'-', 2),
             ),
         );
+        // clearing bit 5 folds `{|}~` onto `[\\]^` and `` ` `` onto `@`
+        let folded = bitand_m128i(v, splat(0xDF));
         let special = bitor_m128i(
+            bitor_m128i(range(v, b'#', 4), range(v, b'(', 4)),
             bitor_m128i(
-                bitor_m128i(range(v, b'#', 4), range(v, b'(', 4)),
-                bitor_m128i(range(v, b':', 5), eq(v, b'@')),
-            ),
-            bitor_m128i(
-                bitor_m128i(range(v, b'[', 4), eq(v, b'`')),
-                range(v, b'{', 4),
+                range(v, b':', 5),
+                bitor_m128i(range(folded, b'[', 4), eq(folded, b'@')),
             ),
         );
         // continuation bytes are -128..=-65 as signed bytes
