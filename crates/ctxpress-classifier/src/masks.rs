@@ -58,7 +58,7 @@ impl Masks {
         let mut chunks = b.chunks_exact(64);
         for chunk in &mut chunks {
             if let Ok(block) = chunk.try_into() {
-                self.push(block_classes(block));
+                self.push(lanes::block_classes(block));
             }
         }
         let rest = chunks.remainder();
@@ -68,7 +68,7 @@ impl Masks {
             if let Some(d) = block.get_mut(..rest.len()) {
                 d.copy_from_slice(rest);
             }
-            self.push(block_classes(&block));
+            self.push(lanes::block_classes(&block));
         }
     }
 
@@ -197,7 +197,7 @@ pub(crate) fn ascii_words(b: &[u8], limit: usize) -> usize {
     for lane in &mut lanes {
         let ws = lane
             .try_into()
-            .map_or(0, |l: &[u8; 16]| u32::from(whitespace16(l)));
+            .map_or(0, |l: &[u8; 16]| u32::from(lanes::whitespace16(l)));
         let starts = !ws & ((ws << 1) | prev_ws) & 0xFFFF;
         words += starts.count_ones() as usize;
         prev_ws = ws >> 15;
@@ -213,137 +213,116 @@ pub(crate) fn ascii_words(b: &[u8], limit: usize) -> usize {
     words.min(limit)
 }
 
-/// Bit `k` set when byte `k` is ASCII whitespace (`\t \n \x0C \r` and space).
-#[cfg(all(
-    any(target_arch = "x86", target_arch = "x86_64"),
-    target_feature = "sse2"
-))]
-#[inline(always)]
-fn whitespace16(l: &[u8; 16]) -> u16 {
-    use safe_arch::{
-        bitor_m128i, cmp_eq_mask_i8_m128i, load_unaligned_m128i, move_mask_i8_m128i,
-        set_splat_i8_m128i,
-    };
-    let v = load_unaligned_m128i(l);
-    let eq = |x: u8| cmp_eq_mask_i8_m128i(v, set_splat_i8_m128i(x as i8));
-    let ws = bitor_m128i(
-        bitor_m128i(eq(b' '), eq(b'\n')),
-        bitor_m128i(bitor_m128i(eq(b'\t'), eq(b'\r')), eq(0x0C)),
-    );
-    move_mask_i8_m128i(ws) as u16
-}
-
+// The SIMD lanes where the target has SSE2 (every x86-64), else the portable
+// code.
 #[cfg(not(all(
     any(target_arch = "x86", target_arch = "x86_64"),
     target_feature = "sse2"
 )))]
-fn whitespace16(l: &[u8; 16]) -> u16 {
-    l.iter()
-        .enumerate()
-        .fold(0, |m, (k, c)| m | (u16::from(c.is_ascii_whitespace()) << k))
-}
-
-/// `{}[]<>|\;:@#$%^&*()=+`~` as byte ranges.
-#[cfg_attr(
-    all(
-        any(target_arch = "x86", target_arch = "x86_64"),
-        target_feature = "sse2"
-    ),
-    allow(dead_code)
-)]
-fn is_special(c: u8) -> bool {
-    (c.wrapping_sub(b'#') < 4)
-        | (c.wrapping_sub(b'(') < 4)
-        | (c.wrapping_sub(b':') < 5)
-        | (c == b'@')
-        | (c.wrapping_sub(b'[') < 4)
-        | (c == b'`')
-        | (c.wrapping_sub(b'{') < 4)
-}
-
+use portable as lanes;
 #[cfg(all(
     any(target_arch = "x86", target_arch = "x86_64"),
     target_feature = "sse2"
 ))]
-#[inline(always)]
-fn block_classes(c: &[u8; 64]) -> Block {
-    use safe_arch::{
-        bitand_m128i, bitor_m128i, cmp_eq_mask_i8_m128i, cmp_lt_mask_i8_m128i,
-        load_unaligned_m128i, m128i, move_mask_i8_m128i, set_splat_i8_m128i, sub_i8_m128i,
-        sum_of_u8_abs_diff_m128i, zeroed_m128i,
-    };
-    let splat = |x: u8| set_splat_i8_m128i(x as i8);
-    // `lo <= v < lo + n` (unsigned) as a signed compare of `v - (lo - 128)`
-    let range = |v: m128i, lo: u8, n: u8| {
-        cmp_lt_mask_i8_m128i(
-            sub_i8_m128i(v, splat(lo.wrapping_sub(128))),
-            splat(n.wrapping_sub(128)),
-        )
-    };
-    let eq = |v: m128i, x: u8| cmp_eq_mask_i8_m128i(v, splat(x));
-    let bits = |v: m128i| u64::from(move_mask_i8_m128i(v) as u16);
-    // per-lane counts: a true compare is -1, so subtracting it adds one
-    let total = |acc: m128i| {
-        let [lo, hi]: [u64; 2] = sum_of_u8_abs_diff_m128i(acc, zeroed_m128i()).into();
-        (lo + hi) as u32
-    };
-    let (mut special_n, mut cont_n, mut nl_n) = (zeroed_m128i(), zeroed_m128i(), zeroed_m128i());
-    let mut k = Block::default();
-    for (i, lane) in c.chunks_exact(16).enumerate() {
-        let Ok(lane) = <&[u8; 16]>::try_from(lane) else {
-            continue;
+use sse2 as lanes;
+
+/// SSE2 compares and move-masks through `safe_arch`.
+#[cfg(all(
+    any(target_arch = "x86", target_arch = "x86_64"),
+    target_feature = "sse2"
+))]
+mod sse2 {
+    use super::Block;
+
+    /// Bit `k` set when byte `k` is ASCII whitespace (`\t \n \x0C \r` and space).
+    #[inline(always)]
+    pub(super) fn whitespace16(l: &[u8; 16]) -> u16 {
+        use safe_arch::{
+            bitor_m128i, cmp_eq_mask_i8_m128i, load_unaligned_m128i, move_mask_i8_m128i,
+            set_splat_i8_m128i,
         };
-        let v = load_unaligned_m128i(lane);
-        let shift = 16 * i;
-        let dig = range(v, b'0', 10);
-        let upper = range(v, b'A', 26);
-        let lower = range(v, b'a', 26);
-        let tok = bitor_m128i(
-            bitor_m128i(bitor_m128i(dig, upper), lower),
-            bitor_m128i(
-                eq(v, b'_'),
-                // `-` and `.` are adjacent
-                range(v, b'-', 2),
-            ),
+        let v = load_unaligned_m128i(l);
+        let eq = |x: u8| cmp_eq_mask_i8_m128i(v, set_splat_i8_m128i(x as i8));
+        let ws = bitor_m128i(
+            bitor_m128i(eq(b' '), eq(b'\n')),
+            bitor_m128i(bitor_m128i(eq(b'\t'), eq(b'\r')), eq(0x0C)),
         );
-        // clearing bit 5 folds `{|}~` onto `[\\]^` and `` ` `` onto `@`
-        let folded = bitand_m128i(v, splat(0xDF));
-        let special = bitor_m128i(
-            bitor_m128i(range(v, b'#', 4), range(v, b'(', 4)),
-            bitor_m128i(
-                range(v, b':', 5),
-                bitor_m128i(range(folded, b'[', 4), eq(folded, b'@')),
-            ),
-        );
-        // continuation bytes are -128..=-65 as signed bytes
-        let cont = cmp_lt_mask_i8_m128i(v, splat(0xC0));
-        let nl = eq(v, b'\n');
-        special_n = sub_i8_m128i(special_n, special);
-        cont_n = sub_i8_m128i(cont_n, cont);
-        nl_n = sub_i8_m128i(nl_n, nl);
-        k.dig |= bits(dig) << shift;
-        k.tok |= bits(tok) << shift;
-        k.upper |= bits(upper) << shift;
-        k.nl |= bits(nl) << shift;
-        k.cont |= bits(cont) << shift;
+        move_mask_i8_m128i(ws) as u16
     }
-    k.special = total(special_n);
-    k.cont_count = total(cont_n);
-    k.nl_count = total(nl_n);
-    k
+
+    /// The masks and counts of one 64-byte block, 16 bytes at a time.
+    #[inline(always)]
+    pub(super) fn block_classes(c: &[u8; 64]) -> Block {
+        use safe_arch::{
+            bitand_m128i, bitor_m128i, cmp_eq_mask_i8_m128i, cmp_lt_mask_i8_m128i,
+            load_unaligned_m128i, m128i, move_mask_i8_m128i, set_splat_i8_m128i, sub_i8_m128i,
+            sum_of_u8_abs_diff_m128i, zeroed_m128i,
+        };
+        let splat = |x: u8| set_splat_i8_m128i(x as i8);
+        // `lo <= v < lo + n` (unsigned) as a signed compare of `v - (lo - 128)`
+        let range = |v: m128i, lo: u8, n: u8| {
+            cmp_lt_mask_i8_m128i(
+                sub_i8_m128i(v, splat(lo.wrapping_sub(128))),
+                splat(n.wrapping_sub(128)),
+            )
+        };
+        let eq = |v: m128i, x: u8| cmp_eq_mask_i8_m128i(v, splat(x));
+        let bits = |v: m128i| u64::from(move_mask_i8_m128i(v) as u16);
+        // per-lane counts: a true compare is -1, so subtracting it adds one
+        let total = |acc: m128i| {
+            let [lo, hi]: [u64; 2] = sum_of_u8_abs_diff_m128i(acc, zeroed_m128i()).into();
+            (lo + hi) as u32
+        };
+        let (mut special_n, mut cont_n, mut nl_n) =
+            (zeroed_m128i(), zeroed_m128i(), zeroed_m128i());
+        let mut k = Block::default();
+        for (i, lane) in c.chunks_exact(16).enumerate() {
+            let Ok(lane) = <&[u8; 16]>::try_from(lane) else {
+                continue;
+            };
+            let v = load_unaligned_m128i(lane);
+            let shift = 16 * i;
+            let dig = range(v, b'0', 10);
+            let upper = range(v, b'A', 26);
+            let lower = range(v, b'a', 26);
+            let tok = bitor_m128i(
+                bitor_m128i(bitor_m128i(dig, upper), lower),
+                bitor_m128i(
+                    eq(v, b'_'),
+                    // `-` and `.` are adjacent
+                    range(v, b'-', 2),
+                ),
+            );
+            // clearing bit 5 folds `{|}~` onto `[\]^` and `` ` `` onto `@`
+            let folded = bitand_m128i(v, splat(0xDF));
+            let special = bitor_m128i(
+                bitor_m128i(range(v, b'#', 4), range(v, b'(', 4)),
+                bitor_m128i(
+                    range(v, b':', 5),
+                    bitor_m128i(range(folded, b'[', 4), eq(folded, b'@')),
+                ),
+            );
+            // continuation bytes are -128..=-65 as signed bytes
+            let cont = cmp_lt_mask_i8_m128i(v, splat(0xC0));
+            let nl = eq(v, b'\n');
+            special_n = sub_i8_m128i(special_n, special);
+            cont_n = sub_i8_m128i(cont_n, cont);
+            nl_n = sub_i8_m128i(nl_n, nl);
+            k.dig |= bits(dig) << shift;
+            k.tok |= bits(tok) << shift;
+            k.upper |= bits(upper) << shift;
+            k.nl |= bits(nl) << shift;
+            k.cont |= bits(cont) << shift;
+        }
+        k.special = total(special_n);
+        k.cont_count = total(cont_n);
+        k.nl_count = total(nl_n);
+        k
+    }
 }
 
-#[cfg(not(all(
-    any(target_arch = "x86", target_arch = "x86_64"),
-    target_feature = "sse2"
-)))]
-#[inline(always)]
-fn block_classes(c: &[u8; 64]) -> Block {
-    portable_block_classes(c)
-}
-
-/// The same masks without SIMD: byte compares packed into bits by
-/// multiplication.
+/// The same classes without SIMD: byte compares, packed into bits by
+/// multiplication (also the tests' check of the SIMD lanes).
 #[cfg_attr(
     all(
         any(target_arch = "x86", target_arch = "x86_64"),
@@ -352,42 +331,66 @@ fn block_classes(c: &[u8; 64]) -> Block {
     ),
     allow(dead_code)
 )]
-fn portable_block_classes(c: &[u8; 64]) -> Block {
-    let mut flags = [[0u8; 64]; 5];
-    let mut special = 0u32;
-    for (k, &x) in c.iter().enumerate() {
-        let d = x.wrapping_sub(b'0') < 10;
-        let u = x.wrapping_sub(b'A') < 26;
-        let l = x.wrapping_sub(b'a') < 26;
-        flags[0][k] = u8::from(d);
-        flags[1][k] = u8::from(d || u || l || x == b'_' || x == b'-' || x == b'.');
-        flags[2][k] = u8::from(u);
-        flags[3][k] = u8::from(x == b'\n');
-        flags[4][k] = u8::from(x & 0xC0 == 0x80);
-        special += u32::from(is_special(x));
-    }
-    let [dig, tok, upper, nl, cont] = flags.map(|f| pack(&f));
-    Block {
-        dig,
-        tok,
-        upper,
-        nl,
-        cont,
-        special,
-        cont_count: cont.count_ones(),
-        nl_count: nl.count_ones(),
-    }
-}
+mod portable {
+    use super::Block;
 
-/// Packs 64 bytes of 0 or 1 into a bit mask (byte `k` to bit `k`).
-#[inline(always)]
-fn pack(v: &[u8; 64]) -> u64 {
-    let mut m = 0u64;
-    for (g, chunk) in v.chunks_exact(8).enumerate() {
-        let w = chunk.try_into().map(u64::from_le_bytes).unwrap_or_default();
-        m |= (w.wrapping_mul(0x0102_0408_1020_4080) >> 56) << (g * 8);
+    /// Bit `k` set when byte `k` is ASCII whitespace.
+    pub(super) fn whitespace16(l: &[u8; 16]) -> u16 {
+        l.iter()
+            .enumerate()
+            .fold(0, |m, (k, c)| m | (u16::from(c.is_ascii_whitespace()) << k))
     }
-    m
+
+    /// `{}[]<>|\;:@#$%^&*()=+`~` as byte ranges.
+    fn is_special(c: u8) -> bool {
+        (c.wrapping_sub(b'#') < 4)
+            | (c.wrapping_sub(b'(') < 4)
+            | (c.wrapping_sub(b':') < 5)
+            | (c == b'@')
+            | (c.wrapping_sub(b'[') < 4)
+            | (c == b'`')
+            | (c.wrapping_sub(b'{') < 4)
+    }
+
+    /// The same masks without SIMD: byte compares packed into bits by
+    /// multiplication.
+    pub(super) fn block_classes(c: &[u8; 64]) -> Block {
+        let mut flags = [[0u8; 64]; 5];
+        let mut special = 0u32;
+        for (k, &x) in c.iter().enumerate() {
+            let d = x.wrapping_sub(b'0') < 10;
+            let u = x.wrapping_sub(b'A') < 26;
+            let l = x.wrapping_sub(b'a') < 26;
+            flags[0][k] = u8::from(d);
+            flags[1][k] = u8::from(d || u || l || x == b'_' || x == b'-' || x == b'.');
+            flags[2][k] = u8::from(u);
+            flags[3][k] = u8::from(x == b'\n');
+            flags[4][k] = u8::from(x & 0xC0 == 0x80);
+            special += u32::from(is_special(x));
+        }
+        let [dig, tok, upper, nl, cont] = flags.map(|f| pack(&f));
+        Block {
+            dig,
+            tok,
+            upper,
+            nl,
+            cont,
+            special,
+            cont_count: cont.count_ones(),
+            nl_count: nl.count_ones(),
+        }
+    }
+
+    /// Packs 64 bytes of 0 or 1 into a bit mask (byte `k` to bit `k`).
+    #[inline(always)]
+    fn pack(v: &[u8; 64]) -> u64 {
+        let mut m = 0u64;
+        for (g, chunk) in v.chunks_exact(8).enumerate() {
+            let w = chunk.try_into().map(u64::from_le_bytes).unwrap_or_default();
+            m |= (w.wrapping_mul(0x0102_0408_1020_4080) >> 56) << (g * 8);
+        }
+        m
+    }
 }
 
 #[cfg(test)]
@@ -411,15 +414,19 @@ mod tests {
                 *x = if round % 2 == 0 {
                     (state >> 24) as u8
                 } else {
-                    let pick = b" \n-._09AZaz#$(@[`{~\x80\xbf\xc0/:@";
+                    let pick = b" \n-._09AZaz#$(@[`{~\x80\xbf\xc0/:@\t\r\x0b\x0c";
                     pick[(state as usize ^ i) % pick.len()]
                 };
             }
             assert_eq!(
-                block_classes(&block),
-                portable_block_classes(&block),
+                lanes::block_classes(&block),
+                portable::block_classes(&block),
                 "{block:?}"
             );
+            for lane in block.chunks_exact(16) {
+                let lane: &[u8; 16] = lane.try_into().expect("16 bytes");
+                assert_eq!(lanes::whitespace16(lane), portable::whitespace16(lane));
+            }
         }
     }
 
