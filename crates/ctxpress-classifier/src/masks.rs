@@ -139,16 +139,18 @@ pub(crate) fn run_end(m: &[u64], p: usize) -> usize {
 
 /// Positions of the set bits, in order.
 pub(crate) fn ones(m: &[u64]) -> impl Iterator<Item = usize> + '_ {
-    m.iter().enumerate().flat_map(|(w, &x)| {
-        let mut x = x;
-        std::iter::from_fn(move || {
-            if x == 0 {
-                return None;
-            }
-            let p = x.trailing_zeros() as usize;
-            x &= x - 1;
-            Some(w * 64 + p)
-        })
+    m.iter().enumerate().flat_map(|(w, &x)| bits_of(w, x))
+}
+
+/// Positions of the set bits of `x`, the `w`-th word, in order.
+fn bits_of(w: usize, mut x: u64) -> impl Iterator<Item = usize> {
+    std::iter::from_fn(move || {
+        if x == 0 {
+            return None;
+        }
+        let p = x.trailing_zeros() as usize;
+        x &= x - 1;
+        Some(w * 64 + p)
     })
 }
 
@@ -172,18 +174,10 @@ pub(crate) fn runs(m: &[u64]) -> impl Iterator<Item = (usize, usize)> + '_ {
 fn edges(m: &[u64]) -> impl Iterator<Item = usize> + '_ {
     let mut carry = 0u64;
     m.iter().enumerate().flat_map(move |(w, &x)| {
-        let mut e = x ^ ((x << 1) | carry);
+        let e = x ^ ((x << 1) | carry);
         carry = x >> 63;
         let last = if w + 1 == m.len() { carry } else { 0 };
-        std::iter::from_fn(move || {
-            if e == 0 {
-                return None;
-            }
-            let p = e.trailing_zeros() as usize;
-            e &= e - 1;
-            Some(w * 64 + p)
-        })
-        .chain((last != 0).then_some(w * 64 + 64))
+        bits_of(w, e).chain((last != 0).then_some(w * 64 + 64))
     })
 }
 
