@@ -290,7 +290,7 @@ const P_STAR: u16 = 1 << 6;
 const P_SLASH: u16 = 1 << 7;
 
 /// Texts shorter than this get a presence pass.
-const PRESENCE_MAX: usize = 512;
+const PRESENCE_MAX: usize = 256;
 
 static PRESENT_BITS: [u16; 256] = {
     let mut t = [0u16; 256];
