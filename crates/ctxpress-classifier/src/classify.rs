@@ -75,10 +75,11 @@ pub fn classify(text: &str) -> Classification {
     if runs.secret {
         hard.push(Reason::ApiKey);
     }
-    if present.may(P_MATH) && memchr::memchr2(b'$', b'\\', b).is_some() && has_latex(text) {
+    // both start by searching their anchor bytes (`$` `\`, 0xE2): no separate check first
+    if present.may(P_MATH) && has_latex(text) {
         hard.push(Reason::LatexMath);
     }
-    if !s.ascii && present.may(P_E2) && has(b, 0xE2) && has_unicode_math(text) {
+    if !s.ascii && present.may(P_E2) && has_unicode_math(text) {
         hard.push(Reason::UnicodeMath);
     }
     if is_sql(text, &words, &s.sql) {
