@@ -1435,16 +1435,15 @@ pub(crate) fn has_unicode_math(text: &str) -> bool {
 
 // ---------------------------------------------------------------- SQL
 
-/// Strong anchors: one alone is SQL (upper case as written in SQL).
 /// Upper-case strong anchors (as written in SQL): one alone is SQL.
-static SQL_STRONG: LazyLock<Regex> = LazyLock::new(|| {
-    re(concat!(
-        r"(?-u:\b)(?:GROUP[ \t\r\n]+BY|ORDER[ \t\r\n]+BY|PRIMARY[ \t\r\n]+KEY|FOREIGN[ \t\r\n]+KEY|NOT[ \t\r\n]+NULL|VARCHAR|",
-        r"INNER[ \t\r\n]+JOIN|LEFT[ \t\r\n]+(?:OUTER[ \t\r\n]+)?JOIN|RIGHT[ \t\r\n]+(?:OUTER[ \t\r\n]+)?JOIN|FULL[ \t\r\n]+OUTER[ \t\r\n]+JOIN|CROSS[ \t\r\n]+JOIN|",
-        r"CREATE[ \t\r\n]+(?:TABLE|INDEX|VIEW|UNIQUE[ \t\r\n]+INDEX)|ALTER[ \t\r\n]+TABLE|DROP[ \t\r\n]+TABLE|INSERT[ \t\r\n]+INTO|",
-        r"DELETE[ \t\r\n]+FROM|AUTO_INCREMENT|SELECT[ \t\r\n]+[^\n;]+?[ \t\r\n]+FROM[ \t\r\n]+[A-Za-z0-9_]+|UPDATE[ \t\r\n]+[A-Za-z0-9_]+[ \t\r\n]+SET)(?-u:\b)",
-    ))
-});
+pub(crate) const SQL_STRONG_PATTERN: &str = concat!(
+    r"(?-u:\b)(?:GROUP[ \t\r\n]+BY|ORDER[ \t\r\n]+BY|PRIMARY[ \t\r\n]+KEY|FOREIGN[ \t\r\n]+KEY|NOT[ \t\r\n]+NULL|VARCHAR|",
+    r"INNER[ \t\r\n]+JOIN|LEFT[ \t\r\n]+(?:OUTER[ \t\r\n]+)?JOIN|RIGHT[ \t\r\n]+(?:OUTER[ \t\r\n]+)?JOIN|FULL[ \t\r\n]+OUTER[ \t\r\n]+JOIN|CROSS[ \t\r\n]+JOIN|",
+    r"CREATE[ \t\r\n]+(?:TABLE|INDEX|VIEW|UNIQUE[ \t\r\n]+INDEX)|ALTER[ \t\r\n]+TABLE|DROP[ \t\r\n]+TABLE|INSERT[ \t\r\n]+INTO|",
+    r"DELETE[ \t\r\n]+FROM|AUTO_INCREMENT|SELECT[ \t\r\n]+[^\n;]+?[ \t\r\n]+FROM[ \t\r\n]+[A-Za-z0-9_]+|UPDATE[ \t\r\n]+[A-Za-z0-9_]+[ \t\r\n]+SET)(?-u:\b)",
+);
+
+static SQL_STRONG: LazyLock<Regex> = LazyLock::new(|| re(SQL_STRONG_PATTERN));
 
 /// First words of the [`SQL_STRONG`] alternatives.
 const SQL_STRONG_FIRST: &[&str] = &[
@@ -1471,13 +1470,15 @@ const SQL_STRONG_FIRST: &[&str] = &[
 
 /// Statement shapes unmistakable in any case, anchored at a statement word
 /// found by [`LowerWords`].
-static SQL_ANY_CASE: LazyLock<Regex> = LazyLock::new(|| {
-    re(concat!(
-        r"^(?i-u:select[ \t\r\n]+(?:\*|count[ \t\r\n]*\(|distinct[ \t\r\n])|insert[ \t\r\n]+into[ \t\r\n]+[A-Za-z0-9_]+[ \t\r\n]*(?:\(|values)",
-        r"|create[ \t\r\n]+table[ \t\r\n]+(?:if[ \t\r\n]+not[ \t\r\n]+exists[ \t\r\n]+)?[A-Za-z0-9_]+[ \t\r\n]*\(|delete[ \t\r\n]+from[ \t\r\n]+[A-Za-z0-9_]+[ \t\r\n]+where[ \t\r\n]",
-        r"|update[ \t\r\n]+[A-Za-z0-9_]+[ \t\r\n]+set[ \t\r\n]+[A-Za-z0-9_]+[ \t\r\n]*=)",
-    ))
-});
+static SQL_ANY_CASE: LazyLock<Regex> =
+    LazyLock::new(|| re(&format!("^(?i-u:{SQL_STATEMENT_SHAPES})")));
+
+/// Statement shapes unmistakable in any case (without the case flag).
+pub(crate) const SQL_STATEMENT_SHAPES: &str = concat!(
+    r"select[ \t\r\n]+(?:\*|count[ \t\r\n]*\(|distinct[ \t\r\n])|insert[ \t\r\n]+into[ \t\r\n]+[A-Za-z0-9_]+[ \t\r\n]*(?:\(|values)",
+    r"|create[ \t\r\n]+table[ \t\r\n]+(?:if[ \t\r\n]+not[ \t\r\n]+exists[ \t\r\n]+)?[A-Za-z0-9_]+[ \t\r\n]*\(|delete[ \t\r\n]+from[ \t\r\n]+[A-Za-z0-9_]+[ \t\r\n]+where[ \t\r\n]",
+    r"|update[ \t\r\n]+[A-Za-z0-9_]+[ \t\r\n]+set[ \t\r\n]+[A-Za-z0-9_]+[ \t\r\n]*=",
+);
 
 pub(crate) const SQL_WEAK: &[&str] = &[
     "WHERE",

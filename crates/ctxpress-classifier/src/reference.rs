@@ -12,9 +12,10 @@ use ctxpress_core::{Classification, Reason, Tier};
 use regex::{Regex, RegexSet};
 
 use crate::classify::{
-    SOFT_PATTERNS, SOFT_REASONS, SQL_OTHER, SQL_WEAK, TRACE_FRAME, TRACE_HEADER, VerseRun,
-    char_len, has_code_chars, has_unicode_math, inside_longer_dotted, is_identifier_key,
-    is_json_structure, is_list_item, is_word_byte, re, split_code_and_prose, verse_line,
+    SOFT_PATTERNS, SOFT_REASONS, SQL_OTHER, SQL_STATEMENT_SHAPES, SQL_STRONG_PATTERN, SQL_WEAK,
+    TRACE_FRAME, TRACE_HEADER, VerseRun, char_len, has_code_chars, has_unicode_math,
+    inside_longer_dotted, is_identifier_key, is_json_structure, is_list_item, is_word_byte, re,
+    split_code_and_prose, verse_line,
 };
 use std::sync::LazyLock;
 
@@ -369,17 +370,11 @@ fn has_latex(text: &str) -> bool {
 
 // ---------------------------------------------------------------- SQL
 
-/// Strong anchors: one alone is SQL (upper case as written in SQL).
+/// Strong anchors: one alone is SQL (upper case as written in SQL), or a
+/// statement shape in any case.
 static SQL_STRONG: LazyLock<Regex> = LazyLock::new(|| {
-    re(concat!(
-        r"(?-u:\b)(?:GROUP[ \t\r\n]+BY|ORDER[ \t\r\n]+BY|PRIMARY[ \t\r\n]+KEY|FOREIGN[ \t\r\n]+KEY|NOT[ \t\r\n]+NULL|VARCHAR|",
-        r"INNER[ \t\r\n]+JOIN|LEFT[ \t\r\n]+(?:OUTER[ \t\r\n]+)?JOIN|RIGHT[ \t\r\n]+(?:OUTER[ \t\r\n]+)?JOIN|FULL[ \t\r\n]+OUTER[ \t\r\n]+JOIN|CROSS[ \t\r\n]+JOIN|",
-        r"CREATE[ \t\r\n]+(?:TABLE|INDEX|VIEW|UNIQUE[ \t\r\n]+INDEX)|ALTER[ \t\r\n]+TABLE|DROP[ \t\r\n]+TABLE|INSERT[ \t\r\n]+INTO|",
-        r"DELETE[ \t\r\n]+FROM|AUTO_INCREMENT|SELECT[ \t\r\n]+[^\n;]+?[ \t\r\n]+FROM[ \t\r\n]+[A-Za-z0-9_]+|UPDATE[ \t\r\n]+[A-Za-z0-9_]+[ \t\r\n]+SET)(?-u:\b)",
-        // any case, but only with unmistakable statement shapes
-        r"|(?i-u:(?-u:\b)(?:select[ \t\r\n]+(?:\*|count[ \t\r\n]*\(|distinct[ \t\r\n])|insert[ \t\r\n]+into[ \t\r\n]+[A-Za-z0-9_]+[ \t\r\n]*(?:\(|values)",
-        r"|create[ \t\r\n]+table[ \t\r\n]+(?:if[ \t\r\n]+not[ \t\r\n]+exists[ \t\r\n]+)?[A-Za-z0-9_]+[ \t\r\n]*\(|delete[ \t\r\n]+from[ \t\r\n]+[A-Za-z0-9_]+[ \t\r\n]+where[ \t\r\n]",
-        r"|update[ \t\r\n]+[A-Za-z0-9_]+[ \t\r\n]+set[ \t\r\n]+[A-Za-z0-9_]+[ \t\r\n]*=))",
+    re(&format!(
+        "{SQL_STRONG_PATTERN}|(?i-u:(?-u:\\b)(?:{SQL_STATEMENT_SHAPES}))"
     ))
 });
 
