@@ -244,32 +244,41 @@ const PROVIDER_PREFIXES: [&[u8]; 19] = [
 /// (the body the generic rule's randomness check needs).
 fn maybe_secret(run: &[u8]) -> bool {
     let prefix_at = |r: &[u8]| {
-        // the first bytes of the prefixes
-        matches!(
-            r.first(),
-            Some(b's' | b'A' | b'g' | b'r' | b'x' | b'S' | b'n')
-        ) && PROVIDER_PREFIXES.iter().any(|p| r.starts_with(p))
+        r.first().is_some_and(|&c| PREFIX_FIRST[c as usize])
+            && PROVIDER_PREFIXES.iter().any(|p| r.starts_with(p))
     };
     if prefix_at(run)
         || memchr::memchr2_iter(b'.', b'-', run).any(|i| prefix_at(run.get(i + 1..).unwrap_or(&[])))
     {
         return true;
     }
+    // the whole run first: one pass that rejects most runs
+    all_classes(run)
+        && run
+            .split(|c| !c.is_ascii_alphanumeric())
+            .any(|s| s.len() >= 20 && all_classes(s))
+}
+
+/// Bytes a [`PROVIDER_PREFIXES`] entry starts with.
+static PREFIX_FIRST: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut i = 0;
+    while i < PROVIDER_PREFIXES.len() {
+        t[PROVIDER_PREFIXES[i][0] as usize] = true;
+        i += 1;
+    }
+    t
+};
+
+/// Upper case, lower case and digits all occur in `s`.
+fn all_classes(s: &[u8]) -> bool {
     let (mut upper, mut lower, mut digit) = (false, false, false);
-    for &c in run {
+    for &c in s {
         upper |= c.is_ascii_uppercase();
         lower |= c.is_ascii_lowercase();
         digit |= c.is_ascii_digit();
     }
-    upper
-        && lower
-        && digit
-        && run.split(|c| !c.is_ascii_alphanumeric()).any(|s| {
-            s.len() >= 20
-                && s.iter().any(u8::is_ascii_uppercase)
-                && s.iter().any(u8::is_ascii_lowercase)
-                && s.iter().any(u8::is_ascii_digit)
-        })
+    upper && lower && digit
 }
 
 fn scan_run(run: &str, offset: usize, out: &mut Vec<SecretSpan>) {
