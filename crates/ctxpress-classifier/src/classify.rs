@@ -868,10 +868,10 @@ impl<'t> LineState<'t> {
                     } else {
                         if self.verse_streak == 3 {
                             for p in self.verse_pending {
-                                self.verse_line(s, p);
+                                self.add_verse_line(s, p);
                             }
                         }
-                        self.verse_line(s, t);
+                        self.add_verse_line(s, t);
                     }
                     self.verse_streak += 1;
                 }
@@ -884,7 +884,7 @@ impl<'t> LineState<'t> {
 
 impl LineState<'_> {
     /// Adds a line that may be verse to the current verse run.
-    fn verse_line(&mut self, s: &mut LineStats, t: &str) {
+    fn add_verse_line(&mut self, s: &mut LineStats, t: &str) {
         match verse_line(t) {
             Some(v) => {
                 self.verse.lines += 1;
