@@ -240,46 +240,89 @@ const PROVIDER_PREFIXES: [&[u8]; 19] = [
 
 /// Cheap necessary condition for a secret in a token run: a provider prefix
 /// where a match can start (the run's start, or after `.` or `-`), or a
-/// stretch of 20+ letters and digits with upper case, lower case and digits
-/// (the body the generic rule's randomness check needs).
+/// stretch of 20+ letters and digits that [`looks_random`] (what the generic
+/// rule needs of the longest stretch of its body).
+///
+/// One branch-free table pass finds whether both are possible at all; the
+/// exact checks run only then.
 fn maybe_secret(run: &[u8]) -> bool {
-    let prefix_at = |r: &[u8]| {
-        r.first().is_some_and(|&c| PREFIX_FIRST[c as usize])
-            && PROVIDER_PREFIXES.iter().any(|p| r.starts_with(p))
-    };
-    if prefix_at(run)
-        || memchr::memchr2_iter(b'.', b'-', run).any(|i| prefix_at(run.get(i + 1..).unwrap_or(&[])))
-    {
-        return true;
+    // the run's start counts as following a separator
+    let (mut prev, mut seen, mut prefix_byte) = (B_SEP, 0u8, 0u8);
+    for &c in run {
+        let t = BYTE_BITS[c as usize];
+        prefix_byte |= (prev << 1) & t;
+        seen |= t;
+        prev = t;
     }
-    // the whole run first: one pass that rejects most runs
-    all_classes(run)
-        && run
-            .split(|c| !c.is_ascii_alphanumeric())
-            .any(|s| s.len() >= 20 && all_classes(s))
+    (prefix_byte & B_PREFIX != 0 && provider_prefix(run))
+        || (seen & B_CLASSES == B_CLASSES
+            && run
+                .split(|c| !c.is_ascii_alphanumeric())
+                .any(|s| s.len() >= 20 && looks_random(s)))
 }
 
-/// Bytes a [`PROVIDER_PREFIXES`] entry starts with.
-static PREFIX_FIRST: [bool; 256] = {
-    let mut t = [false; 256];
+/// A [`PROVIDER_PREFIXES`] entry starts the run or follows a `.` or `-` in it.
+fn provider_prefix(run: &[u8]) -> bool {
+    let mut after_sep = true;
+    for (i, pair) in run.windows(2).enumerate() {
+        if after_sep
+            && PREFIX_PAIRS.contains(&[pair[0], pair[1]])
+            && run
+                .get(i..)
+                .is_some_and(|r| PROVIDER_PREFIXES.iter().any(|p| r.starts_with(p)))
+        {
+            return true;
+        }
+        after_sep = matches!(pair[0], b'.' | b'-');
+    }
+    false
+}
+
+/// The first two bytes of each [`PROVIDER_PREFIXES`] entry (some repeat).
+static PREFIX_PAIRS: [[u8; 2]; PROVIDER_PREFIXES.len()] = {
+    let mut t = [[0u8; 2]; PROVIDER_PREFIXES.len()];
     let mut i = 0;
     while i < PROVIDER_PREFIXES.len() {
-        t[PROVIDER_PREFIXES[i][0] as usize] = true;
+        t[i] = [PROVIDER_PREFIXES[i][0], PROVIDER_PREFIXES[i][1]];
         i += 1;
     }
     t
 };
 
-/// Upper case, lower case and digits all occur in `s`.
-fn all_classes(s: &[u8]) -> bool {
-    let (mut upper, mut lower, mut digit) = (false, false, false);
-    for &c in s {
-        upper |= c.is_ascii_uppercase();
-        lower |= c.is_ascii_lowercase();
-        digit |= c.is_ascii_digit();
+/// [`BYTE_BITS`]: `.` or `-`, where a provider prefix may follow.
+const B_SEP: u8 = 1;
+/// [`BYTE_BITS`]: a byte a provider prefix starts with (one bit above
+/// [`B_SEP`], so `prev << 1 & this` marks a prefix byte after a separator).
+const B_PREFIX: u8 = 2;
+/// [`BYTE_BITS`]: upper case, lower case, digit.
+const B_CLASSES: u8 = 4 | 8 | 16;
+
+/// Per byte: [`B_SEP`], [`B_PREFIX`] and its class bit.
+static BYTE_BITS: [u8; 256] = {
+    let mut t = [0u8; 256];
+    t[b'.' as usize] = B_SEP;
+    t[b'-' as usize] = B_SEP;
+    let mut i = 0;
+    while i < PROVIDER_PREFIXES.len() {
+        t[PROVIDER_PREFIXES[i][0] as usize] |= B_PREFIX;
+        i += 1;
     }
-    upper && lower && digit
-}
+    let mut c = 0;
+    while c < 128 {
+        let b = c as u8;
+        t[c] |= if b.is_ascii_uppercase() {
+            4
+        } else if b.is_ascii_lowercase() {
+            8
+        } else if b.is_ascii_digit() {
+            16
+        } else {
+            0
+        };
+        c += 1;
+    }
+    t
+};
 
 fn scan_run(run: &str, offset: usize, out: &mut Vec<SecretSpan>) {
     if maybe_secret(run.as_bytes()) {
