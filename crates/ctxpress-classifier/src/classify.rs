@@ -49,9 +49,11 @@ pub fn classify(text: &str) -> Classification {
     let mut hard = Vec::new();
     let mut soft = Vec::new();
     let b = text.as_bytes();
-    let s = scan(text);
+    let (s, words) = MASKS.with_borrow_mut(|m| {
+        let s = scan_with(text, m);
+        (s, LowerWords::find_in(b, &m.lower))
+    });
     let runs = TokenRuns::find(text, &s);
-    let words = LowerWords::find(text);
 
     let present = s.present;
     if present.may(P_FENCE) && memchr::memchr2(b'`', b'~', b).is_some() && has_code_fence(text) {
@@ -214,21 +216,12 @@ fn trace_literal_at(text: &[u8], p: usize) -> bool {
 }
 
 thread_local! {
-    /// Reused buffer for the lower-cased copy of a text.
-    static LOWER: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
-    /// Reused class masks.
+    /// Reused class masks and lower-cased copy.
     static MASKS: std::cell::RefCell<Masks> = std::cell::RefCell::new(Masks::default());
 }
 
 impl LowerWords {
-    fn find(text: &str) -> LowerWords {
-        LOWER.with_borrow_mut(|lower| {
-            lower.clear();
-            lower.extend(text.bytes().map(|c| c.to_ascii_lowercase()));
-            Self::find_in(text.as_bytes(), lower)
-        })
-    }
-
+    /// The keywords of `text`, given its lower-cased copy.
     fn find_in(text: &[u8], lower: &[u8]) -> LowerWords {
         let mut w = LowerWords {
             statements: Vec::new(),
@@ -405,11 +398,7 @@ fn mark_line(spans: &mut Vec<(usize, usize)>, b: &[u8], p: usize) {
 }
 
 /// Line statistics, special characters net of Markdown formatting, and the
-/// lines each gate passes.
-fn scan(text: &str) -> Scan {
-    MASKS.with_borrow_mut(|m| scan_with(text, m))
-}
-
+/// lines each gate passes (filling `m` for the text on the way).
 fn scan_with(text: &str, m: &mut Masks) -> Scan {
     let b = text.as_bytes();
     m.fill(b);
@@ -1531,8 +1520,83 @@ struct SqlKeywords {
 
 const _: () = assert!(SQL_WEAK.len() + SQL_OTHER.len() <= 64);
 
+/// Longest word of the keyword lists (words are compared as `u128`s).
+const SQL_MAX_LEN: usize = {
+    let mut n = 0;
+    let mut l = 0;
+    while l < 3 {
+        let list = [SQL_WEAK, SQL_OTHER, SQL_STRONG_FIRST][l];
+        let mut i = 0;
+        while i < list.len() {
+            if list[i].len() > n {
+                n = list[i].len();
+            }
+            i += 1;
+        }
+        l += 1;
+    }
+    assert!(n < 16);
+    n
+};
+
+/// A word of at most 16 bytes as one number (zero-padded).
+const fn word_key(w: &[u8]) -> u128 {
+    let mut k = 0u128;
+    let mut i = 0;
+    while i < w.len() && i < 16 {
+        k |= (w[i] as u128) << (8 * i);
+        i += 1;
+    }
+    k
+}
+
+/// For each capital letter, bit `n` set when some keyword of length `n`
+/// starts with it: most upper-case words fail this before any comparison.
+static SQL_GATE: [u16; 26] = {
+    let mut t = [0u16; 26];
+    let mut l = 0;
+    while l < 3 {
+        let list = [SQL_WEAK, SQL_OTHER, SQL_STRONG_FIRST][l];
+        let mut i = 0;
+        while i < list.len() {
+            let w = list[i].as_bytes();
+            t[(w[0] - b'A') as usize] |= 1 << w.len();
+            i += 1;
+        }
+        l += 1;
+    }
+    t
+};
+
+/// [`word_key`]s of [`SQL_WEAK`] then [`SQL_OTHER`] (the bit order of
+/// [`SqlKeywords::seen`]).
+static SQL_SEEN_KEYS: [u128; SQL_WEAK.len() + SQL_OTHER.len()] = {
+    let mut t = [0u128; SQL_WEAK.len() + SQL_OTHER.len()];
+    let mut i = 0;
+    while i < t.len() {
+        t[i] = if i < SQL_WEAK.len() {
+            word_key(SQL_WEAK[i].as_bytes())
+        } else {
+            word_key(SQL_OTHER[i - SQL_WEAK.len()].as_bytes())
+        };
+        i += 1;
+    }
+    t
+};
+
+/// [`word_key`]s of [`SQL_STRONG_FIRST`].
+static SQL_STRONG_KEYS: [u128; SQL_STRONG_FIRST.len()] = {
+    let mut t = [0u128; SQL_STRONG_FIRST.len()];
+    let mut i = 0;
+    while i < t.len() {
+        t[i] = word_key(SQL_STRONG_FIRST[i].as_bytes());
+        i += 1;
+    }
+    t
+};
+
 /// The keywords among the whole words of three or more upper-case letters
-/// (from the upper-case mask; every keyword starts so).
+/// (from the upper-case mask; every keyword is such a word).
 fn sql_keywords(b: &[u8], upper: &[u64]) -> SqlKeywords {
     let mut k = SqlKeywords::default();
     let mut carry = 0u64;
@@ -1548,18 +1612,28 @@ fn sql_keywords(b: &[u8], upper: &[u64]) -> SqlKeywords {
             if p > 0 && b.get(p - 1).is_some_and(|&c| is_word_byte(c)) {
                 continue;
             }
-            let n = b.get(p..).map_or(0, |r| {
-                r.iter().take(15).take_while(|&&c| is_word_byte(c)).count()
-            });
-            let word = b.get(p..p + n).unwrap_or(&[]);
-            if let Some(i) = SQL_WEAK
-                .iter()
-                .chain(SQL_OTHER)
-                .position(|kw| kw.as_bytes() == word)
-            {
+            let mut e = masks::run_end(upper, p);
+            if b.get(e).is_some_and(|&c| is_word_byte(c)) {
+                // the word goes on past its capitals (`AUTO_INCREMENT`, `HTTPServer`)
+                e = p + b.get(p..).map_or(0, |r| {
+                    r.iter()
+                        .take(SQL_MAX_LEN + 1)
+                        .take_while(|&&c| is_word_byte(c))
+                        .count()
+                });
+            }
+            let n = e - p;
+            let gate = b
+                .get(p)
+                .and_then(|c| SQL_GATE.get(usize::from(c.wrapping_sub(b'A'))));
+            if n > SQL_MAX_LEN || gate.is_none_or(|g| g >> n & 1 == 0) {
+                continue;
+            }
+            let key = word_key(b.get(p..e).unwrap_or(&[]));
+            if let Some(i) = SQL_SEEN_KEYS.iter().position(|&kw| kw == key) {
                 k.seen |= 1 << i;
             }
-            k.strong |= SQL_STRONG_FIRST.iter().any(|kw| kw.as_bytes() == word);
+            k.strong |= SQL_STRONG_KEYS.contains(&key);
         }
     }
     k
@@ -1841,6 +1915,10 @@ pub(crate) fn inside_longer_dotted(text: &str, start: usize, end: usize) -> bool
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn scan(text: &str) -> Scan {
+        MASKS.with_borrow_mut(|m| scan_with(text, m))
+    }
 
     #[test]
     fn split_handles_unclosed_and_nested_fences() {

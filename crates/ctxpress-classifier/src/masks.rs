@@ -23,6 +23,8 @@ pub(crate) struct Masks {
     pub(crate) cont_count: usize,
     /// How many bytes are `\n`.
     pub(crate) nl_count: usize,
+    /// The text with ASCII letters lower-cased (other bytes as they are).
+    pub(crate) lower: Vec<u8>,
 }
 
 /// The masks of one 64-byte block, in [`Masks`] field order, and its special
@@ -40,7 +42,8 @@ struct Block {
 }
 
 impl Masks {
-    /// Recomputes every mask for `b`, reusing the buffers.
+    /// Recomputes every mask and the lower-cased copy for `b`, reusing the
+    /// buffers.
     pub(crate) fn fill(&mut self, b: &[u8]) {
         for v in [
             &mut self.dig,
@@ -52,13 +55,17 @@ impl Masks {
             v.clear();
             v.reserve(b.len() / 64 + 1);
         }
+        self.lower.clear();
+        self.lower.reserve(b.len() + 64);
         self.special = 0;
         self.cont_count = 0;
         self.nl_count = 0;
+        let mut lower = [0u8; 64];
         let mut chunks = b.chunks_exact(64);
         for chunk in &mut chunks {
             if let Ok(block) = chunk.try_into() {
-                self.push(lanes::block_classes(block));
+                self.push(lanes::block_classes(block, &mut lower));
+                self.lower.extend_from_slice(&lower);
             }
         }
         let rest = chunks.remainder();
@@ -68,7 +75,9 @@ impl Masks {
             if let Some(d) = block.get_mut(..rest.len()) {
                 d.copy_from_slice(rest);
             }
-            self.push(lanes::block_classes(&block));
+            self.push(lanes::block_classes(&block, &mut lower));
+            self.lower
+                .extend_from_slice(lower.get(..rest.len()).unwrap_or(&[]));
         }
     }
 
@@ -244,13 +253,14 @@ mod sse2 {
         move_mask_i8_m128i(ws) as u16
     }
 
-    /// The masks and counts of one 64-byte block, 16 bytes at a time.
+    /// The masks and counts of one 64-byte block, 16 bytes at a time; writes
+    /// the block lower-cased to `lower`.
     #[inline(always)]
-    pub(super) fn block_classes(c: &[u8; 64]) -> Block {
+    pub(super) fn block_classes(c: &[u8; 64], lower: &mut [u8; 64]) -> Block {
         use safe_arch::{
             bitand_m128i, bitor_m128i, cmp_eq_mask_i8_m128i, cmp_lt_mask_i8_m128i,
-            load_unaligned_m128i, m128i, move_mask_i8_m128i, set_splat_i8_m128i, sub_i8_m128i,
-            sum_of_u8_abs_diff_m128i, zeroed_m128i,
+            load_unaligned_m128i, m128i, move_mask_i8_m128i, set_splat_i8_m128i,
+            store_unaligned_m128i, sub_i8_m128i, sum_of_u8_abs_diff_m128i, zeroed_m128i,
         };
         let splat = |x: u8| set_splat_i8_m128i(x as i8);
         // `lo <= v < lo + n` (unsigned) as a signed compare of `v - (lo - 128)`
@@ -270,25 +280,31 @@ mod sse2 {
         let (mut special_n, mut cont_n, mut nl_n) =
             (zeroed_m128i(), zeroed_m128i(), zeroed_m128i());
         let mut k = Block::default();
-        for (i, lane) in c.chunks_exact(16).enumerate() {
-            let Ok(lane) = <&[u8; 16]>::try_from(lane) else {
+        for (i, (lane, out)) in c
+            .chunks_exact(16)
+            .zip(lower.chunks_exact_mut(16))
+            .enumerate()
+        {
+            let (Ok(lane), Ok(out)) = (<&[u8; 16]>::try_from(lane), <&mut [u8; 16]>::try_from(out))
+            else {
                 continue;
             };
             let v = load_unaligned_m128i(lane);
             let shift = 16 * i;
             let dig = range(v, b'0', 10);
             let upper = range(v, b'A', 26);
-            let lower = range(v, b'a', 26);
+            // clearing bit 5 folds `a-z` onto `A-Z`, `{|}~` onto `[\]^` and
+            // `` ` `` onto `@`
+            let folded = bitand_m128i(v, splat(0xDF));
+            store_unaligned_m128i(out, bitor_m128i(v, bitand_m128i(upper, splat(0x20))));
             let tok = bitor_m128i(
-                bitor_m128i(bitor_m128i(dig, upper), lower),
+                bitor_m128i(dig, range(folded, b'A', 26)),
                 bitor_m128i(
                     eq(v, b'_'),
                     // `-` and `.` are adjacent
                     range(v, b'-', 2),
                 ),
             );
-            // clearing bit 5 folds `{|}~` onto `[\]^` and `` ` `` onto `@`
-            let folded = bitand_m128i(v, splat(0xDF));
             let special = bitor_m128i(
                 bitor_m128i(range(v, b'#', 4), range(v, b'(', 4)),
                 bitor_m128i(
@@ -348,7 +364,10 @@ mod portable {
 
     /// The same masks without SIMD: byte compares packed into bits by
     /// multiplication.
-    pub(super) fn block_classes(c: &[u8; 64]) -> Block {
+    pub(super) fn block_classes(c: &[u8; 64], lower: &mut [u8; 64]) -> Block {
+        for (o, x) in lower.iter_mut().zip(c) {
+            *o = x.to_ascii_lowercase();
+        }
         let mut flags = [[0u8; 64]; 5];
         let mut special = 0u32;
         for (k, &x) in c.iter().enumerate() {
@@ -412,11 +431,13 @@ mod tests {
                     pick[(state as usize ^ i) % pick.len()]
                 };
             }
+            let (mut simd_lower, mut portable_lower) = ([0u8; 64], [0u8; 64]);
             assert_eq!(
-                lanes::block_classes(&block),
-                portable::block_classes(&block),
+                lanes::block_classes(&block, &mut simd_lower),
+                portable::block_classes(&block, &mut portable_lower),
                 "{block:?}"
             );
+            assert_eq!(simd_lower, portable_lower, "{block:?}");
             for lane in block.chunks_exact(16) {
                 let lane: &[u8; 16] = lane.try_into().expect("16 bytes");
                 assert_eq!(lanes::whitespace16(lane), portable::whitespace16(lane));
@@ -436,6 +457,12 @@ mod tests {
         assert_eq!(m.cont, [0b1000_0000]);
         assert_eq!(m.special, 1);
         assert_eq!((m.cont_count, m.nl_count), (1, 1));
+        assert_eq!(m.lower, "ab1\nz-é{".as_bytes());
+        // a second text reuses the buffers
+        m.fill(&[b'Q'; 70]);
+        assert_eq!((m.dig.len(), m.lower.len()), (2, 70));
+        assert!(m.lower.iter().all(|&c| c == b'q'));
+        assert_eq!(m.upper, [u64::MAX, 0b11_1111]);
     }
 
     #[test]
