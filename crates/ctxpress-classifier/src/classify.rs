@@ -823,8 +823,11 @@ impl<'t> LineState<'t> {
         if !s.indented_code {
             self.code_outside_fences(s, line, blank);
         }
-        // a frame line's first non-blank byte starts `File`, `at` or a number
-        if !s.frame_like && matches!(first_byte, Some(b'F' | b'a' | b'0'..=b'9')) {
+        // a frame line starts `File`, or is indented and starts `at` or a number
+        if !s.frame_like
+            && (first_byte == Some(b'F')
+                || (first.is_some_and(|i| i > 0) && matches!(first_byte, Some(b'a' | b'0'..=b'9'))))
+        {
             s.frame_like = frame_like_line(lb);
         }
 
@@ -958,12 +961,16 @@ pub(crate) fn is_identifier_key(k: &str) -> bool {
 
 /// `key: value`, `key:`, `- key: value`, `key = value` or a `[section]` header.
 fn is_key_value_line(line: &str) -> bool {
-    let t = line.trim();
+    // the checks are those of the trimmed line; only the start is trimmed
+    // here, and each check that reads the end of the line says what trailing
+    // whitespace means to it
+    let t = line.trim_start();
     let t = t.strip_prefix("- ").unwrap_or(t);
     let b = t.as_bytes();
     match b.first() {
         Some(b'[') => {
             return t
+                .trim_end()
                 .strip_prefix('[')
                 .and_then(|r| r.strip_suffix(']'))
                 .is_some_and(|inner| is_identifier_key(inner.trim_matches('[')));
@@ -982,13 +989,15 @@ fn is_key_value_line(line: &str) -> bool {
     }
     let after = t.get(n..).unwrap_or("");
     if let Some(rest) = after.strip_prefix(':') {
-        return rest.is_empty() || rest.starts_with(' ');
+        // nothing but whitespace after the colon trims to nothing
+        return rest.starts_with(' ') || rest.chars().all(char::is_whitespace);
     }
-    // `key = value`: only whitespace between the key and the first `=`
+    // `key = value`: only whitespace between the key and the first `=`, and a
+    // value that does not start with `=`
     after
         .trim_start()
         .strip_prefix('=')
-        .map(str::trim)
+        .map(str::trim_start)
         .is_some_and(|r| !r.is_empty() && !r.starts_with('='))
 }
 
@@ -1518,27 +1527,6 @@ struct SqlKeywords {
     strong: bool,
 }
 
-const _: () = assert!(SQL_WEAK.len() + SQL_OTHER.len() <= 64);
-
-/// Longest word of the keyword lists (words are compared as `u128`s).
-const SQL_MAX_LEN: usize = {
-    let mut n = 0;
-    let mut l = 0;
-    while l < 3 {
-        let list = [SQL_WEAK, SQL_OTHER, SQL_STRONG_FIRST][l];
-        let mut i = 0;
-        while i < list.len() {
-            if list[i].len() > n {
-                n = list[i].len();
-            }
-            i += 1;
-        }
-        l += 1;
-    }
-    assert!(n < 16);
-    n
-};
-
 /// A word of at most 16 bytes as one number (zero-padded).
 const fn word_key(w: &[u8]) -> u128 {
     let mut k = 0u128;
@@ -1550,46 +1538,56 @@ const fn word_key(w: &[u8]) -> u128 {
     k
 }
 
-/// For each capital letter, bit `n` set when some keyword of length `n`
-/// starts with it: most upper-case words fail this before any comparison.
-static SQL_GATE: [u16; 26] = {
-    let mut t = [0u16; 26];
-    let mut l = 0;
-    while l < 3 {
-        let list = [SQL_WEAK, SQL_OTHER, SQL_STRONG_FIRST][l];
-        let mut i = 0;
-        while i < list.len() {
-            let w = list[i].as_bytes();
-            t[(w[0] - b'A') as usize] |= 1 << w.len();
-            i += 1;
-        }
-        l += 1;
-    }
-    t
-};
+/// How many keywords [`SqlKeywords::seen`] has bits for.
+const SQL_SEEN_N: usize = SQL_WEAK.len() + SQL_OTHER.len();
 
-/// [`word_key`]s of [`SQL_WEAK`] then [`SQL_OTHER`] (the bit order of
-/// [`SqlKeywords::seen`]).
-static SQL_SEEN_KEYS: [u128; SQL_WEAK.len() + SQL_OTHER.len()] = {
-    let mut t = [0u128; SQL_WEAK.len() + SQL_OTHER.len()];
+/// The `i`-th word of [`SQL_WEAK`], [`SQL_OTHER`] (the bit order of
+/// [`SqlKeywords::seen`]), then [`SQL_STRONG_FIRST`].
+const fn sql_word(i: usize) -> &'static [u8] {
+    if i < SQL_WEAK.len() {
+        SQL_WEAK[i].as_bytes()
+    } else if i < SQL_SEEN_N {
+        SQL_OTHER[i - SQL_WEAK.len()].as_bytes()
+    } else {
+        SQL_STRONG_FIRST[i - SQL_SEEN_N].as_bytes()
+    }
+}
+
+/// [`word_key`]s of the [`sql_word`]s.
+static SQL_KEYS: [u128; SQL_SEEN_N + SQL_STRONG_FIRST.len()] = {
+    let mut t = [0u128; SQL_SEEN_N + SQL_STRONG_FIRST.len()];
     let mut i = 0;
     while i < t.len() {
-        t[i] = if i < SQL_WEAK.len() {
-            word_key(SQL_WEAK[i].as_bytes())
-        } else {
-            word_key(SQL_OTHER[i - SQL_WEAK.len()].as_bytes())
-        };
+        t[i] = word_key(sql_word(i));
         i += 1;
     }
     t
 };
 
-/// [`word_key`]s of [`SQL_STRONG_FIRST`].
-static SQL_STRONG_KEYS: [u128; SQL_STRONG_FIRST.len()] = {
-    let mut t = [0u128; SQL_STRONG_FIRST.len()];
+const _: () = assert!(SQL_KEYS.len() <= 64);
+
+/// Longest [`sql_word`] (words are compared as `u128`s).
+const SQL_MAX_LEN: usize = {
+    let mut n = 0;
     let mut i = 0;
-    while i < t.len() {
-        t[i] = word_key(SQL_STRONG_FIRST[i].as_bytes());
+    while i < SQL_KEYS.len() {
+        if sql_word(i).len() > n {
+            n = sql_word(i).len();
+        }
+        i += 1;
+    }
+    assert!(n <= 16);
+    n
+};
+
+/// By first capital and length: bit `i` set when [`SQL_KEYS`]`[i]` has that
+/// shape. Most upper-case words have no candidate at all.
+static SQL_SHAPES: [[u64; SQL_MAX_LEN + 1]; 26] = {
+    let mut t = [[0u64; SQL_MAX_LEN + 1]; 26];
+    let mut i = 0;
+    while i < SQL_KEYS.len() {
+        let w = sql_word(i);
+        t[(w[0] - b'A') as usize][w.len()] |= 1 << i;
         i += 1;
     }
     t
@@ -1622,18 +1620,27 @@ fn sql_keywords(b: &[u8], upper: &[u64]) -> SqlKeywords {
                         .count()
                 });
             }
-            let n = e - p;
-            let gate = b
+            let mut candidates = b
                 .get(p)
-                .and_then(|c| SQL_GATE.get(usize::from(c.wrapping_sub(b'A'))));
-            if n > SQL_MAX_LEN || gate.is_none_or(|g| g >> n & 1 == 0) {
+                .and_then(|c| SQL_SHAPES.get(usize::from(c.wrapping_sub(b'A'))))
+                .and_then(|by_len| by_len.get(e - p))
+                .copied()
+                .unwrap_or(0);
+            if candidates == 0 {
                 continue;
             }
             let key = word_key(b.get(p..e).unwrap_or(&[]));
-            if let Some(i) = SQL_SEEN_KEYS.iter().position(|&kw| kw == key) {
-                k.seen |= 1 << i;
+            while candidates != 0 {
+                let i = candidates.trailing_zeros() as usize;
+                candidates &= candidates - 1;
+                if SQL_KEYS.get(i) == Some(&key) {
+                    if i < SQL_SEEN_N {
+                        k.seen |= 1 << i;
+                    } else {
+                        k.strong = true;
+                    }
+                }
             }
-            k.strong |= SQL_STRONG_KEYS.contains(&key);
         }
     }
     k
@@ -2254,5 +2261,23 @@ mod tests {
         "ordinary lower-case prose line here",
         "Ünïcödé Line With Accents In It",
         "\u{b}Vertical tab line starts here",
+        "key:\t",
+        "key:   ",
+        "key:\u{a0}",
+        "key:value",
+        "https://example.com/path",
+        "key =  ",
+        "key = =x",
+        "key =\u{3000}v",
+        "[section]  \t",
+        "- [a]",
+        "-  ",
+        "\u{c} at Foo.bar(Foo.java:12)",
+        "\u{c}File \"a.py\", line 3",
+        "File \"a.py\", line 3, in f",
+        "at the start of a line",
+        "12: not indented",
+        "\t3: tab indented",
+        "1984 was a year",
     ];
 }
