@@ -1788,34 +1788,65 @@ fn soft_re(reason: usize) -> &'static Regex {
     SOFT_RES[reason].get_or_init(|| re(SOFT_PATTERNS[reason]))
 }
 
+/// Index of a soft reason in [`SOFT_REASONS`] (for use in `const` blocks).
+const fn soft_index(r: Reason) -> usize {
+    let mut i = 0;
+    while i < SOFT_REASONS.len() {
+        if SOFT_REASONS[i] as u8 == r as u8 {
+            return i;
+        }
+        i += 1;
+    }
+    panic!("not a soft reason")
+}
+
+/// The soft reasons of `text`, each looked for only where its anchor or gate
+/// says it can be. Written out one by one, not as a loop over the reasons: a
+/// `match` per reason was an indirect jump that mispredicted most calls.
 fn soft_reasons(text: &str, s: &Scan, runs: &TokenRuns, words: &LowerWords, out: &mut Vec<Reason>) {
     let b = text.as_bytes();
     let quote = s.present.may(P_QUOTE) && has(b, b'"');
-    for (k, &reason) in SOFT_REASONS.iter().enumerate() {
-        let rx = || soft_re(k);
-        // each reason is looked for only where its anchor or gate says it can be
-        let found = match reason {
-            Reason::Url => s.present.may(P_COLON) && has_url(b),
-            Reason::Email => s.present.may(P_AT) && has(b, b'@') && rx().is_match(text),
-            Reason::Phone => s.any(Gate::Phone, text, |t| rx().is_match(t)),
-            Reason::VersionNumber => s.any(Gate::DotNum, text, |t| {
-                rx().find_iter(t).any(|m| {
-                    m.as_str().starts_with('v') || !inside_longer_dotted(t, m.start(), m.end())
-                })
+    let found = [
+        (Reason::Url, s.present.may(P_COLON) && has_url(b)),
+        (
+            Reason::Email,
+            s.present.may(P_AT)
+                && has(b, b'@')
+                && soft_re(const { soft_index(Reason::Email) }).is_match(text),
+        ),
+        (
+            Reason::Phone,
+            s.any(Gate::Phone, text, |t| {
+                soft_re(const { soft_index(Reason::Phone) }).is_match(t)
             }),
-            Reason::IpOrSemver => s.any(Gate::DotNum, text, |t| rx().is_match(t)),
-            Reason::HashOrSha => runs.hash,
-            Reason::FilePath => s.path,
-            Reason::QuotedKey => quote && has_quoted_key(b),
-            Reason::LegalTerm => words.legal && rx().is_match(text),
-            Reason::DirectQuote => has_direct_quote(b, quote, s.ascii),
-            Reason::NumericWithUnits => s.units,
-            _ => false,
-        };
-        if found {
-            out.push(reason);
-        }
-    }
+        ),
+        (
+            Reason::VersionNumber,
+            s.any(Gate::DotNum, text, |t| {
+                soft_re(const { soft_index(Reason::VersionNumber) })
+                    .find_iter(t)
+                    .any(|m| {
+                        m.as_str().starts_with('v') || !inside_longer_dotted(t, m.start(), m.end())
+                    })
+            }),
+        ),
+        (Reason::HashOrSha, runs.hash),
+        (Reason::FilePath, s.path),
+        (
+            Reason::IpOrSemver,
+            s.any(Gate::DotNum, text, |t| {
+                soft_re(const { soft_index(Reason::IpOrSemver) }).is_match(t)
+            }),
+        ),
+        (Reason::QuotedKey, quote && has_quoted_key(b)),
+        (
+            Reason::LegalTerm,
+            words.legal && soft_re(const { soft_index(Reason::LegalTerm) }).is_match(text),
+        ),
+        (Reason::DirectQuote, has_direct_quote(b, quote, s.ascii)),
+        (Reason::NumericWithUnits, s.units),
+    ];
+    out.extend(found.iter().filter(|f| f.1).map(|f| f.0));
 }
 
 /// `http://` or `https://` at a word start, then a letter, digit or `[`.
