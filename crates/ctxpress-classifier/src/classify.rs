@@ -964,7 +964,7 @@ fn is_key_value_line(line: &str) -> bool {
     // the checks are those of the trimmed line; only the start is trimmed
     // here, and each check that reads the end of the line says what trailing
     // whitespace means to it
-    let t = line.trim_start();
+    let t = trim_start(line);
     let t = t.strip_prefix("- ").unwrap_or(t);
     let b = t.as_bytes();
     match b.first() {
@@ -994,11 +994,21 @@ fn is_key_value_line(line: &str) -> bool {
     }
     // `key = value`: only whitespace between the key and the first `=`, and a
     // value that does not start with `=`
-    after
-        .trim_start()
+    trim_start(after)
         .strip_prefix('=')
-        .map(str::trim_start)
+        .map(trim_start)
         .is_some_and(|r| !r.is_empty() && !r.starts_with('='))
+}
+
+/// [`str::trim_start`], with ASCII whitespace skipped byte by byte first.
+fn trim_start(s: &str) -> &str {
+    let k = s.bytes().take_while(u8::is_ascii_whitespace).count();
+    let rest = s.get(k..).unwrap_or("");
+    match rest.as_bytes().first() {
+        // `\x0B` and non-ASCII characters may be Unicode whitespace
+        Some(&c) if c >= 0x80 || c == 0x0B => rest.trim_start(),
+        _ => rest,
+    }
 }
 
 /// A line that could be a line of verse: capitalized, a few words, no code or
@@ -1956,6 +1966,24 @@ mod tests {
 
     fn scan(text: &str) -> Scan {
         MASKS.with_borrow_mut(|m| scan_with(text, m))
+    }
+
+    #[test]
+    fn trim_start_is_the_std_trim() {
+        for t in [
+            "",
+            "   ",
+            "a",
+            " a ",
+            "\t\r\n x",
+            "\u{b} x",
+            " \u{a0}x",
+            "\t\u{3000}y",
+            "\u{1c}z",
+            "é",
+        ] {
+            assert_eq!(trim_start(t), t.trim_start(), "{t:?}");
+        }
     }
 
     #[test]
