@@ -424,7 +424,7 @@ fn scan_with(text: &str, m: &mut Masks) -> Scan {
     };
     let markdown = line_pass(text, m, &mut s.lines, ascii) + stars;
     s.special -= markdown.min(s.special);
-    digit_runs(b, &m.dig, &mut s);
+    digit_runs(b, m, &mut s);
     s.path = s.present.may(P_SLASH)
         && memchr::memchr_iter(b'/', b)
             .any(|p| b.get(p + 1).is_some_and(|&c| token_byte(c)) && path_at(b, p));
@@ -476,32 +476,48 @@ fn markdown_stars(b: &[u8]) -> usize {
 
 /// Numbers with units, and the lines the phone and dotted-number gates pass,
 /// from the ends of the digit runs.
-fn digit_runs(b: &[u8], dig: &[u64], s: &mut Scan) {
+///
+/// Only runs followed by a [`Masks::num_next`] byte are looked at: a unit
+/// starts with a letter, `µ`, `°` or a space, and the phone and dotted-number
+/// gates need `.`, `-` or a space after some run of the match (a `+` prefix
+/// included: `+1 555`, `+44-20`).
+fn digit_runs(b: &[u8], m: &Masks, s: &mut Scan) {
     let [phone, dotnum] = &mut s.spans;
-    for (a, e) in masks::runs(dig) {
-        let next = b.get(e).copied().unwrap_or(0);
-        let after = b.get(e + 1).copied().unwrap_or(0);
-        let before = a.checked_sub(1).and_then(|i| b.get(i)).copied();
-        if !s.units
-            && (UNIT_FIRST[next as usize] || (next == b' ' && UNIT_FIRST_SPACED[after as usize]))
-            && before.is_none_or(|c| !is_word_byte(c))
-        {
-            s.units = unit_at(b, e);
-        }
-        if (e - a == 3 && matches!(next, b' ' | b'.' | b'-') && after.is_ascii_digit())
-            || before == Some(b'+')
-        {
-            mark_line(phone, b, a);
-        }
-        if next == b'.' && after.is_ascii_digit() {
-            let f = e
-                + 1
-                + b.get(e + 1..)
-                    .map_or(0, |r| r.iter().take_while(|c| c.is_ascii_digit()).count());
-            if before == Some(b'v')
-                || (b.get(f) == Some(&b'.') && b.get(f + 1).is_some_and(u8::is_ascii_digit))
+    let mut carry = 0u64;
+    for (w, (&x, &next_ok)) in m.dig.iter().zip(&m.num_next).enumerate() {
+        // bit `e`: the first byte after a run
+        let ends = !x & ((x << 1) | carry);
+        carry = x >> 63;
+        let mut candidates = ends & next_ok;
+        while candidates != 0 {
+            let e = w * 64 + candidates.trailing_zeros() as usize;
+            candidates &= candidates - 1;
+            let a = masks::run_start(&m.dig, e - 1);
+            let next = b.get(e).copied().unwrap_or(0);
+            let after = b.get(e + 1).copied().unwrap_or(0);
+            let before = a.checked_sub(1).and_then(|i| b.get(i)).copied();
+            if !s.units
+                && (UNIT_FIRST[next as usize]
+                    || (next == b' ' && UNIT_FIRST_SPACED[after as usize]))
+                && before.is_none_or(|c| !is_word_byte(c))
             {
-                mark_line(dotnum, b, a);
+                s.units = unit_at(b, e);
+            }
+            if (e - a == 3 && matches!(next, b' ' | b'.' | b'-') && after.is_ascii_digit())
+                || before == Some(b'+')
+            {
+                mark_line(phone, b, a);
+            }
+            if next == b'.' && after.is_ascii_digit() {
+                let f = e
+                    + 1
+                    + b.get(e + 1..)
+                        .map_or(0, |r| r.iter().take_while(|c| c.is_ascii_digit()).count());
+                if before == Some(b'v')
+                    || (b.get(f) == Some(&b'.') && b.get(f + 1).is_some_and(u8::is_ascii_digit))
+                {
+                    mark_line(dotnum, b, a);
+                }
             }
         }
     }
@@ -2160,6 +2176,12 @@ mod tests {
         "555-123-4567",
         "(555) 123-4567",
         "+44 20 7946 0958",
+        "+44-20-7946-0958",
+        "+49.30.1234.5678",
+        "+1(555) 123-4567",
+        "+1",
+        "(",
+        ")",
         "3ms",
         "10 MB",
         "5 µs",

@@ -16,6 +16,9 @@ pub(crate) struct Masks {
     pub(crate) nl: Vec<u64>,
     /// UTF-8 continuation bytes (`0x80..=0xBF`).
     pub(crate) cont: Vec<u64>,
+    /// Bytes that make a digit run before them worth a look: token bytes,
+    /// space and `0xC2` (the lead byte of `µ` and `°`).
+    pub(crate) num_next: Vec<u64>,
     /// How many bytes are special characters (`{}[]<>|\;:@#$%^&*()=+`~`).
     pub(crate) special: usize,
     /// How many bytes are continuation bytes (the text's characters are
@@ -36,6 +39,7 @@ struct Block {
     upper: u64,
     nl: u64,
     cont: u64,
+    num_next: u64,
     special: u32,
     cont_count: u32,
     nl_count: u32,
@@ -51,6 +55,7 @@ impl Masks {
             &mut self.upper,
             &mut self.nl,
             &mut self.cont,
+            &mut self.num_next,
         ] {
             v.clear();
             v.reserve(b.len() / 64 + 1);
@@ -88,6 +93,7 @@ impl Masks {
         self.upper.push(k.upper);
         self.nl.push(k.nl);
         self.cont.push(k.cont);
+        self.num_next.push(k.num_next);
         self.special += k.special as usize;
         self.cont_count += k.cont_count as usize;
         self.nl_count += k.nl_count as usize;
@@ -160,33 +166,6 @@ fn bits_of(w: usize, mut x: u64) -> impl Iterator<Item = usize> {
         let p = x.trailing_zeros() as usize;
         x &= x - 1;
         Some(w * 64 + p)
-    })
-}
-
-/// Starts and ends (exclusive) of the maximal runs of set bits, in order.
-pub(crate) fn runs(m: &[u64]) -> impl Iterator<Item = (usize, usize)> + '_ {
-    let mut start = None;
-    let mut edges = edges(m);
-    std::iter::from_fn(move || {
-        loop {
-            let p = edges.next()?;
-            match start.take() {
-                None => start = Some(p),
-                Some(a) => return Some((a, p)),
-            }
-        }
-    })
-}
-
-/// Positions where the bit changes (starts and ends of runs alternate), with
-/// a run reaching the end of the last word ending there.
-fn edges(m: &[u64]) -> impl Iterator<Item = usize> + '_ {
-    let mut carry = 0u64;
-    m.iter().enumerate().flat_map(move |(w, &x)| {
-        let e = x ^ ((x << 1) | carry);
-        carry = x >> 63;
-        let last = if w + 1 == m.len() { carry } else { 0 };
-        bits_of(w, e).chain((last != 0).then_some(w * 64 + 64))
     })
 }
 
@@ -315,6 +294,7 @@ mod sse2 {
             // continuation bytes are -128..=-65 as signed bytes
             let cont = cmp_lt_mask_i8_m128i(v, splat(0xC0));
             let nl = eq(v, b'\n');
+            let num_next = bitor_m128i(tok, bitor_m128i(eq(v, b' '), eq(v, 0xC2)));
             special_n = sub_i8_m128i(special_n, special);
             cont_n = sub_i8_m128i(cont_n, cont);
             nl_n = sub_i8_m128i(nl_n, nl);
@@ -323,6 +303,7 @@ mod sse2 {
             k.upper |= bits(upper) << shift;
             k.nl |= bits(nl) << shift;
             k.cont |= bits(cont) << shift;
+            k.num_next |= bits(num_next) << shift;
         }
         k.special = total(special_n);
         k.cont_count = total(cont_n);
@@ -368,26 +349,29 @@ mod portable {
         for (o, x) in lower.iter_mut().zip(c) {
             *o = x.to_ascii_lowercase();
         }
-        let mut flags = [[0u8; 64]; 5];
+        let mut flags = [[0u8; 64]; 6];
         let mut special = 0u32;
         for (k, &x) in c.iter().enumerate() {
             let d = x.wrapping_sub(b'0') < 10;
             let u = x.wrapping_sub(b'A') < 26;
             let l = x.wrapping_sub(b'a') < 26;
             flags[0][k] = u8::from(d);
-            flags[1][k] = u8::from(d || u || l || x == b'_' || x == b'-' || x == b'.');
+            let tok = d || u || l || x == b'_' || x == b'-' || x == b'.';
+            flags[1][k] = u8::from(tok);
             flags[2][k] = u8::from(u);
             flags[3][k] = u8::from(x == b'\n');
             flags[4][k] = u8::from(x & 0xC0 == 0x80);
+            flags[5][k] = u8::from(tok || x == b' ' || x == 0xC2);
             special += u32::from(is_special(x));
         }
-        let [dig, tok, upper, nl, cont] = flags.map(|f| pack(&f));
+        let [dig, tok, upper, nl, cont, num_next] = flags.map(|f| pack(&f));
         Block {
             dig,
             tok,
             upper,
             nl,
             cont,
+            num_next,
             special,
             cont_count: cont.count_ones(),
             nl_count: nl.count_ones(),
@@ -455,6 +439,7 @@ mod tests {
         assert_eq!(m.upper, [0b1_0000]);
         assert_eq!(m.nl, [0b1000]);
         assert_eq!(m.cont, [0b1000_0000]);
+        assert_eq!(m.num_next, [0b11_0111]);
         assert_eq!(m.special, 1);
         assert_eq!((m.cont_count, m.nl_count), (1, 1));
         assert_eq!(m.lower, "ab1\nz-é{".as_bytes());
@@ -509,9 +494,5 @@ mod tests {
         assert_eq!(run_end(&[u64::MAX], 5), 64);
         let ones: Vec<usize> = ones(&[0b1001, 1 << 63]).collect();
         assert_eq!(ones, [0, 3, 127]);
-        let r: Vec<(usize, usize)> = runs(&m).collect();
-        assert_eq!(r, [(0, 4), (52, 56), (60, 129)]);
-        let r: Vec<(usize, usize)> = runs(&[u64::MAX]).collect();
-        assert_eq!(r, [(0, 64)]);
     }
 }
