@@ -24,7 +24,6 @@
 //! corpus and on random texts. Every step is linear in the text.
 
 use aho_corasick::{AhoCorasick, AhoCorasickBuilder, AhoCorasickKind, MatchKind};
-use ctxpress_core::secrets::token_byte;
 use ctxpress_core::{Classification, Reason, Tier};
 use regex::Regex;
 use std::sync::{LazyLock, OnceLock};
@@ -426,8 +425,7 @@ fn scan_with(text: &str, m: &mut Masks) -> Scan {
     s.special -= markdown.min(s.special);
     digit_runs(b, m, &mut s);
     s.path = s.present.may(P_SLASH)
-        && memchr::memchr_iter(b'/', b)
-            .any(|p| b.get(p + 1).is_some_and(|&c| token_byte(c)) && path_at(b, p));
+        && memchr::memchr_iter(b'/', b).any(|p| masks::bit(&m.tok, p + 1) && path_at(b, &m.tok, p));
     s.long_runs = long_token_runs(&m.tok);
     s.sql = sql_keywords(b, &m.upper);
     s
@@ -638,16 +636,17 @@ fn ends_word(b: &[u8], i: usize) -> bool {
     b.get(i).is_none_or(|&c| !is_word_byte(c))
 }
 
-/// The `file_path` pattern through the `/` at `p`: `[~|.|..]/seg/seg` after a
-/// delimiter, or `seg/seg[/seg...]` ending in `.ext` (1-8 letters or digits).
-fn path_at(b: &[u8], p: usize) -> bool {
-    let tok = |i: usize| b.get(i).is_some_and(|&c| token_byte(c));
+/// The `file_path` pattern through the `/` at `p` (`tok_mask` is the token
+/// mask of `b`): `[~|.|..]/seg/seg` after a delimiter, or `seg/seg[/seg...]`
+/// ending in `.ext` (1-8 letters or digits).
+fn path_at(b: &[u8], tok_mask: &[u64], p: usize) -> bool {
+    let tok = |i: usize| masks::bit(tok_mask, i);
     let seg_end = |i: usize| {
-        let mut j = i;
-        while tok(j) {
-            j += 1;
+        if tok(i) {
+            masks::run_end(tok_mask, i)
+        } else {
+            i
         }
-        j
     };
     let after_delim = |q: usize, delims: &[u8]| {
         q == 0
@@ -669,10 +668,11 @@ fn path_at(b: &[u8], p: usize) -> bool {
         }
     }
     // `seg(/seg)+\.ext\b` after `^` or one of ` \t(['`=,`
-    let mut s = p;
-    while s > 0 && tok(s - 1) {
-        s -= 1;
-    }
+    let s = if p > 0 && tok(p - 1) {
+        masks::run_start(tok_mask, p - 1)
+    } else {
+        p
+    };
     if s == p || !after_delim(s, b" \t(['`=,") {
         return false;
     }
@@ -1440,11 +1440,28 @@ const MATH_SYMBOLS: &[char] = &[
     '⊥', '∴', '∵', '∘', '⊢', '⊨',
 ];
 
+/// Second bytes of the UTF-8 of [`MATH_SYMBOLS`] (all `0xE2 ..`): most
+/// `0xE2` characters in text (quotes, dashes, box drawing) fail this.
+static MATH_SECOND: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut i = 0;
+    while i < MATH_SYMBOLS.len() {
+        let c = MATH_SYMBOLS[i] as u32;
+        assert!(c >= 0x2000 && c <= 0x2FFF);
+        t[(0x80 | ((c >> 6) & 0x3F)) as usize] = true;
+        i += 1;
+    }
+    t
+};
+
 /// Two or more mathematical symbols (a single `≥` in prose is not math).
 pub(crate) fn has_unicode_math(text: &str) -> bool {
     let b = text.as_bytes();
     let mut n = 0;
     for p in memchr::memchr_iter(0xE2, b) {
+        if !b.get(p + 1).is_some_and(|&c| MATH_SECOND[c as usize]) {
+            continue;
+        }
         if let Some(c) = text.get(p..).and_then(|s| s.chars().next())
             && MATH_SYMBOLS.contains(&c)
         {

@@ -118,6 +118,11 @@ pub(crate) fn count_in(m: &[u64], a: usize, e: usize) -> usize {
     n + m.get(wb).map_or(0, |x| (x & hi).count_ones() as usize)
 }
 
+/// Bit `i` of `m` (clear past the end).
+pub(crate) fn bit(m: &[u64], i: usize) -> bool {
+    m.get(i / 64).is_some_and(|x| x >> (i % 64) & 1 == 1)
+}
+
 /// Start of the run of set bits through bit `p` (which is set).
 pub(crate) fn run_start(m: &[u64], p: usize) -> usize {
     let (mut w, bit) = (p / 64, p % 64);
@@ -492,6 +497,9 @@ mod tests {
             assert_eq!((run_start(&m, p), run_end(&m, p)), (a, e), "{p}");
         }
         assert_eq!(run_end(&[u64::MAX], 5), 64);
+        for i in 0..200 {
+            assert_eq!(bit(&m, i), i < 192 && m[i / 64] >> (i % 64) & 1 == 1, "{i}");
+        }
         let ones: Vec<usize> = ones(&[0b1001, 1 << 63]).collect();
         assert_eq!(ones, [0, 3, 127]);
     }
