@@ -448,7 +448,7 @@ fn line_pass(text: &str, m: &Masks, stats: &mut LineStats, ascii: bool) -> usize
         } else {
             masks::count_in(&m.cont, start, end)
         };
-        markdown += ls.line(stats, line, line.len() - cont);
+        markdown += ls.line(stats, line, line.len() - cont, (start, &m.tok));
         start = end + 1;
     }
     markdown
@@ -803,8 +803,15 @@ impl Default for LineState<'_> {
 impl<'t> LineState<'t> {
     /// Takes one line (without its `\n`); returns how many of its special
     /// characters are Markdown heading marks or a `+ ` bullet.
-    /// `raw_chars` is the number of characters of `raw`.
-    fn line(&mut self, s: &mut LineStats, raw: &'t str, raw_chars: usize) -> usize {
+    /// `raw_chars` is the number of characters of `raw`; `at` is where `raw`
+    /// starts in the text, and the text's token mask.
+    fn line(
+        &mut self,
+        s: &mut LineStats,
+        raw: &'t str,
+        raw_chars: usize,
+        at: (usize, &[u64]),
+    ) -> usize {
         let line = raw.strip_suffix('\r').unwrap_or(raw);
         let lb = line.as_bytes();
         let first = lb.iter().position(|c| !c.is_ascii_whitespace());
@@ -852,7 +859,7 @@ impl<'t> LineState<'t> {
             let may_kv = first_byte.is_some_and(|c| {
                 c.is_ascii_alphabetic() || matches!(c, b'_' | b'[' | b'-' | 0x0B) || c >= 0x80
             });
-            if !blank && may_kv && is_key_value_line(line) {
+            if !blank && may_kv && is_key_value_line(line, at) {
                 self.kv_run += 1;
                 s.yaml = self.kv_run >= 3;
             } else if !(self.kv_run > 0 && line.trim_start().starts_with("- ")) {
@@ -976,7 +983,9 @@ pub(crate) fn is_identifier_key(k: &str) -> bool {
 }
 
 /// `key: value`, `key:`, `- key: value`, `key = value` or a `[section]` header.
-fn is_key_value_line(line: &str) -> bool {
+/// `at` is where `line` starts in its text, and the text's token mask (key
+/// bytes are token bytes).
+fn is_key_value_line(line: &str, (at, tok): (usize, &[u64])) -> bool {
     // the checks are those of the trimmed line; only the start is trimmed
     // here, and each check that reads the end of the line says what trailing
     // whitespace means to it
@@ -994,26 +1003,29 @@ fn is_key_value_line(line: &str) -> bool {
         Some(c) if c.is_ascii_alphabetic() || *c == b'_' => {}
         _ => return false,
     }
-    // the key: identifier bytes from the start (one longer than 40 is no key)
-    let n = b
-        .iter()
-        .take(41)
-        .take_while(|c| c.is_ascii_alphanumeric() || matches!(c, b'_' | b'-' | b'.'))
-        .count();
+    // the key: the token bytes from the start (one longer than 40 is no key)
+    let key_at = at + line.len() - t.len();
+    let n = masks::run_end(tok, key_at) - key_at;
     if n > 40 {
         return false;
     }
     let after = t.get(n..).unwrap_or("");
-    if let Some(rest) = after.strip_prefix(':') {
-        // nothing but whitespace after the colon trims to nothing
-        return rest.starts_with(' ') || rest.chars().all(char::is_whitespace);
+    match after.as_bytes().first() {
+        Some(b':') => {
+            // nothing but whitespace after the colon trims to nothing
+            let rest = after.get(1..).unwrap_or("");
+            rest.starts_with(' ') || rest.chars().all(char::is_whitespace)
+        }
+        // `key = value`: only whitespace between the key and the first `=`,
+        // and a value that does not start with `=`
+        Some(&c) if c == b'=' || c.is_ascii_whitespace() || c == 0x0B || c >= 0x80 => {
+            trim_start(after)
+                .strip_prefix('=')
+                .map(trim_start)
+                .is_some_and(|r| !r.is_empty() && !r.starts_with('='))
+        }
+        _ => false,
     }
-    // `key = value`: only whitespace between the key and the first `=`, and a
-    // value that does not start with `=`
-    trim_start(after)
-        .strip_prefix('=')
-        .map(trim_start)
-        .is_some_and(|r| !r.is_empty() && !r.starts_with('='))
 }
 
 /// [`str::trim_start`], with ASCII whitespace skipped byte by byte first.
