@@ -200,8 +200,9 @@ pub(crate) fn ascii_words(b: &[u8], limit: usize) -> usize {
     words.min(limit)
 }
 
-// The SIMD lanes where the target has SSE2 (every x86-64), else the portable
-// code.
+// The SIMD lanes: SSSE3 nibble tables where the target has them (every
+// x86-64-v2 CPU, the level this repository builds for), SSE2 compares on
+// every other x86-64, the portable code elsewhere.
 #[cfg(not(all(
     any(target_arch = "x86", target_arch = "x86_64"),
     target_feature = "sse2"
@@ -209,11 +210,241 @@ pub(crate) fn ascii_words(b: &[u8], limit: usize) -> usize {
 use portable as lanes;
 #[cfg(all(
     any(target_arch = "x86", target_arch = "x86_64"),
-    target_feature = "sse2"
+    target_feature = "sse2",
+    not(target_feature = "ssse3")
 ))]
 use sse2 as lanes;
+#[cfg(all(
+    any(target_arch = "x86", target_arch = "x86_64"),
+    target_feature = "ssse3"
+))]
+use ssse3 as lanes;
+
+/// SSSE3: each byte's classes looked up by its two nibbles (`pshufb`), two
+/// table pairs of eight class bits each.
+#[cfg(all(
+    any(target_arch = "x86", target_arch = "x86_64"),
+    target_feature = "ssse3"
+))]
+mod ssse3 {
+    use super::Block;
+    pub(super) use super::sse2::whitespace16;
+
+    /// A class bit: the bytes whose high nibble is in `hi` and low nibble in
+    /// `lo` (each a set of nibbles as 16 bits).
+    struct Class {
+        bit: u8,
+        hi: u16,
+        lo: u16,
+    }
+
+    /// Nibbles `a..=b` as a set.
+    const fn span(a: u8, b: u8) -> u16 {
+        let mut m = 0u16;
+        let mut i = a;
+        while i <= b {
+            m |= 1 << i;
+            i += 1;
+        }
+        m
+    }
+
+    /// Nibble `a` alone.
+    const fn one(a: u8) -> u16 {
+        1 << a
+    }
+
+    // first table pair: token bytes
+    const DIGIT: u8 = 1;
+    const UPPER_A_O: u8 = 1 << 1;
+    const UPPER_P_Z: u8 = 1 << 2;
+    const LOWER_A_O: u8 = 1 << 3;
+    const LOWER_P_Z: u8 = 1 << 4;
+    const UNDERSCORE: u8 = 1 << 5;
+    const DASH_DOT: u8 = 1 << 6;
+    const UPPER: u8 = UPPER_A_O | UPPER_P_Z;
+    const TOKEN: u8 = DIGIT | UPPER | LOWER_A_O | LOWER_P_Z | UNDERSCORE | DASH_DOT;
+    const TOKEN_CLASSES: [Class; 7] = [
+        Class {
+            bit: DIGIT,
+            hi: one(3),
+            lo: span(0, 9),
+        },
+        Class {
+            bit: UPPER_A_O,
+            hi: one(4),
+            lo: span(1, 15),
+        },
+        Class {
+            bit: UPPER_P_Z,
+            hi: one(5),
+            lo: span(0, 10),
+        },
+        Class {
+            bit: LOWER_A_O,
+            hi: one(6),
+            lo: span(1, 15),
+        },
+        Class {
+            bit: LOWER_P_Z,
+            hi: one(7),
+            lo: span(0, 10),
+        },
+        Class {
+            bit: UNDERSCORE,
+            hi: one(5),
+            lo: one(15),
+        },
+        Class {
+            bit: DASH_DOT,
+            hi: one(2),
+            lo: span(13, 14),
+        },
+    ];
+
+    // second table pair: special characters, and what may follow a number
+    const SPECIAL_2X: u8 = 1;
+    const SPECIAL_BRACKETS: u8 = 1 << 1;
+    const COLON: u8 = 1 << 2;
+    const AT_BACKTICK: u8 = 1 << 3;
+    const SPACE: u8 = 1 << 4;
+    const C2: u8 = 1 << 5;
+    const SPECIAL: u8 = SPECIAL_2X | SPECIAL_BRACKETS | COLON | AT_BACKTICK;
+    const OTHER_CLASSES: [Class; 6] = [
+        // `#$%&` and `()*+`
+        Class {
+            bit: SPECIAL_2X,
+            hi: one(2),
+            lo: span(3, 6) | span(8, 11),
+        },
+        // `;<=>`, `[\]^`, `{|}~`
+        Class {
+            bit: SPECIAL_BRACKETS,
+            hi: one(3) | one(5) | one(7),
+            lo: span(11, 14),
+        },
+        Class {
+            bit: COLON,
+            hi: one(3),
+            lo: one(10),
+        },
+        Class {
+            bit: AT_BACKTICK,
+            hi: one(4) | one(6),
+            lo: one(0),
+        },
+        Class {
+            bit: SPACE,
+            hi: one(2),
+            lo: one(0),
+        },
+        Class {
+            bit: C2,
+            hi: one(12),
+            lo: one(2),
+        },
+    ];
+
+    /// The low-nibble and high-nibble tables of a class list.
+    const fn tables(classes: &[Class]) -> ([u8; 16], [u8; 16]) {
+        let (mut lo, mut hi) = ([0u8; 16], [0u8; 16]);
+        let mut i = 0;
+        while i < classes.len() {
+            let c = &classes[i];
+            let mut n = 0;
+            while n < 16 {
+                if c.lo >> n & 1 == 1 {
+                    lo[n] |= c.bit;
+                }
+                if c.hi >> n & 1 == 1 {
+                    hi[n] |= c.bit;
+                }
+                n += 1;
+            }
+            i += 1;
+        }
+        (lo, hi)
+    }
+
+    const TOKEN_TABLES: ([u8; 16], [u8; 16]) = tables(&TOKEN_CLASSES);
+    const OTHER_TABLES: ([u8; 16], [u8; 16]) = tables(&OTHER_CLASSES);
+
+    /// The masks and counts of one 64-byte block, 16 bytes at a time; writes
+    /// the block lower-cased to `lower`.
+    #[inline(always)]
+    pub(super) fn block_classes(c: &[u8; 64], lower: &mut [u8; 64]) -> Block {
+        use safe_arch::{
+            bitand_m128i, bitandnot_m128i, bitor_m128i, cmp_eq_mask_i8_m128i, cmp_lt_mask_i8_m128i,
+            load_unaligned_m128i, m128i, move_mask_i8_m128i, set_splat_i8_m128i, shr_imm_u16_m128i,
+            shuffle_av_i8z_all_m128i, store_unaligned_m128i, sub_i8_m128i,
+            sum_of_u8_abs_diff_m128i, zeroed_m128i,
+        };
+        let splat = |x: u8| set_splat_i8_m128i(x as i8);
+        // lanes whose class byte has none of `bits`
+        let none =
+            |c: m128i, bits: u8| cmp_eq_mask_i8_m128i(bitand_m128i(c, splat(bits)), zeroed_m128i());
+        let bits = |v: m128i| u64::from(move_mask_i8_m128i(v) as u16);
+        let total = |acc: m128i| {
+            let [lo, hi]: [u64; 2] = sum_of_u8_abs_diff_m128i(acc, zeroed_m128i()).into();
+            (lo + hi) as u32
+        };
+        let (token_lo, token_hi) = (m128i::from(TOKEN_TABLES.0), m128i::from(TOKEN_TABLES.1));
+        let (other_lo, other_hi) = (m128i::from(OTHER_TABLES.0), m128i::from(OTHER_TABLES.1));
+        // lane counts of the bytes that are not special, continuation, newline
+        let (mut plain_n, mut cont_n, mut nl_n) = (zeroed_m128i(), zeroed_m128i(), zeroed_m128i());
+        // the masks' complements, made whole after the four lanes
+        let (mut not_dig, mut not_upper, mut not_tok, mut not_next) = (0u64, 0u64, 0u64, 0u64);
+        let mut k = Block::default();
+        for (i, (lane, out)) in c
+            .chunks_exact(16)
+            .zip(lower.chunks_exact_mut(16))
+            .enumerate()
+        {
+            let (Ok(lane), Ok(out)) = (<&[u8; 16]>::try_from(lane), <&mut [u8; 16]>::try_from(out))
+            else {
+                continue;
+            };
+            let v = load_unaligned_m128i(lane);
+            let shift = 16 * i;
+            let lo_nib = bitand_m128i(v, splat(0x0F));
+            let hi_nib = bitand_m128i(shr_imm_u16_m128i::<4>(v), splat(0x0F));
+            let token = bitand_m128i(
+                shuffle_av_i8z_all_m128i(token_lo, lo_nib),
+                shuffle_av_i8z_all_m128i(token_hi, hi_nib),
+            );
+            let other = bitand_m128i(
+                shuffle_av_i8z_all_m128i(other_lo, lo_nib),
+                shuffle_av_i8z_all_m128i(other_hi, hi_nib),
+            );
+            let no_upper = none(token, UPPER);
+            store_unaligned_m128i(out, bitor_m128i(v, bitandnot_m128i(no_upper, splat(0x20))));
+            let no_tok = none(token, TOKEN);
+            not_dig |= bits(none(token, DIGIT)) << shift;
+            not_upper |= bits(no_upper) << shift;
+            not_tok |= bits(no_tok) << shift;
+            not_next |= bits(bitand_m128i(no_tok, none(other, SPACE | C2))) << shift;
+            // continuation bytes are -128..=-65 as signed bytes
+            let cont = cmp_lt_mask_i8_m128i(v, splat(0xC0));
+            let nl = cmp_eq_mask_i8_m128i(v, splat(b'\n'));
+            plain_n = sub_i8_m128i(plain_n, none(other, SPECIAL));
+            cont_n = sub_i8_m128i(cont_n, cont);
+            nl_n = sub_i8_m128i(nl_n, nl);
+            k.nl |= bits(nl) << shift;
+            k.cont |= bits(cont) << shift;
+        }
+        k.dig = !not_dig;
+        k.upper = !not_upper;
+        k.tok = !not_tok;
+        k.num_next = !not_next;
+        k.special = 64 - total(plain_n);
+        k.cont_count = total(cont_n);
+        k.nl_count = total(nl_n);
+        k
+    }
+}
 
 /// SSE2 compares and move-masks through `safe_arch`.
+#[cfg_attr(all(target_feature = "ssse3", not(test)), allow(dead_code))]
 #[cfg(all(
     any(target_arch = "x86", target_arch = "x86_64"),
     target_feature = "sse2"
@@ -416,17 +647,32 @@ mod tests {
                 *x = if round % 2 == 0 {
                     (state >> 24) as u8
                 } else {
-                    let pick = b" \n-._09AZaz#$(@[`{~\x80\xbf\xc0/:@\t\r\x0b\x0c";
+                    let pick = b" \n-._09AZaz#$(@[`{~\x80\xbf\xc0/:@\t\r\x0b\x0c\"\xc2?JOPopz]^|}'&,;<=>+*%!";
                     pick[(state as usize ^ i) % pick.len()]
                 };
             }
             let (mut simd_lower, mut portable_lower) = ([0u8; 64], [0u8; 64]);
+            let expected = portable::block_classes(&block, &mut portable_lower);
             assert_eq!(
                 lanes::block_classes(&block, &mut simd_lower),
-                portable::block_classes(&block, &mut portable_lower),
+                expected,
                 "{block:?}"
             );
             assert_eq!(simd_lower, portable_lower, "{block:?}");
+            // the SSE2 lanes, also where SSSE3 ones are in use
+            #[cfg(all(
+                any(target_arch = "x86", target_arch = "x86_64"),
+                target_feature = "sse2"
+            ))]
+            {
+                let mut sse2_lower = [0u8; 64];
+                assert_eq!(
+                    sse2::block_classes(&block, &mut sse2_lower),
+                    expected,
+                    "{block:?}"
+                );
+                assert_eq!(sse2_lower, portable_lower, "{block:?}");
+            }
             for lane in block.chunks_exact(16) {
                 let lane: &[u8; 16] = lane.try_into().expect("16 bytes");
                 assert_eq!(lanes::whitespace16(lane), portable::whitespace16(lane));
