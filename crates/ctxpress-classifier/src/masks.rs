@@ -200,6 +200,23 @@ pub(crate) fn ascii_words(b: &[u8], limit: usize) -> usize {
     words.min(limit)
 }
 
+/// The numbered 16-byte lanes of a block, each with the same lane of the
+/// block's lower-cased copy.
+#[cfg(all(
+    any(target_arch = "x86", target_arch = "x86_64"),
+    target_feature = "sse2"
+))]
+#[inline(always)]
+fn lanes16<'a>(
+    c: &'a [u8; 64],
+    lower: &'a mut [u8; 64],
+) -> impl Iterator<Item = (usize, &'a [u8; 16], &'a mut [u8; 16])> {
+    c.chunks_exact(16)
+        .zip(lower.chunks_exact_mut(16))
+        .enumerate()
+        .filter_map(|(i, (lane, out))| Some((i, lane.try_into().ok()?, out.try_into().ok()?)))
+}
+
 // The SIMD lanes: SSSE3 nibble tables where the target has them (every
 // x86-64-v2 CPU, the level this repository builds for), SSE2 compares on
 // every other x86-64, the portable code elsewhere.
@@ -376,18 +393,14 @@ mod ssse3 {
         use safe_arch::{
             bitand_m128i, bitandnot_m128i, bitor_m128i, cmp_eq_mask_i8_m128i, cmp_lt_mask_i8_m128i,
             load_unaligned_m128i, m128i, move_mask_i8_m128i, set_splat_i8_m128i, shr_imm_u16_m128i,
-            shuffle_av_i8z_all_m128i, store_unaligned_m128i, sub_i8_m128i,
-            sum_of_u8_abs_diff_m128i, zeroed_m128i,
+            shuffle_av_i8z_all_m128i, store_unaligned_m128i, sub_i8_m128i, zeroed_m128i,
         };
         let splat = |x: u8| set_splat_i8_m128i(x as i8);
         // lanes whose class byte has none of `bits`
         let none =
             |c: m128i, bits: u8| cmp_eq_mask_i8_m128i(bitand_m128i(c, splat(bits)), zeroed_m128i());
         let bits = |v: m128i| u64::from(move_mask_i8_m128i(v) as u16);
-        let total = |acc: m128i| {
-            let [lo, hi]: [u64; 2] = sum_of_u8_abs_diff_m128i(acc, zeroed_m128i()).into();
-            (lo + hi) as u32
-        };
+        let total = super::sse2::lane_total;
         let (token_lo, token_hi) = (m128i::from(TOKEN_TABLES.0), m128i::from(TOKEN_TABLES.1));
         let (other_lo, other_hi) = (m128i::from(OTHER_TABLES.0), m128i::from(OTHER_TABLES.1));
         // lane counts of the bytes that are not special, continuation, newline
@@ -395,15 +408,7 @@ mod ssse3 {
         // the masks' complements, made whole after the four lanes
         let (mut not_dig, mut not_upper, mut not_tok, mut not_next) = (0u64, 0u64, 0u64, 0u64);
         let mut k = Block::default();
-        for (i, (lane, out)) in c
-            .chunks_exact(16)
-            .zip(lower.chunks_exact_mut(16))
-            .enumerate()
-        {
-            let (Ok(lane), Ok(out)) = (<&[u8; 16]>::try_from(lane), <&mut [u8; 16]>::try_from(out))
-            else {
-                continue;
-            };
+        for (i, lane, out) in super::lanes16(c, lower) {
             let v = load_unaligned_m128i(lane);
             let shift = 16 * i;
             let lo_nib = bitand_m128i(v, splat(0x0F));
@@ -468,6 +473,14 @@ mod sse2 {
         move_mask_i8_m128i(ws) as u16
     }
 
+    /// The sum of the 16 byte lanes of `acc`.
+    #[inline(always)]
+    pub(super) fn lane_total(acc: safe_arch::m128i) -> u32 {
+        use safe_arch::{sum_of_u8_abs_diff_m128i, zeroed_m128i};
+        let [lo, hi]: [u64; 2] = sum_of_u8_abs_diff_m128i(acc, zeroed_m128i()).into();
+        (lo + hi) as u32
+    }
+
     /// The masks and counts of one 64-byte block, 16 bytes at a time; writes
     /// the block lower-cased to `lower`.
     #[inline(always)]
@@ -475,7 +488,7 @@ mod sse2 {
         use safe_arch::{
             bitand_m128i, bitor_m128i, cmp_eq_mask_i8_m128i, cmp_lt_mask_i8_m128i,
             load_unaligned_m128i, m128i, move_mask_i8_m128i, set_splat_i8_m128i,
-            store_unaligned_m128i, sub_i8_m128i, sum_of_u8_abs_diff_m128i, zeroed_m128i,
+            store_unaligned_m128i, sub_i8_m128i, zeroed_m128i,
         };
         let splat = |x: u8| set_splat_i8_m128i(x as i8);
         // `lo <= v < lo + n` (unsigned) as a signed compare of `v - (lo - 128)`
@@ -488,22 +501,11 @@ mod sse2 {
         let eq = |v: m128i, x: u8| cmp_eq_mask_i8_m128i(v, splat(x));
         let bits = |v: m128i| u64::from(move_mask_i8_m128i(v) as u16);
         // per-lane counts: a true compare is -1, so subtracting it adds one
-        let total = |acc: m128i| {
-            let [lo, hi]: [u64; 2] = sum_of_u8_abs_diff_m128i(acc, zeroed_m128i()).into();
-            (lo + hi) as u32
-        };
+        let total = lane_total;
         let (mut special_n, mut cont_n, mut nl_n) =
             (zeroed_m128i(), zeroed_m128i(), zeroed_m128i());
         let mut k = Block::default();
-        for (i, (lane, out)) in c
-            .chunks_exact(16)
-            .zip(lower.chunks_exact_mut(16))
-            .enumerate()
-        {
-            let (Ok(lane), Ok(out)) = (<&[u8; 16]>::try_from(lane), <&mut [u8; 16]>::try_from(out))
-            else {
-                continue;
-            };
+        for (i, lane, out) in super::lanes16(c, lower) {
             let v = load_unaligned_m128i(lane);
             let shift = 16 * i;
             let dig = range(v, b'0', 10);
