@@ -2,18 +2,21 @@
 //!
 //! The work is arranged so that each byte is looked at by few, cheap passes:
 //!
-//! - [`scan`]: one pass over 64-byte blocks builds digit and token-byte bit
-//!   masks with compares the compiler vectorizes; special characters and UTF-8
-//!   continuation bytes are counted the same way. Lines (found with `memchr`)
-//!   feed the line statistics: length moments, indented code, key-value runs,
-//!   verse, frame-like lines. Digit runs (from the mask) are where numbers
-//!   with units, phones, versions and IPs can start; runs of 20+ token bytes
-//!   (shift-and over the mask) are where secrets and hashes can be; slashes
-//!   are where paths can be.
+//! - [`scan_with`]: one SIMD pass over 64-byte blocks ([`crate::masks`])
+//!   builds bit masks of digits, token bytes, capitals, newlines,
+//!   continuation bytes and the bytes worth a look after a number, counts
+//!   special characters, and makes the lower-cased copy. Lines (from the
+//!   newline mask) feed the line statistics: length moments, indented code,
+//!   key-value runs, verse, frame-like lines. Digit runs followed by a
+//!   `num_next` byte are where numbers with units, phones, versions and IPs
+//!   can be; runs of 20+ token bytes (shift-and over the mask) are where
+//!   secrets and hashes can be; slashes are where paths can be; runs of
+//!   three or more capitals are where upper-case SQL keywords can be.
 //! - Patterns with a literal anchor (URLs, quoted keys, quotations, fences,
-//!   LaTeX, SQL and legal keywords, traceback headers) are found through that
-//!   literal (`memchr`, `memmem`, `aho-corasick` Teddy) and checked by hand or
-//!   by an anchored regex there.
+//!   LaTeX, SQL statement words, legal terms, traceback headers) are found
+//!   through that literal (`memchr`, `memmem`, one `aho-corasick` Teddy pass
+//!   over the lower-cased copy) and checked by hand or by an anchored regex
+//!   there.
 //! - The remaining regexes (phone, version, IP, email, legal term, traceback)
 //!   run only over the lines or texts their gate lets through.
 //!
@@ -1282,7 +1285,8 @@ pub fn is_valid_json(text: &str) -> bool {
 
 // ---------------------------------------------------------------- math
 
-/// A command name of the `\\name` alternative of the LaTeX pattern of the reference.
+/// A command name of the `\\name` alternative of the reference's LaTeX
+/// pattern.
 fn is_latex_command(name: &[u8]) -> bool {
     matches!(
         name,
@@ -1353,11 +1357,11 @@ fn utf8_len(lead: u8) -> usize {
     }
 }
 
-/// Some the LaTeX pattern of the reference match that is math, matched by hand at each `$` and `\`
-/// (the same answer as [`latex_matches`], without a regex over the text):
-/// every match that starts with `\`, `$$` or is `$x$` is math; an inline
-/// `$...$` is math when [`inline_math`] says so, and otherwise the search
-/// resumes after it, as the regex's would.
+/// Some match of the reference's LaTeX pattern is math, found by hand at each
+/// `$` and `\` (the reference's answer without a regex over the text): every
+/// match that starts with `\`, `$$` or is `$x$` is math; an inline `$...$` is
+/// math when [`inline_math`] says so, and otherwise the search resumes after
+/// it, as the regex's would.
 fn has_latex(text: &str) -> bool {
     let b = text.as_bytes();
     let (mut bracket, mut paren) = (None, None);

@@ -1,9 +1,10 @@
-//! Byte-class bit masks of a text, one bit per byte, built in one pass over
-//! 64-byte blocks (SSE2 compares and move-masks on x86, a portable
-//! multiply-pack elsewhere). Bit `k` of word `w` stands for byte `64 * w + k`;
-//! padding past the end of the text is in no class.
+//! Byte-class bit masks of a text, one bit per byte, its class counts and its
+//! lower-cased copy, built in one pass over 64-byte blocks (SSSE3 nibble
+//! tables or SSE2 compares on x86, a portable multiply-pack elsewhere). Bit
+//! `k` of word `w` stands for byte `64 * w + k`; padding past the end of the
+//! text is in no class.
 
-/// The class masks of one text and its special-character count.
+/// The class masks of one text, its class counts and its lower-cased copy.
 #[derive(Default)]
 pub(crate) struct Masks {
     /// ASCII digits.
@@ -30,8 +31,7 @@ pub(crate) struct Masks {
     pub(crate) lower: Vec<u8>,
 }
 
-/// The masks of one 64-byte block, in [`Masks`] field order, and its special
-/// count.
+/// The masks of one 64-byte block, in [`Masks`] field order, and its counts.
 #[derive(Default, Clone, Copy, PartialEq, Eq, Debug)]
 struct Block {
     dig: u64,
@@ -400,10 +400,10 @@ mod ssse3 {
         let none =
             |c: m128i, bits: u8| cmp_eq_mask_i8_m128i(bitand_m128i(c, splat(bits)), zeroed_m128i());
         let bits = |v: m128i| u64::from(move_mask_i8_m128i(v) as u16);
-        let total = super::sse2::lane_total;
         let (token_lo, token_hi) = (m128i::from(TOKEN_TABLES.0), m128i::from(TOKEN_TABLES.1));
         let (other_lo, other_hi) = (m128i::from(OTHER_TABLES.0), m128i::from(OTHER_TABLES.1));
-        // lane counts of the bytes that are not special, continuation, newline
+        // per-lane counts of the bytes that are not special, of continuation
+        // bytes and of newlines (a true compare is -1: subtracting it adds one)
         let (mut plain_n, mut cont_n, mut nl_n) = (zeroed_m128i(), zeroed_m128i(), zeroed_m128i());
         // the masks' complements, made whole after the four lanes
         let (mut not_dig, mut not_upper, mut not_tok, mut not_next) = (0u64, 0u64, 0u64, 0u64);
@@ -441,9 +441,9 @@ mod ssse3 {
         k.upper = !not_upper;
         k.tok = !not_tok;
         k.num_next = !not_next;
-        k.special = 64 - total(plain_n);
-        k.cont_count = total(cont_n);
-        k.nl_count = total(nl_n);
+        k.special = 64 - super::sse2::lane_total(plain_n);
+        k.cont_count = super::sse2::lane_total(cont_n);
+        k.nl_count = super::sse2::lane_total(nl_n);
         k
     }
 }
@@ -501,7 +501,6 @@ mod sse2 {
         let eq = |v: m128i, x: u8| cmp_eq_mask_i8_m128i(v, splat(x));
         let bits = |v: m128i| u64::from(move_mask_i8_m128i(v) as u16);
         // per-lane counts: a true compare is -1, so subtracting it adds one
-        let total = lane_total;
         let (mut special_n, mut cont_n, mut nl_n) =
             (zeroed_m128i(), zeroed_m128i(), zeroed_m128i());
         let mut k = Block::default();
@@ -543,9 +542,9 @@ mod sse2 {
             k.cont |= bits(cont) << shift;
             k.num_next |= bits(num_next) << shift;
         }
-        k.special = total(special_n);
-        k.cont_count = total(cont_n);
-        k.nl_count = total(nl_n);
+        k.special = lane_total(special_n);
+        k.cont_count = lane_total(cont_n);
+        k.nl_count = lane_total(nl_n);
         k
     }
 }

@@ -294,8 +294,11 @@ const B_SEP: u8 = 1;
 /// [`BYTE_BITS`]: a byte a provider prefix starts with (one bit above
 /// [`B_SEP`], so `prev << 1 & this` marks a prefix byte after a separator).
 const B_PREFIX: u8 = 2;
-/// [`BYTE_BITS`]: upper case, lower case, digit.
-const B_CLASSES: u8 = 4 | 8 | 16;
+/// [`BYTE_BITS`]: upper case, lower case, digit, and all three.
+const B_UPPER: u8 = 4;
+const B_LOWER: u8 = 8;
+const B_DIGIT: u8 = 16;
+const B_CLASSES: u8 = B_UPPER | B_LOWER | B_DIGIT;
 
 /// Per byte: [`B_SEP`], [`B_PREFIX`] and its class bit.
 static BYTE_BITS: [u8; 256] = {
@@ -311,11 +314,11 @@ static BYTE_BITS: [u8; 256] = {
     while c < 128 {
         let b = c as u8;
         t[c] |= if b.is_ascii_uppercase() {
-            4
+            B_UPPER
         } else if b.is_ascii_lowercase() {
-            8
+            B_LOWER
         } else if b.is_ascii_digit() {
-            16
+            B_DIGIT
         } else {
             0
         };
