@@ -436,7 +436,7 @@ fn scan_with(text: &str, m: &mut Masks) -> Scan {
 
 /// Runs the line statistics over every line; returns the Markdown heading and
 /// bullet marks found (special characters that are formatting).
-fn line_pass(text: &str, m: &Masks, stats: &mut LineStats, ascii: bool) -> usize {
+fn line_pass(text: &str, m: &mut Masks, stats: &mut LineStats, ascii: bool) -> usize {
     let mut markdown = 0usize;
     // a YAML run needs 3 lines and verse 4: shorter texts skip those checks
     let lines = 1 + m.nl_count;
@@ -444,16 +444,19 @@ fn line_pass(text: &str, m: &Masks, stats: &mut LineStats, ascii: bool) -> usize
     stats.verse_possible = lines >= 4;
     let mut ls = LineState::default();
     let mut start = 0usize;
-    for end in masks::ones(&m.nl).chain(std::iter::once(text.len())) {
-        let line = text.get(start..end).unwrap_or("");
+    let mut ends = std::mem::take(&mut m.line_ends);
+    masks::positions(&m.nl, &mut ends);
+    ends.push(text.len());
+    for &end in &ends {
         let cont = if ascii {
             0
         } else {
             masks::count_in(&m.cont, start, end)
         };
-        markdown += ls.line(stats, line, line.len() - cont, (start, &m.tok));
+        markdown += ls.line(stats, text, (start, end), cont, &m.tok);
         start = end + 1;
     }
+    m.line_ends = ends;
     markdown
 }
 
@@ -803,79 +806,140 @@ impl Default for LineState<'_> {
     }
 }
 
+/// Classes of the first byte of a line that is not ASCII whitespace: which
+/// line checks it may pass.
+const L_KV: u8 = 1;
+/// A capital: may start a line of verse.
+const L_VERSE: u8 = 1 << 1;
+/// `\x0B` or a non-ASCII byte: may be Unicode whitespace, so the line is
+/// trimmed the Unicode way (and may pass every check that trims).
+const L_UNI: u8 = 1 << 2;
+/// `#` or `+`: may be a Markdown heading mark or bullet.
+const L_MD: u8 = 1 << 3;
+/// `F`: may start a `File "` frame line.
+const L_FRAME: u8 = 1 << 4;
+/// `a` or a digit: may start an indented `at ` or `12: ` frame line.
+const L_FRAME_INDENTED: u8 = 1 << 5;
+/// `@` or `$`: may open a diff hunk header or a shell prompt.
+const L_CODE: u8 = 1 << 6;
+
+/// The `L_*` classes of each byte (`L_KV`: a letter, `_`, `[` or `-`).
+static LINE_FIRST: [u8; 256] = {
+    let mut t = [0u8; 256];
+    let mut c = 0;
+    while c < 256 {
+        let b = c as u8;
+        let mut k = 0;
+        if b.is_ascii_alphabetic() || matches!(b, b'_' | b'[' | b'-') {
+            k |= L_KV;
+        }
+        if b.is_ascii_uppercase() {
+            k |= L_VERSE;
+        }
+        if b >= 0x80 || b == 0x0B {
+            k |= L_UNI;
+        }
+        if matches!(b, b'#' | b'+') {
+            k |= L_MD;
+        }
+        if b == b'F' {
+            k |= L_FRAME;
+        }
+        if b == b'a' || b.is_ascii_digit() {
+            k |= L_FRAME_INDENTED;
+        }
+        if matches!(b, b'@' | b'$') {
+            k |= L_CODE;
+        }
+        t[c] = k;
+        c += 1;
+    }
+    t
+};
+
+/// [`str::trim_end`], skipping the Unicode trim when the last byte is
+/// neither whitespace nor possibly part of some.
+fn trim_end(s: &str) -> &str {
+    match s.as_bytes().last() {
+        Some(&c) if c < 0x80 && c != 0x0B && !c.is_ascii_whitespace() => s,
+        _ => s.trim_end(),
+    }
+}
+
 impl<'t> LineState<'t> {
-    /// Takes one line (without its `\n`); returns how many of its special
-    /// characters are Markdown heading marks or a `+ ` bullet.
-    /// `raw_chars` is the number of characters of `raw`; `at` is where `raw`
-    /// starts in the text, and the text's token mask.
+    /// Takes the line `text[start..end]` (without its `\n`), which has `cont`
+    /// continuation bytes; returns how many of its special characters are
+    /// Markdown heading marks or a `+ ` bullet. `tok` is the text's token
+    /// mask.
     fn line(
         &mut self,
         s: &mut LineStats,
-        raw: &'t str,
-        raw_chars: usize,
-        at: (usize, &[u64]),
+        text: &'t str,
+        (start, end): (usize, usize),
+        cont: usize,
+        tok: &[u64],
     ) -> usize {
-        let line = raw.strip_suffix('\r').unwrap_or(raw);
-        let lb = line.as_bytes();
-        let first = lb.iter().position(|c| !c.is_ascii_whitespace());
-        let first_byte = first.and_then(|i| lb.get(i)).copied();
-        let blank = match first_byte {
-            None => true,
-            Some(c) if c >= 0x80 || c == 0x0B => line.trim().is_empty(),
-            Some(_) => false,
+        let raw = text.as_bytes().get(start..end).unwrap_or(&[]);
+        let lb = raw.strip_suffix(b"\r").unwrap_or(raw);
+        // `\r` is ASCII: the end stays a character boundary
+        let line = text.get(start..start + lb.len()).unwrap_or("");
+        let first = lb
+            .iter()
+            .position(|c| !c.is_ascii_whitespace())
+            .unwrap_or(lb.len());
+        let class = lb.get(first).map_or(0, |&c| LINE_FIRST[usize::from(c)]);
+        let uni = class & L_UNI != 0;
+        // the line from its first byte that is not whitespace (Unicode trim)
+        let rest = match line.get(first..) {
+            Some(r) if uni => r.trim_start(),
+            Some(r) => r,
+            None => "",
         };
+        let blank = rest.is_empty();
         let mut markdown = 0;
-        if let Some(i) = first {
-            match first_byte {
-                Some(b'#') => {
-                    let j = i + lb
-                        .get(i..)
-                        .map_or(0, |r| r.iter().take_while(|&&c| c == b'#').count());
-                    if lb.get(j) == Some(&b' ') {
-                        markdown = j - i;
-                    }
+        if class & L_MD != 0 {
+            let rb = rest.as_bytes();
+            if rb.first() == Some(&b'#') {
+                let j = rb.iter().take_while(|&&c| c == b'#').count();
+                if rb.get(j) == Some(&b' ') {
+                    markdown = j;
                 }
-                Some(b'+') if lb.get(i + 1) == Some(&b' ') => markdown = 1,
-                _ => {}
+            } else if rb.get(1) == Some(&b' ') {
+                markdown = 1;
             }
         }
-        let chars = raw_chars - (raw.len() - line.len());
-        if !blank {
-            s.n += 1;
-            s.sum += chars as u64;
-            s.sumsq += (chars as u128) * (chars as u128);
-        }
+        let chars = lb.len() - cont;
+        let counted = u64::from(!blank);
+        s.n += counted as usize;
+        s.sum += chars as u64 * counted;
+        s.sumsq += (chars as u128) * (chars as u128) * u128::from(counted);
 
         if !s.indented_code {
-            self.code_outside_fences(s, line, blank);
+            self.code_outside_fences(s, line, rest, blank, class & L_CODE != 0 && first == 0);
         }
         // a frame line starts `File`, or is indented and starts `at` or a number
-        if !s.frame_like
-            && (first_byte == Some(b'F')
-                || (first.is_some_and(|i| i > 0) && matches!(first_byte, Some(b'a' | b'0'..=b'9'))))
-        {
+        if !s.frame_like && (class & L_FRAME != 0 || (first > 0 && class & L_FRAME_INDENTED != 0)) {
             s.frame_like = frame_like_line(lb);
         }
 
         if !s.yaml && s.yaml_possible {
-            // a key-value line starts with a key, `- ` or `[` (or whitespace trim removes)
-            let may_kv = first_byte.is_some_and(|c| {
-                c.is_ascii_alphabetic() || matches!(c, b'_' | b'[' | b'-' | 0x0B) || c >= 0x80
-            });
-            if !blank && may_kv && is_key_value_line(line, at) {
+            // a key-value line starts with a key, `- ` or `[`
+            if class & (L_KV | L_UNI) != 0
+                && !blank
+                && is_key_value_line(rest, (start + line.len() - rest.len(), tok))
+            {
                 self.kv_run += 1;
                 s.yaml = self.kv_run >= 3;
-            } else if !(self.kv_run > 0 && line.trim_start().starts_with("- ")) {
+            } else if !(self.kv_run > 0 && rest.starts_with("- ")) {
                 self.kv_run = 0;
             }
         }
 
         if !s.verse && s.verse_possible {
-            // verse lines start with a capital (after whitespace trim removes)
-            let may_verse = chars >= 8
-                && first_byte.is_some_and(|c| c.is_ascii_uppercase() || c >= 0x80 || c == 0x0B);
+            // verse lines start with a capital (after the whitespace trim)
+            let may_verse = chars >= 8 && class & (L_VERSE | L_UNI) != 0;
             // 80 characters are at most 320 bytes
-            match may_verse.then(|| line.trim()).filter(|t| t.len() <= 320) {
+            match may_verse.then(|| trim_end(rest)).filter(|t| t.len() <= 320) {
                 None => {
                     self.verse = VerseRun::default();
                     self.verse_streak = 0;
@@ -917,15 +981,23 @@ impl LineState<'_> {
     }
 
     /// Indented blocks, diff hunks and shell prompts (until one is found).
-    fn code_outside_fences(&mut self, s: &mut LineStats, line: &str, blank: bool) {
+    /// `rest` is `line` trimmed at the start; `marked` says the line starts
+    /// with `@` or `$`.
+    fn code_outside_fences(
+        &mut self,
+        s: &mut LineStats,
+        line: &str,
+        rest: &str,
+        blank: bool,
+        marked: bool,
+    ) {
         // indented code: >= 2 consecutive indented lines after a blank line
         let indented = !blank && (line.starts_with("    ") || line.starts_with('\t'));
         if indented && (self.ind_open || self.prev_blank) {
             self.ind_open = true;
             self.ind_lines += 1;
-            let t = line.trim_start();
-            self.ind_all_list &= is_list_item(t);
-            self.ind_code |= has_code_chars(t) || t.starts_with("$ ");
+            self.ind_all_list &= is_list_item(rest);
+            self.ind_code |= has_code_chars(rest) || rest.starts_with("$ ");
             if self.ind_lines >= 2 && !self.ind_all_list && self.ind_code {
                 s.indented_code = true;
             }
@@ -937,7 +1009,9 @@ impl LineState<'_> {
                 self.ind_open,
             ) = (0, true, false, false);
         }
-
+        if !marked {
+            return;
+        }
         if line.starts_with("@@ -") && line.get(4..).is_some_and(|r| r.contains(" @@")) {
             // unified diff hunk header
             s.indented_code = true;
@@ -2393,5 +2467,11 @@ mod tests {
         "12: not indented",
         "\t3: tab indented",
         "1984 was a year",
+        "+ bullet",
+        "## Heading",
+        "#hashtag",
+        "Whose woods these are I think I know.\u{b}",
+        "Whose woods these are I think I know.\u{a0}",
+        "Whose woods these are I think I know. ",
     ];
 }

@@ -29,6 +29,8 @@ pub(crate) struct Masks {
     pub(crate) nl_count: usize,
     /// The text with ASCII letters lower-cased (other bytes as they are).
     pub(crate) lower: Vec<u8>,
+    /// A buffer for the line pass: where each line ends.
+    pub(crate) line_ends: Vec<usize>,
 }
 
 /// The masks of one 64-byte block, in [`Masks`] field order, and its counts.
@@ -157,9 +159,24 @@ pub(crate) fn run_end(m: &[u64], p: usize) -> usize {
     }
 }
 
-/// Positions of the set bits, in order.
-pub(crate) fn ones(m: &[u64]) -> impl Iterator<Item = usize> + '_ {
-    m.iter().enumerate().flat_map(|(w, &x)| bits_of(w, x))
+/// Replaces `out` with the positions of the set bits of `m`, in order. Four
+/// positions are written per word whatever its count, so only words with more
+/// than four set bits take a loop (no branch per bit).
+pub(crate) fn positions(m: &[u64], out: &mut Vec<usize>) {
+    out.clear();
+    for (w, &x) in m.iter().enumerate() {
+        let n = x.count_ones() as usize;
+        let mut y = x;
+        let mut four = [0usize; 4];
+        for slot in &mut four {
+            *slot = w * 64 + y.trailing_zeros() as usize;
+            y &= y.wrapping_sub(1);
+        }
+        let k = out.len();
+        out.extend_from_slice(&four);
+        out.truncate(k + n);
+        out.extend(bits_of(w, y));
+    }
 }
 
 /// Positions of the set bits of `x`, the `w`-th word, in order.
@@ -747,7 +764,13 @@ mod tests {
         for i in 0..200 {
             assert_eq!(bit(&m, i), i < 192 && m[i / 64] >> (i % 64) & 1 == 1, "{i}");
         }
-        let ones: Vec<usize> = ones(&[0b1001, 1 << 63]).collect();
-        assert_eq!(ones, [0, 3, 127]);
+        // words with no, four, five and 64 set bits, and stale contents
+        let words = [0b1001, 0, 1 << 63, 0b1111 << 8, 0b11111 << 2, u64::MAX, 0];
+        let mut out = vec![7; 3];
+        positions(&words, &mut out);
+        let naive: Vec<usize> = (0..64 * words.len())
+            .filter(|&i| words[i / 64] >> (i % 64) & 1 == 1)
+            .collect();
+        assert_eq!(out, naive);
     }
 }
