@@ -53,7 +53,7 @@ pub fn classify(text: &str) -> Classification {
     let b = text.as_bytes();
     let (s, words) = MASKS.with_borrow_mut(|m| {
         let s = scan_with(text, m);
-        (s, LowerWords::find_in(b, &m.lower))
+        (s, LowerWords::find_in(b, m.lower()))
     });
     let runs = TokenRuns::find(text, &s);
 
@@ -2089,6 +2089,40 @@ mod tests {
 
     fn scan(text: &str) -> Scan {
         MASKS.with_borrow_mut(|m| scan_with(text, m))
+    }
+
+    #[test]
+    fn long_token_runs_are_the_maximal_runs_of_20() {
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        for _ in 0..3000 {
+            // dense words (three draws or-ed) make long runs and runs across words
+            let words: Vec<u64> = (0..next() % 5)
+                .map(|_| match next() % 4 {
+                    0 => u64::MAX,
+                    1 => next(),
+                    _ => next() | next() | next(),
+                })
+                .collect();
+            let set = |i: usize| words[i / 64] >> (i % 64) & 1 == 1;
+            let mut naive = Vec::new();
+            let mut i = 0;
+            while i < 64 * words.len() {
+                let e = (i..64 * words.len())
+                    .find(|&j| !set(j))
+                    .unwrap_or(64 * words.len());
+                if e - i >= 20 {
+                    naive.push((i, e));
+                }
+                i = e + 1;
+            }
+            assert_eq!(long_token_runs(&words), naive, "{words:x?}");
+        }
     }
 
     #[test]

@@ -27,8 +27,12 @@ pub(crate) struct Masks {
     pub(crate) cont_count: usize,
     /// How many bytes are `\n`.
     pub(crate) nl_count: usize,
-    /// The text with ASCII letters lower-cased (other bytes as they are).
-    pub(crate) lower: Vec<u8>,
+    /// The text with ASCII letters lower-cased (other bytes as they are),
+    /// in whole blocks (pushing a block copies it without a `memcpy` call);
+    /// see [`Masks::lower`].
+    lower: Vec<[u8; 64]>,
+    /// The length of the text.
+    len: usize,
     /// A buffer for the line pass: where each line ends.
     pub(crate) line_ends: Vec<usize>,
 }
@@ -63,7 +67,8 @@ impl Masks {
             v.reserve(b.len() / 64 + 1);
         }
         self.lower.clear();
-        self.lower.reserve(b.len() + 64);
+        self.lower.reserve(b.len() / 64 + 1);
+        self.len = b.len();
         self.special = 0;
         self.cont_count = 0;
         self.nl_count = 0;
@@ -72,7 +77,7 @@ impl Masks {
         for chunk in &mut chunks {
             if let Ok(block) = chunk.try_into() {
                 self.push(lanes::block_classes(block, &mut lower));
-                self.lower.extend_from_slice(&lower);
+                self.lower.push(lower);
             }
         }
         let rest = chunks.remainder();
@@ -83,9 +88,13 @@ impl Masks {
                 d.copy_from_slice(rest);
             }
             self.push(lanes::block_classes(&block, &mut lower));
-            self.lower
-                .extend_from_slice(lower.get(..rest.len()).unwrap_or(&[]));
+            self.lower.push(lower);
         }
+    }
+
+    /// The text with ASCII letters lower-cased (other bytes as they are).
+    pub(crate) fn lower(&self) -> &[u8] {
+        self.lower.as_flattened().get(..self.len).unwrap_or(&[])
     }
 
     #[inline(always)]
@@ -711,11 +720,11 @@ mod tests {
         assert_eq!(m.num_next, [0b11_0111]);
         assert_eq!(m.special, 1);
         assert_eq!((m.cont_count, m.nl_count), (1, 1));
-        assert_eq!(m.lower, "ab1\nz-é{".as_bytes());
+        assert_eq!(m.lower(), "ab1\nz-é{".as_bytes());
         // a second text reuses the buffers
         m.fill(&[b'Q'; 70]);
-        assert_eq!((m.dig.len(), m.lower.len()), (2, 70));
-        assert!(m.lower.iter().all(|&c| c == b'q'));
+        assert_eq!((m.dig.len(), m.lower().len()), (2, 70));
+        assert!(m.lower().iter().all(|&c| c == b'q'));
         assert_eq!(m.upper, [u64::MAX, 0b11_1111]);
     }
 
