@@ -10,6 +10,8 @@ pub mod archive;
 pub mod config;
 pub mod conversation;
 pub mod dialect;
+#[cfg(any(test, feature = "fixtures"))]
+pub mod fixtures;
 pub mod message;
 pub mod pipeline;
 pub mod registry;

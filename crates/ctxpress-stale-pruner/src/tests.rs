@@ -1,21 +1,10 @@
 use super::*;
 use serde_json::{Value, json};
 
-/// An OpenAI conversation: `ops` are (tool, args, result) triples, one
-/// assistant+tool exchange each, after a user message; then `tail` plain turns.
+/// A user message, one tool exchange per `(tool, args, result)`, then `tail`
+/// plain turns.
 fn openai(ops: &[(&str, Value, &str)], tail: usize) -> Conversation {
-    let mut msgs = vec![json!({"role": "user", "content": "please fix it"})];
-    for (i, (name, args, result)) in ops.iter().enumerate() {
-        msgs.push(json!({"role": "assistant", "content": "", "tool_calls": [
-            {"id": format!("c{i}"), "type": "function",
-             "function": {"name": name, "arguments": args.to_string()}}]}));
-        msgs.push(json!({"role": "tool", "tool_call_id": format!("c{i}"), "content": result}));
-    }
-    for i in 0..tail {
-        msgs.push(json!({"role": "user", "content": format!("next {i}")}));
-        msgs.push(json!({"role": "assistant", "content": format!("ok {i}")}));
-    }
-    Conversation::parse(&Value::Array(msgs).to_string()).unwrap()
+    ctxpress_core::fixtures::tool_session(None, ops, tail)
 }
 
 fn call_ids(conv: &Conversation) -> Vec<String> {

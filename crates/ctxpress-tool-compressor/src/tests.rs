@@ -1,24 +1,10 @@
 use super::*;
 use serde_json::json;
 
-/// An OpenAI conversation: a system prompt and a user message, then one
-/// assistant+tool exchange per `(tool, args, result)`, then `tail` plain turns.
+/// A system prompt, a user message, one tool exchange per `(tool, args,
+/// result)`, then `tail` plain turns.
 fn openai(ops: &[(&str, Value, String)], tail: usize) -> Conversation {
-    let mut msgs = vec![
-        json!({"role": "system", "content": "You are a coding agent."}),
-        json!({"role": "user", "content": "please fix it"}),
-    ];
-    for (i, (name, args, result)) in ops.iter().enumerate() {
-        msgs.push(json!({"role": "assistant", "content": "", "tool_calls": [
-            {"id": format!("c{i}"), "type": "function",
-             "function": {"name": name, "arguments": args.to_string()}}]}));
-        msgs.push(json!({"role": "tool", "tool_call_id": format!("c{i}"), "content": result}));
-    }
-    for i in 0..tail {
-        msgs.push(json!({"role": "user", "content": format!("next {i}")}));
-        msgs.push(json!({"role": "assistant", "content": format!("ok {i}")}));
-    }
-    Conversation::parse(&Value::Array(msgs).to_string()).unwrap()
+    ctxpress_core::fixtures::tool_session(Some("You are a coding agent."), ops, tail)
 }
 
 /// A source file of `n` lines, numbered like Claude Code's Read.
