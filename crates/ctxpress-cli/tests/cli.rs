@@ -248,6 +248,54 @@ fn compress_with_archive_then_expand_restores_bytes() {
         .code(2);
 }
 
+/// Invariant 4 on real data: every file of the shared corpus, through the
+/// compressing presets, expands back to the same bytes.
+#[test]
+fn corpus_compresses_and_expands_back_byte_identical() {
+    let corpus = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/corpus");
+    let Ok(entries) = std::fs::read_dir(&corpus) else {
+        eprintln!("skipped: no {}", corpus.display());
+        return;
+    };
+    let mut files: Vec<PathBuf> = entries
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
+        .collect();
+    files.sort();
+    assert!(!files.is_empty());
+    let dir = tempfile::tempdir().unwrap();
+    for f in &files {
+        for preset in ["chat", "agent"] {
+            let db = dir.path().join(format!("{preset}.db"));
+            let out = dir.path().join("out.jsonl");
+            let back = dir.path().join("back.jsonl");
+            bin()
+                .args(["compress", "--preset", preset, "--archive"])
+                .arg(&db)
+                .arg("-o")
+                .arg(&out)
+                .arg(f)
+                .assert()
+                .success();
+            bin()
+                .args(["expand", "--archive"])
+                .arg(&db)
+                .arg("-o")
+                .arg(&back)
+                .arg(&out)
+                .assert()
+                .success();
+            assert!(
+                std::fs::read(&back).unwrap() == std::fs::read(f).unwrap(),
+                "{} with {preset} does not expand back",
+                f.display()
+            );
+            std::fs::remove_file(&db).unwrap();
+        }
+    }
+}
+
 #[test]
 fn classify_prints_one_json_line_per_message() {
     let out = bin()

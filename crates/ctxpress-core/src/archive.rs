@@ -227,7 +227,8 @@ fn resolve(
 /// whole document (keyed `doc:` + the output's end key), and one per changed
 /// output position for conversations that were extended after compression.
 /// A per-position record whose first original has the same text as the output
-/// message is left out: after expansion the same key would match again.
+/// message, or whose key closes a prefix the input shares, is left out: after
+/// expansion the same key would match again.
 pub fn records(input: &Conversation, output: &Conversation) -> Vec<Record> {
     let in_texts: Vec<String> = input
         .messages
@@ -244,13 +245,21 @@ pub fn records(input: &Conversation, output: &Conversation) -> Vec<Record> {
     }
     let (origins, end) = provenance(input, output);
     let keys = chain_keys(output);
+    // A key the input itself produces closes an unchanged prefix: its record
+    // would fire again on the restored input (and, after the reordering
+    // fallback, delete messages that stand for nothing only in the output).
+    let input_keys: HashSet<String> = if input.envelope.prefix == output.envelope.prefix {
+        chain_keys(input).into_iter().collect()
+    } else {
+        HashSet::new()
+    };
     let mut out = vec![Record {
         key: format!("doc:{}", keys[keys.len() - 1]),
         originals: in_texts.clone(),
     }];
     for (i, (own, o)) in out_texts.iter().zip(&origins).enumerate() {
         let originals: Vec<String> = o.iter().map(|&j| in_texts[j].clone()).collect();
-        if originals.first() == Some(own) {
+        if originals.first() == Some(own) || input_keys.contains(&keys[i]) {
             continue;
         }
         out.push(Record {
@@ -258,7 +267,7 @@ pub fn records(input: &Conversation, output: &Conversation) -> Vec<Record> {
             originals,
         });
     }
-    if !end.is_empty() {
+    if !end.is_empty() && !input_keys.contains(&keys[keys.len() - 1]) {
         out.push(Record {
             key: keys[keys.len() - 1].clone(),
             originals: end.iter().map(|&j| in_texts[j].clone()).collect(),
@@ -439,6 +448,19 @@ mod tests {
         let input = Conversation::parse(DOC).unwrap();
         let mut out = input.clone();
         out.messages.swap(1, 2);
+        let arch = MemoryArchive::new();
+        archive(&input, &out, &arch).unwrap();
+        assert_eq!(expand(&out, &arch).unwrap().to_json_string(), DOC);
+    }
+
+    #[test]
+    fn reordering_after_an_unchanged_prefix_keeps_the_prefix() {
+        // The fallback gives every input to slot 0; the unchanged messages
+        // after it stand for nothing, and a record saying so would delete
+        // them again once the whole document is restored.
+        let input = Conversation::parse(DOC).unwrap();
+        let mut out = input.clone();
+        out.messages.swap(3, 4);
         let arch = MemoryArchive::new();
         archive(&input, &out, &arch).unwrap();
         assert_eq!(expand(&out, &arch).unwrap().to_json_string(), DOC);
