@@ -462,6 +462,67 @@ impl Message {
         true
     }
 
+    /// Replace the string argument `key` of the call `call_id` (OpenAI
+    /// `function.arguments`, re-serialized, or an Anthropic `tool_use` block's
+    /// `input`), keeping the other arguments and their order. Returns false,
+    /// changing nothing, when there is no such call or the argument is not a
+    /// string.
+    pub fn set_tool_call_arg(&mut self, call_id: &str, key: &str, value: &str) -> bool {
+        fn set(obj: &mut Value, key: &str, value: &str) -> bool {
+            match obj.get_mut(key) {
+                Some(v @ Value::String(_)) => {
+                    *v = Value::String(value.to_string());
+                    true
+                }
+                _ => false,
+            }
+        }
+        let in_calls = self
+            .tool_calls()
+            .iter()
+            .position(|c| c.id == call_id && c.args().get(key).is_some_and(Value::is_string));
+        let Some(pos) = in_calls else {
+            return false;
+        };
+        let is_openai = matches!(
+            self.0.fields.get("tool_calls"),
+            Some(Value::Array(a)) if pos < a.len()
+        );
+        let fields = self.fields_mut();
+        if is_openai {
+            let Some(f) = fields
+                .get_mut("tool_calls")
+                .and_then(|c| c.get_mut(pos))
+                .and_then(|c| c.get_mut("function"))
+            else {
+                return false;
+            };
+            match f.get_mut("arguments") {
+                Some(Value::String(a)) => {
+                    let Ok(mut args) = serde_json::from_str::<Value>(a) else {
+                        return false;
+                    };
+                    if !set(&mut args, key, value) {
+                        return false;
+                    }
+                    *a = args.to_string();
+                    true
+                }
+                Some(obj @ Value::Object(_)) => set(obj, key, value),
+                _ => false,
+            }
+        } else {
+            let Some(Value::Array(blocks)) = fields.get_mut("content") else {
+                return false;
+            };
+            blocks
+                .iter_mut()
+                .find(|b| block_type(b) == Some("tool_use") && str_of(b.get("id")) == Some(call_id))
+                .and_then(|b| b.get_mut("input"))
+                .is_some_and(|input| set(input, key, value))
+        }
+    }
+
     /// Remove the tool calls with these ids (OpenAI entries or Anthropic blocks).
     /// An emptied `tool_calls` array is removed, since providers reject it.
     pub fn remove_tool_calls(&mut self, ids: &HashSet<&str>) {
@@ -586,6 +647,38 @@ mod tests {
         a.remove_tool_calls(&["c1"].into_iter().collect());
         assert!(!a.fields().contains_key("tool_calls"));
         assert!(!a.has_tool_calls());
+    }
+
+    #[test]
+    fn set_tool_call_arg_in_both_dialects() {
+        let mut a = msg(json!({"role":"assistant","content":"","tool_calls":[
+                {"id":"c1","type":"function","function":{"name":"Write","arguments":"{\"path\":\"a.rs\",\"content\":\"long text\",\"n\":3}"}},
+                {"id":"c2","type":"function","function":{"name":"Write","arguments":"{\"path\":\"b.rs\",\"content\":\"other\"}"}}]}));
+        let before = a.clone();
+        // Not a string, no such key, no such call, arguments not JSON: no change.
+        assert!(!a.set_tool_call_arg("c1", "n", "x"));
+        assert!(!a.set_tool_call_arg("c1", "mode", "x"));
+        assert!(!a.set_tool_call_arg("c9", "content", "x"));
+        assert_eq!(a, before);
+        assert!(a.set_tool_call_arg("c2", "content", "S"));
+        let calls = a.tool_calls();
+        // The other call is untouched; argument order is kept.
+        assert_eq!(calls[0].arguments, before.tool_calls()[0].arguments);
+        assert_eq!(calls[1].arguments, r#"{"path":"b.rs","content":"S"}"#);
+
+        let mut b = msg(
+            json!({"role":"assistant","content":[{"type":"text","text":"w"},{"type":"tool_use","id":"t1","name":"Write","input":{"file_path":"x","content":"body"}}]}),
+        );
+        assert!(b.set_tool_call_arg("t1", "content", "S"));
+        assert_eq!(
+            b.tool_calls()[0].args(),
+            json!({"file_path":"x","content":"S"})
+        );
+        assert_eq!(b.text(), "w");
+        let mut bad = msg(
+            json!({"role":"assistant","content":"","tool_calls":[{"id":"c1","function":{"name":"W","arguments":"{not json"}}]}),
+        );
+        assert!(!bad.set_tool_call_arg("c1", "content", "S"));
     }
 
     #[test]

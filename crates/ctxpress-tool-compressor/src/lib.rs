@@ -36,7 +36,7 @@ use ctxpress_core::{
 use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-pub use summary::{Kind, Limits, PREFIX, Subject, summarize};
+pub use summary::{Kind, Limits, PREFIX, Subject, summarize, summarize_input};
 
 /// Parameters of the `tool_compressor` stage.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -65,6 +65,16 @@ pub struct ToolCompressorConfig {
     /// in the conversation and not in the summary. Results denser in unique
     /// terms stay verbatim. 0 turns the check off.
     pub chars_per_lost_term: usize,
+    /// With the information check on, a summary ends with a `names:` line
+    /// listing up to this many of the result's terms found nowhere else in
+    /// the conversation (first appearance first); only the terms beyond it
+    /// count as dropped. 0 lists none.
+    pub max_names: usize,
+    /// Also summarize the file content old write calls carry in their
+    /// arguments (outline, references and names, like a read), for calls
+    /// outside the protected tail and the last `keep_last`, that succeeded,
+    /// of files no recent call touches. Paths and other arguments stay.
+    pub inputs: bool,
     /// Summarize reads.
     pub reads: bool,
     /// Summarize write and edit results.
@@ -110,6 +120,8 @@ impl Default for ToolCompressorConfig {
             keep_unresolved_errors: true,
             min_saving: 0.2,
             chars_per_lost_term: 800,
+            max_names: 40,
+            inputs: false,
             reads: true,
             writes: true,
             commands: true,
@@ -205,12 +217,25 @@ pub struct Counts {
     pub searches: u64,
     /// Results of other tools summarized.
     pub other: u64,
+    /// Write-call inputs (file content in the arguments) summarized.
+    pub inputs: u64,
     /// Failed results kept because nothing acted on them yet.
     pub unresolved_errors_kept: u64,
     /// Results kept because their summary would drop too many unique terms.
     pub dense_kept: u64,
     /// Characters removed from result texts.
     pub chars_saved: u64,
+}
+
+/// The file content argument of a write call that may be summarized.
+#[derive(Debug, Clone)]
+struct InputCandidate {
+    /// Message index of the call.
+    msg: usize,
+    call_id: String,
+    /// The argument holding the content.
+    key: String,
+    subject: Subject,
 }
 
 /// One result that may be summarized.
@@ -222,6 +247,9 @@ struct Candidate {
     kind: Kind,
     subject: Subject,
 }
+
+/// Longer terms are never listed in a summary's `names:` line.
+const MAX_NAME_BYTES: usize = 120;
 
 const DONE_PREFIXES: &[&str] = &["[summary", "[truncated", "[ctxpress:", "[cce:"];
 const PATH_KEYS: &[&str] = &[
@@ -372,9 +400,10 @@ impl ToolCompressor {
         }
     }
 
-    /// The results that may be summarized, oldest first, plus the number of
-    /// failures kept because nothing acted on them.
-    fn candidates(&self, conv: &Conversation) -> (Vec<Candidate>, u64) {
+    /// The results that may be summarized, oldest first, the write inputs
+    /// that may be, and the number of failures kept because nothing acted on
+    /// them.
+    fn candidates(&self, conv: &Conversation) -> (Vec<Candidate>, Vec<InputCandidate>, u64) {
         let tail = conv.tail_start(self.cfg.protected_tail);
         let session_cwd = self
             .cfg
@@ -391,6 +420,8 @@ impl ToolCompressor {
         // Every answered call, in order.
         struct Rec {
             msg: usize,
+            call_msg: usize,
+            content_key: Option<String>,
             call_id: String,
             name: String,
             op: Option<Operation>,
@@ -434,8 +465,28 @@ impl ToolCompressor {
                     && chars >= self.cfg.min_chars
                     && !self.skipped_tool(&call.name)
                     && conv.messages.get(r).is_some_and(|m| text_only(m, &id));
+                let content_key = (self.cfg.inputs
+                    && unique
+                    && ex.call < tail
+                    && op.as_ref().is_some_and(|o| o.kind == OpKind::Write)
+                    && !self.skipped_tool(&call.name))
+                .then(|| self.table.find(&call.name))
+                .flatten()
+                .and_then(|spec| {
+                    spec.content_args.iter().find(|k| {
+                        args.get(k.as_str())
+                            .and_then(Value::as_str)
+                            .is_some_and(|t| {
+                                !DONE_PREFIXES.iter().any(|p| t.trim_start().starts_with(p))
+                                    && t.chars().count() >= self.cfg.min_chars
+                            })
+                    })
+                })
+                .cloned();
                 recs.push(Rec {
                     msg: r,
+                    call_msg: ex.call,
+                    content_key,
                     call_id: id,
                     name: call.name.to_string(),
                     display: display_paths(&self.table, &call.name, &args, op.as_ref()),
@@ -456,6 +507,36 @@ impl ToolCompressor {
                 unresolved.insert(i);
             }
             later.extend(keys);
+        }
+        // Write inputs: old, successful, of files no recent call touches.
+        let mut inputs = Vec::new();
+        if self.cfg.inputs {
+            let recent: HashSet<&str> = recs
+                .iter()
+                .skip(keep_from)
+                .filter_map(|r| r.op.as_ref())
+                .flat_map(|o| o.paths.iter().chain(o.writes.iter()))
+                .map(String::as_str)
+                .collect();
+            for r in recs.iter().take(keep_from) {
+                let (Some(key), Some(op)) = (&r.content_key, &r.op) else {
+                    continue;
+                };
+                if r.failed || op.paths.iter().any(|p| recent.contains(p.as_str())) {
+                    continue;
+                }
+                inputs.push(InputCandidate {
+                    msg: r.call_msg,
+                    call_id: r.call_id.clone(),
+                    key: key.clone(),
+                    subject: Subject {
+                        tool: r.name.clone(),
+                        paths: r.display.clone(),
+                        command: None,
+                        exit: None,
+                    },
+                });
+            }
         }
         let mut kept_errors = 0u64;
         let mut out = Vec::new();
@@ -497,7 +578,7 @@ impl ToolCompressor {
                 },
             });
         }
-        (out, kept_errors)
+        (out, inputs, kept_errors)
     }
 
     /// Summarize one candidate. With `terms`, apply the information check
@@ -529,35 +610,11 @@ impl ToolCompressor {
         } else {
             text.as_str()
         };
-        let s = summarize(c.kind, &subject, body, limits);
-        let before = text.chars().count();
-        let after = s.chars().count();
-        let max_after = ((before as f64) * (1.0 - self.cfg.min_saving)).floor() as usize;
-        if after >= before || after > max_after {
-            return Attempt::Skipped;
-        }
-        if let Some(global) = terms {
-            let orig = occurrences(&text);
-            let summ = occurrences(&s);
-            let lost = orig
-                .iter()
-                .filter(|(t, n)| {
-                    let total = global.get(**t).copied().unwrap_or(0);
-                    total.saturating_sub(**n) + summ.get(**t).copied().unwrap_or(0) == 0
-                })
-                .count();
-            if (before - after) < lost.saturating_mul(self.cfg.chars_per_lost_term) {
-                return Attempt::Dense;
-            }
-            for (t, n) in &orig {
-                if let Some(g) = global.get_mut(*t) {
-                    *g = g.saturating_sub(*n);
-                }
-            }
-            for (t, n) in summ {
-                *global.entry(t.to_string()).or_default() += n;
-            }
-        }
+        let mut s = summarize(c.kind, &subject, body, limits);
+        let saved = match self.settle(&text, &mut s, terms) {
+            Ok(n) => n,
+            Err(a) => return a,
+        };
         let tokens_before = measure.then(|| count_message(ctx.counter.as_ref(), m));
         let Some(m) = conv.messages.get_mut(c.msg) else {
             return Attempt::Skipped;
@@ -567,9 +624,119 @@ impl ToolCompressor {
         }
         let tokens = tokens_before.map(|tb| (tb, count_message(ctx.counter.as_ref(), m)));
         Attempt::Applied {
-            saved: (before - after) as u64,
+            saved: saved as u64,
             tokens,
         }
+    }
+
+    /// Summarize the content argument of one write call, as [`Self::try_one`]
+    /// does a result.
+    fn try_input(
+        &self,
+        conv: &mut Conversation,
+        c: &InputCandidate,
+        limits: &Limits,
+        terms: Option<&mut TermCounts>,
+        ctx: &StageContext,
+        measure: bool,
+    ) -> Attempt {
+        let Some(m) = conv.messages.get(c.msg) else {
+            return Attempt::Skipped;
+        };
+        let Some(text) = m
+            .tool_calls()
+            .into_iter()
+            .find(|call| call.id == c.call_id)
+            .and_then(|call| {
+                call.args()
+                    .get(&c.key)
+                    .and_then(Value::as_str)
+                    .map(str::to_string)
+            })
+        else {
+            return Attempt::Skipped;
+        };
+        let mut s = summarize_input(&c.subject, &text, limits);
+        let saved = match self.settle(&text, &mut s, terms) {
+            Ok(n) => n,
+            Err(a) => return a,
+        };
+        let tokens_before = measure.then(|| count_message(ctx.counter.as_ref(), m));
+        let size_before = m.size();
+        let Some(m) = conv.messages.get_mut(c.msg) else {
+            return Attempt::Skipped;
+        };
+        let original = m.clone();
+        if !m.set_tool_call_arg(&c.call_id, &c.key, &s) || m.size() >= size_before {
+            *m = original;
+            return Attempt::Skipped;
+        }
+        let tokens = tokens_before.map(|tb| (tb, count_message(ctx.counter.as_ref(), m)));
+        Attempt::Applied {
+            saved: saved as u64,
+            tokens,
+        }
+    }
+
+    /// Finish the summary `s` of `text`. With the information check
+    /// (`terms`), append the `names:` line (the terms only `text` holds, up
+    /// to `max_names`), reject a summary that would still drop too many, and
+    /// update the term counts. Returns the characters saved, or why not.
+    fn settle(
+        &self,
+        text: &str,
+        s: &mut String,
+        terms: Option<&mut TermCounts>,
+    ) -> Result<usize, Attempt> {
+        let before = text.chars().count();
+        let checked = terms.as_deref().map(|global| {
+            let orig = occurrences(text);
+            let summ = occurrences(s);
+            let only_here = |t: &str| {
+                let n = orig.get(t).copied().unwrap_or(0);
+                let total = global.get(t).copied().unwrap_or(0);
+                total.saturating_sub(n) == 0 && !summ.contains_key(t)
+            };
+            let mut names: Vec<&str> = Vec::new();
+            let mut lost = 0usize;
+            let mut seen: HashSet<&str> = HashSet::new();
+            lines::for_each_term(text, false, |t| {
+                if !seen.insert(t) || !only_here(t) {
+                    return;
+                }
+                if names.len() < self.cfg.max_names && t.len() <= MAX_NAME_BYTES {
+                    names.push(t);
+                } else {
+                    lost += 1;
+                }
+            });
+            (orig, names, lost)
+        });
+        if let Some((_, names, _)) = &checked
+            && !names.is_empty()
+        {
+            s.push_str("\nnames: ");
+            s.push_str(&names.join(", "));
+        }
+        let after = s.chars().count();
+        let max_after = ((before as f64) * (1.0 - self.cfg.min_saving)).floor() as usize;
+        if after >= before || after > max_after {
+            return Err(Attempt::Skipped);
+        }
+        if let (Some(global), Some((orig, _, lost))) = (terms, checked) {
+            if (before - after) < lost.saturating_mul(self.cfg.chars_per_lost_term) {
+                return Err(Attempt::Dense);
+            }
+            for (t, n) in &orig {
+                if let Some(g) = global.get_mut(*t) {
+                    *g = g.saturating_sub(*n);
+                }
+            }
+            for (t, n) in occurrences(s) {
+                *global.entry(t.to_string()).or_default() += n;
+            }
+        }
+        Ok(before - after)
     }
 
     /// Summarize eligible results of `conv` in place and return the counts.
@@ -581,7 +748,7 @@ impl ToolCompressor {
     /// first, only if the others were not enough.
     pub fn compress(&self, conv: &mut Conversation, ctx: &StageContext) -> Counts {
         let mut counts = Counts::default();
-        let (cands, kept_errors) = self.candidates(conv);
+        let (cands, inputs, kept_errors) = self.candidates(conv);
         counts.unresolved_errors_kept = kept_errors;
         let budget = self.cfg.budget_tokens.or(ctx.budget);
         let mut total = match budget {
@@ -593,12 +760,17 @@ impl ToolCompressor {
         }
         let limits = self.cfg.limits();
         let mut terms = (self.cfg.chars_per_lost_term > 0).then(|| term_counts(conv));
-        let mut dense: Vec<&Candidate> = Vec::new();
+        // Results oldest first, then write inputs oldest first.
+        let items = cands
+            .iter()
+            .map(Item::Result)
+            .chain(inputs.iter().map(Item::Input));
+        let mut dense: Vec<Item<'_>> = Vec::new();
         let mut fits = false;
-        for c in &cands {
-            match self.try_one(conv, c, &limits, terms.as_mut(), ctx, budget.is_some()) {
+        for item in items {
+            match self.try_item(conv, item, &limits, terms.as_mut(), ctx, budget.is_some()) {
                 Attempt::Applied { saved, tokens } => {
-                    counts.record(c.kind, saved);
+                    counts.record(item, saved);
                     if let (Some(b), Some((tb, ta))) = (budget, tokens) {
                         total = (total + ta).saturating_sub(tb);
                         if total <= b {
@@ -607,18 +779,18 @@ impl ToolCompressor {
                         }
                     }
                 }
-                Attempt::Dense => dense.push(c),
+                Attempt::Dense => dense.push(item),
                 Attempt::Skipped => {}
             }
         }
         if let (Some(b), false) = (budget, fits) {
-            // Over budget still: the dense results too, oldest first.
+            // Over budget still: the dense ones too, in the same order.
             let mut rest = dense.into_iter();
-            for c in rest.by_ref() {
+            for item in rest.by_ref() {
                 if let Attempt::Applied { saved, tokens } =
-                    self.try_one(conv, c, &limits, None, ctx, true)
+                    self.try_item(conv, item, &limits, None, ctx, true)
                 {
-                    counts.record(c.kind, saved);
+                    counts.record(item, saved);
                     if let Some((tb, ta)) = tokens {
                         total = (total + ta).saturating_sub(tb);
                     }
@@ -633,6 +805,28 @@ impl ToolCompressor {
         }
         counts
     }
+
+    fn try_item(
+        &self,
+        conv: &mut Conversation,
+        item: Item<'_>,
+        limits: &Limits,
+        terms: Option<&mut TermCounts>,
+        ctx: &StageContext,
+        measure: bool,
+    ) -> Attempt {
+        match item {
+            Item::Result(c) => self.try_one(conv, c, limits, terms, ctx, measure),
+            Item::Input(c) => self.try_input(conv, c, limits, terms, ctx, measure),
+        }
+    }
+}
+
+/// A tool result or a write input to summarize.
+#[derive(Clone, Copy)]
+enum Item<'a> {
+    Result(&'a Candidate),
+    Input(&'a InputCandidate),
 }
 
 /// What happened to one candidate.
@@ -649,8 +843,15 @@ enum Attempt {
 }
 
 impl Counts {
-    fn record(&mut self, kind: Kind, saved: u64) {
+    fn record(&mut self, item: Item<'_>, saved: u64) {
         self.chars_saved += saved;
+        let kind = match item {
+            Item::Result(c) => c.kind,
+            Item::Input(_) => {
+                self.inputs += 1;
+                return;
+            }
+        };
         match kind {
             Kind::Read => self.reads += 1,
             Kind::Write | Kind::Edit => self.writes += 1,
@@ -678,16 +879,18 @@ impl Strategy for ToolCompressor {
         out.count("commands", c.commands);
         out.count("searches", c.searches);
         out.count("other", c.other);
+        out.count("inputs", c.inputs);
         out.count("unresolved_errors_kept", c.unresolved_errors_kept);
         out.count("dense_kept", c.dense_kept);
         out.count("chars_saved", c.chars_saved);
         out.notes.push(format!(
-            "Summarized: {} reads, {} writes/edits, {} commands, {} searches, {} other; kept {} unresolved errors, {} dense results; {} chars saved",
+            "Summarized: {} reads, {} writes/edits, {} commands, {} searches, {} other, {} write inputs; kept {} unresolved errors, {} dense results; {} chars saved",
             c.reads,
             c.writes,
             c.commands,
             c.searches,
             c.other,
+            c.inputs,
             c.unresolved_errors_kept,
             c.dense_kept,
             c.chars_saved

@@ -133,9 +133,31 @@ fn plural(n: usize, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })
 }
 
+/// The summary of the file content a write call carried in its arguments
+/// (not its result): path, line count, outline and references, as for a read.
+pub fn summarize_input(subject: &Subject, text: &str, limits: &Limits) -> String {
+    let mut head = String::from(PREFIX);
+    head.push_str(&clip(&one_line(&subject.tool), 40));
+    head.push_str(" input");
+    file_outline(head, subject, text, limits, true)
+}
+
 /// A read: path, line count and range, the outline (declarations with their
 /// line numbers) and the references of the rest.
 fn read(subject: &Subject, text: &str, limits: &Limits) -> String {
+    file_outline(subject.head(Kind::Read, 200), subject, text, limits, false)
+}
+
+/// `head` followed by the line count and range, the outline and the
+/// references of file content. With `count_lines`, unnumbered content
+/// (a file as written, not as a read tool shows it) gets line numbers.
+fn file_outline(
+    mut out: String,
+    subject: &Subject,
+    text: &str,
+    limits: &Limits,
+    count_lines: bool,
+) -> String {
     let lines = split_numbered(text);
     let lang = subject
         .paths
@@ -152,7 +174,6 @@ fn read(subject: &Subject, text: &str, limits: &Limits) -> String {
     let kept: Vec<usize> = pick_by_rank(&decls, limits.max_outline);
     let first = lines.iter().find_map(|l| l.number);
     let last = lines.iter().rev().find_map(|l| l.number);
-    let mut out = subject.head(Kind::Read, 200);
     // Count the file's lines, not a tool's header or footer around them.
     let numbered = lines.iter().filter(|l| l.number.is_some()).count();
     let count = if numbered > 0 { numbered } else { lines.len() };
@@ -180,8 +201,14 @@ fn read(subject: &Subject, text: &str, limits: &Limits) -> String {
         for &i in &kept {
             if let Some(l) = lines.get(i) {
                 out.push('\n');
-                if let Some(n) = l.number {
-                    let _ = write!(out, "{n}: ");
+                match l.number {
+                    Some(n) => {
+                        let _ = write!(out, "{n}: ");
+                    }
+                    None if count_lines => {
+                        let _ = write!(out, "{}: ", i + 1);
+                    }
+                    None => {}
                 }
                 out.push_str(&clip(l.body.trim_end(), limits.max_line_chars));
             }

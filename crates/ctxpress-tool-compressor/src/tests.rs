@@ -438,3 +438,158 @@ fn budget_takes_dense_results_last() {
     assert_eq!((n.reads, n.dense_kept), (2, 0));
     assert!(result_text(&c, "c0").starts_with(PREFIX));
 }
+
+#[test]
+fn names_line_lists_the_terms_only_the_result_holds() {
+    // Plain lines plus three identifiers; `shared_helper` is also in a later
+    // command, so only the other two are the result's own.
+    let mut text = source(60);
+    text.push_str("61\t  total += load_settings(parseFlags(shared_helper));\n");
+    let ops = vec![
+        ("Read", json!({"file_path": "/r/a.js"}), text.clone()),
+        (
+            "Bash",
+            json!({"command": "node run.js shared_helper"}),
+            "ok".to_string(),
+        ),
+    ];
+    let check = |max_names| ToolCompressorConfig {
+        chars_per_lost_term: 1500,
+        max_names,
+        ..cfg()
+    };
+    let mut c = openai(&ops, 0);
+    let n = run(&mut c, check(40));
+    assert_eq!((n.reads, n.dense_kept), (1, 0));
+    let s = result_text(&c, "c0");
+    assert!(s.ends_with("\nnames: load_settings, parseFlags"), "{s}");
+    // Without the line, both count as lost: 3,000 characters of saving are
+    // asked for and this summary saves less, so the result stays.
+    let mut c = openai(&ops, 0);
+    let n = run(&mut c, check(0));
+    assert_eq!((n.reads, n.dense_kept), (0, 1));
+    assert_eq!(result_text(&c, "c0"), text);
+    // With the check off there is no line.
+    let mut c = openai(&ops, 0);
+    run(&mut c, cfg());
+    assert!(!result_text(&c, "c0").contains("names:"));
+}
+
+/// The file content a source of `n` lines is written with (no line numbers).
+fn written(n: usize) -> String {
+    source(n)
+        .lines()
+        .map(|l| l.split_once('\t').map_or(l, |(_, b)| b))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn call_args(conv: &Conversation, id: &str) -> Value {
+    conv.messages
+        .iter()
+        .flat_map(|m| m.tool_calls())
+        .find(|c| c.id == id)
+        .map(|c| c.args())
+        .unwrap_or_default()
+}
+
+#[test]
+fn old_write_inputs_become_outlines() {
+    let content = written(60);
+    let ops = vec![
+        (
+            "Write",
+            json!({"file_path": "/r/src/a.js", "content": content, "mode": "create"}),
+            "File created successfully at: /r/src/a.js".to_string(),
+        ),
+        ("Bash", json!({"command": "npm test"}), "ok".to_string()),
+    ];
+    let inputs = ToolCompressorConfig {
+        inputs: true,
+        ..cfg()
+    };
+    // Off by default.
+    let mut c = openai(&ops, 0);
+    assert_eq!(run(&mut c, cfg()).inputs, 0);
+    assert_eq!(call_args(&c, "c0")["content"], content.as_str());
+
+    let input = openai(&ops, 0);
+    let mut c = input.clone();
+    let n = run(&mut c, inputs.clone());
+    assert_eq!(n.inputs, 1);
+    let args = call_args(&c, "c0");
+    assert_eq!(args["file_path"], "/r/src/a.js");
+    assert_eq!(args["mode"], "create");
+    let s = args["content"].as_str().unwrap();
+    assert!(
+        s.starts_with(
+            "[summary: tool Write input: 60 lines; outline: 6 declarations]\n1: export function handler1(req) {\n11: export function handler11(req) {"
+        ),
+        "{s}"
+    );
+    assert_eq!(shape_of(&c), shape_of(&input));
+    assert!(c.size() < input.size());
+    // Once summarized, a second run leaves it.
+    assert_eq!(run(&mut c, inputs.clone()).inputs, 0);
+
+    // Kept: inside the protected tail or the last `keep_last` calls, when a
+    // recent call touches the file, and when the write failed.
+    for cfg in [
+        ToolCompressorConfig {
+            protected_tail: 3,
+            ..inputs.clone()
+        },
+        ToolCompressorConfig {
+            keep_last: 2,
+            ..inputs.clone()
+        },
+    ] {
+        let mut c = openai(&ops, 0);
+        assert_eq!(run(&mut c, cfg).inputs, 0);
+    }
+    let mut touched = ops.clone();
+    touched.push(("Read", json!({"file_path": "/r/src/a.js"}), source(60)));
+    let mut c = openai(&touched, 0);
+    let n = run(
+        &mut c,
+        ToolCompressorConfig {
+            keep_last: 1,
+            ..inputs.clone()
+        },
+    );
+    assert_eq!(n.inputs, 0);
+    let mut failed = ops.clone();
+    failed[0].2 = "Error: EACCES: permission denied, open '/r/src/a.js'".to_string();
+    let mut c = openai(&failed, 0);
+    assert_eq!(run(&mut c, inputs).inputs, 0);
+}
+
+#[test]
+fn write_inputs_in_anthropic_tool_use_blocks() {
+    let content = written(60);
+    let doc = json!({"system": "s", "messages": [
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": [
+            {"type": "text", "text": "writing"},
+            {"type": "tool_use", "id": "t1", "name": "Write",
+             "input": {"file_path": "/r/a.js", "content": content}}]},
+        {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "t1", "content": "File created successfully"}]},
+        {"role": "assistant", "content": "done"}
+    ]});
+    let input = Conversation::parse(&doc.to_string()).unwrap();
+    let mut c = input.clone();
+    let n = run(
+        &mut c,
+        ToolCompressorConfig {
+            inputs: true,
+            ..cfg()
+        },
+    );
+    assert_eq!(n.inputs, 1);
+    let args = call_args(&c, "t1");
+    assert_eq!(args["file_path"], "/r/a.js");
+    assert!(args["content"].as_str().unwrap().starts_with(PREFIX));
+    assert_eq!(c.messages[1].text(), "writing");
+    assert!(c.size() < input.size());
+}

@@ -74,7 +74,8 @@ fn text_of(b: &Body) -> String {
     }
 }
 
-fn call_of(kind: u8, path: u8) -> (&'static str, Value) {
+/// The call of `kind` on file `path`; a write carries `body` as its content.
+fn call_of(kind: u8, path: u8, body: &str) -> (&'static str, Value) {
     let p = format!("/r/src/f{path}.rs");
     match kind {
         0 => ("Read", json!({"file_path": p})),
@@ -88,10 +89,7 @@ fn call_of(kind: u8, path: u8) -> (&'static str, Value) {
             "exec_command",
             json!({"cmd": format!("sed -n '1,80p' {p}"), "workdir": "/r"}),
         ),
-        5 => (
-            "Write",
-            json!({"file_path": p, "content": "fn main() {}\n"}),
-        ),
+        5 => ("Write", json!({"file_path": p, "content": body})),
         _ => ("mcp__docs__query", json!({"q": "handler"})),
     }
 }
@@ -103,7 +101,7 @@ fn build(steps: &[Step], anthropic: bool, unanswered_last: bool) -> Conversation
         let mut tc = Vec::new();
         let mut results = Vec::new();
         for (kind, path, text) in calls {
-            let (name, args) = call_of(kind, path);
+            let (name, args) = call_of(kind, path, &text);
             let id = format!("c{n}");
             n += 1;
             tc.push((id.clone(), name, args));
@@ -154,7 +152,7 @@ fn build(steps: &[Step], anthropic: bool, unanswered_last: bool) -> Conversation
         }
     }
     if unanswered_last {
-        let (name, args) = call_of(0, 0);
+        let (name, args) = call_of(0, 0, "");
         if anthropic {
             msgs.push(json!({"role": "assistant", "content": [{"type": "tool_use", "id": "dangling", "name": name, "input": args}]}));
         } else {
@@ -200,6 +198,7 @@ proptest! {
         min_chars in prop_oneof![Just(0usize), Just(100), Just(400)],
         check in prop_oneof![Just(0usize), Just(800)],
         budget in proptest::option::of(0usize..6000),
+        inputs in any::<bool>(),
     ) {
         let input = build(&steps, anthropic, unanswered);
         let before = validate(&input);
@@ -211,6 +210,7 @@ proptest! {
             min_chars,
             chars_per_lost_term: check,
             budget_tokens: budget,
+            inputs,
             ..Default::default()
         })));
         let report = p.run(&mut out, &StageContext::default());
@@ -223,7 +223,21 @@ proptest! {
         for (i, (a, b)) in input.messages.iter().zip(&out.messages).enumerate() {
             prop_assert!(b.size() <= a.size());
             let changed = input.message_json(a) != out.message_json(b);
-            if changed {
+            if changed && !a.is_tool_result() {
+                // A write call outside the protected tail: only its content
+                // argument changes, to a summary.
+                prop_assert!(inputs && i < t, "message {} changed", i);
+                for (x, y) in a.tool_calls().iter().zip(b.tool_calls()) {
+                    let (xa, ya) = (x.args(), y.args());
+                    if xa == ya {
+                        continue;
+                    }
+                    prop_assert_eq!(&x.name, "Write");
+                    prop_assert_eq!(&xa["file_path"], &ya["file_path"]);
+                    let summary = ya["content"].as_str().unwrap_or_default();
+                    prop_assert!(summary.starts_with("[summary: tool Write input: "), "{}", summary);
+                }
+            } else if changed {
                 // Only tool-result carriers outside the protected tail change.
                 prop_assert!(i < t && a.is_tool_result(), "message {} changed", i);
                 for r in b.tool_results() {
@@ -270,6 +284,11 @@ proptest! {
 fn generator_produces_compressible_sessions() {
     let steps = vec![
         Step::Op {
+            kind: 5,
+            path: 2,
+            body: Body::Source(80),
+        },
+        Step::Op {
             kind: 0,
             path: 0,
             body: Body::Source(80),
@@ -288,10 +307,15 @@ fn generator_produces_compressible_sessions() {
             protected_tail: 0,
             keep_last: 0,
             chars_per_lost_term: 0,
+            inputs: true,
             ..Default::default()
         })
         .compress(&mut out, &StageContext::default());
-        assert_eq!((n.reads, n.commands), (1, 1), "anthropic={anthropic}");
+        assert_eq!(
+            (n.reads, n.commands, n.inputs),
+            (1, 1, 1),
+            "anthropic={anthropic}"
+        );
         assert!(out.size() < input.size());
     }
 }
