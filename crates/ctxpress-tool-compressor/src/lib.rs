@@ -12,10 +12,18 @@
 //! - commands and other tools: command, exit status, first and last lines,
 //!   error lines and count lines (test summaries, match counts), lines that
 //!   differ only in numbers kept once;
-//! - searches: match and file counts, the files with their match counts.
+//! - searches: match and file counts, the files with their match counts;
+//! - with `inputs`, the file content an old write call carries in its
+//!   arguments: line count, outline and references, as for a read.
+//!
+//! With the information check on, a summary ends with a `names:` line: the
+//! terms (paths, compound identifiers, versions) of the summarized text found
+//! nowhere else in the conversation (up to `max_names`), so dropping the
+//! text does not drop them from the conversation.
 //!
 //! Every summary starts with `[summary: tool ` (the classifier's "already
-//! compressed" prefix). Only result text changes: call ids, pairing, roles
+//! compressed" prefix). Only result text (and with `inputs` the content
+//! argument of a write) changes: call ids, pairing, roles
 //! and message order stay. Never touched: system messages, the protected
 //! tail, the last `keep_last` results, short results, results with non-text
 //! parts, failures the agent has not acted on yet (no later call of the same
