@@ -226,6 +226,12 @@ impl Message {
         self.0.raw.as_deref()
     }
 
+    /// Address of the shared message data: equal for clones of one message
+    /// until either is changed (a cache key while a clone is kept alive).
+    pub fn share_key(&self) -> usize {
+        Arc::as_ptr(&self.0) as usize
+    }
+
     /// True when both handles point at the same unchanged allocation.
     pub fn same(a: &Message, b: &Message) -> bool {
         Arc::ptr_eq(&a.0, &b.0)

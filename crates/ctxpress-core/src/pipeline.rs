@@ -4,7 +4,7 @@
 //! fails, is reverted and reported as such.
 
 use crate::conversation::Conversation;
-use crate::message::MessageId;
+use crate::message::{Message, MessageId};
 use crate::strategy::{BuiltStrategy, StageContext, StageOutcome};
 use crate::tokens::count_message;
 use crate::validate::{introduces_violations, validate};
@@ -130,27 +130,41 @@ pub struct Pipeline {
     pub stages: Vec<Stage>,
 }
 
+#[derive(Clone)]
 struct Measure {
     messages: usize,
     tokens: usize,
     chars: usize,
     sizes: HashMap<MessageId, usize>,
+    /// (tokens, size) of each measured message by [`Message::share_key`];
+    /// the clone keeps the key's allocation alive, so a key is never reused.
+    memo: HashMap<usize, (Message, usize, usize)>,
 }
 
-fn measure(conv: &Conversation, ctx: &StageContext) -> Measure {
+/// Measure `conv`; messages a stage left untouched (still shared with the
+/// conversation `prev` measured) are not counted again.
+fn measure(conv: &Conversation, ctx: &StageContext, prev: Option<&Measure>) -> Measure {
+    let mut tokens = 0;
+    let mut chars = 0;
+    let mut sizes = HashMap::with_capacity(conv.messages.len());
+    let mut memo = HashMap::with_capacity(conv.messages.len());
+    for m in &conv.messages {
+        let key = m.share_key();
+        let (t, n) = match prev.and_then(|p| p.memo.get(&key)) {
+            Some((old, t, n)) if Message::same(old, m) => (*t, *n),
+            _ => (count_message(ctx.counter.as_ref(), m), m.size()),
+        };
+        tokens += t;
+        chars += n;
+        sizes.insert(m.id().clone(), n);
+        memo.insert(key, (m.clone(), t, n));
+    }
     Measure {
         messages: conv.messages.len(),
-        tokens: conv
-            .messages
-            .iter()
-            .map(|m| count_message(ctx.counter.as_ref(), m))
-            .sum(),
-        chars: conv.size(),
-        sizes: conv
-            .messages
-            .iter()
-            .map(|m| (m.id().clone(), m.size()))
-            .collect(),
+        tokens,
+        chars,
+        sizes,
+        memo,
     }
 }
 
@@ -187,7 +201,7 @@ impl Pipeline {
     /// [`Pipeline::run_async`] for pipelines that have them.
     pub fn run(&self, conv: &mut Conversation, ctx: &StageContext) -> Report {
         let start = Instant::now();
-        let mut before = measure(conv, ctx);
+        let mut before = measure(conv, ctx, None);
         let first = (before.messages, before.tokens, before.chars);
         let mut violations = validate(conv);
         let mut stages = Vec::with_capacity(self.stages.len());
@@ -209,7 +223,7 @@ impl Pipeline {
     /// Run, awaiting async stages.
     pub async fn run_async(&self, conv: &mut Conversation, ctx: &StageContext) -> Report {
         let start = Instant::now();
-        let mut before = measure(conv, ctx);
+        let mut before = measure(conv, ctx, None);
         let first = (before.messages, before.tokens, before.chars);
         let mut violations = validate(conv);
         let mut stages = Vec::with_capacity(self.stages.len());
@@ -280,7 +294,7 @@ fn finish(
     let mut after_v = violations.to_vec();
     let mut after = None;
     if status == StageStatus::Applied {
-        let m = measure(conv, ctx);
+        let m = measure(conv, ctx, Some(before));
         let v = validate(conv);
         if introduces_violations(violations, &v) {
             let first = v
@@ -311,12 +325,7 @@ fn finish(
     if status != StageStatus::Applied {
         *conv = snapshot;
     }
-    let after = after.unwrap_or_else(|| Measure {
-        messages: before.messages,
-        tokens: before.tokens,
-        chars: before.chars,
-        sizes: before.sizes.clone(),
-    });
+    let after = after.unwrap_or_else(|| before.clone());
     let r = StageReport {
         name: stage.name.clone(),
         status,

@@ -698,26 +698,32 @@ impl ToolCompressor {
     ) -> Result<usize, Attempt> {
         let before = text.chars().count();
         let checked = terms.as_deref().map(|global| {
-            let orig = occurrences(text);
+            // Occurrences of each term of `text`, and the terms in order of
+            // first appearance.
+            let mut orig: HashMap<&str, u32> = HashMap::new();
+            let mut order: Vec<&str> = Vec::new();
+            lines::for_each_term(text, false, |t| match orig.get_mut(t) {
+                Some(n) => *n += 1,
+                None => {
+                    orig.insert(t, 1);
+                    order.push(t);
+                }
+            });
             let summ = occurrences(s);
-            let only_here = |t: &str| {
-                let n = orig.get(t).copied().unwrap_or(0);
-                let total = global.get(t).copied().unwrap_or(0);
-                total.saturating_sub(n) == 0 && !summ.contains_key(t)
-            };
             let mut names: Vec<&str> = Vec::new();
             let mut lost = 0usize;
-            let mut seen: HashSet<&str> = HashSet::new();
-            lines::for_each_term(text, false, |t| {
-                if !seen.insert(t) || !only_here(t) {
-                    return;
+            for t in order {
+                let n = orig.get(t).copied().unwrap_or(0);
+                let total = global.get(t).copied().unwrap_or(0);
+                if total.saturating_sub(n) != 0 || summ.contains_key(t) {
+                    continue;
                 }
                 if names.len() < self.cfg.max_names && t.len() <= MAX_NAME_BYTES {
                     names.push(t);
                 } else {
                     lost += 1;
                 }
-            });
+            }
             (orig, names, lost)
         });
         if let Some((_, names, _)) = &checked
