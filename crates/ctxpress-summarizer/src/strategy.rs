@@ -228,8 +228,14 @@ fn render(unit: &Unit, summary: &str, cfg: &SummarizerConfig) -> String {
             format_code_split(summary, &fences, id.as_deref())
         }
         UnitKind::Compress => {
-            let entities = if cfg.max_entities > 0 {
-                extract_entities(&unit.original, cfg.max_entities)
+            // Entities the summary text already holds would be said twice:
+            // the slots go to the ones it dropped.
+            let entities: Vec<String> = if cfg.max_entities > 0 {
+                extract_entities(&unit.original, usize::MAX)
+                    .into_iter()
+                    .filter(|e| !summary.contains(e.as_str()))
+                    .take(cfg.max_entities)
+                    .collect()
             } else {
                 Vec::new()
             };

@@ -68,6 +68,11 @@ fn compresses_single_message_and_keeps_id() {
     assert!(t.starts_with("[summary: ") && t.ends_with(']'), "{t}");
     assert!(t.contains(" | entities: "), "{t}");
     assert!(t.contains("healthCheck"), "{t}");
+    // Entities the summary text holds are not listed again.
+    let (body, listed) = t.trim_end_matches(']').split_once(" | entities: ").unwrap();
+    for e in listed.split(", ") {
+        assert!(!body.contains(e), "{e} twice in {t}");
+    }
     assert!(t.chars().count() < PROSE_A.chars().count());
     assert_eq!(text(&c, 0), "hi");
     assert!(out.notes.is_empty(), "{:?}", out.notes);
