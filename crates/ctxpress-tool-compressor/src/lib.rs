@@ -623,18 +623,9 @@ impl ToolCompressor {
             Ok(n) => n,
             Err(a) => return a,
         };
-        let tokens_before = measure.then(|| count_message(ctx.counter.as_ref(), m));
-        let Some(m) = conv.messages.get_mut(c.msg) else {
-            return Attempt::Skipped;
-        };
-        if !m.set_tool_result_text(&c.call_id, s) {
-            return Attempt::Skipped;
-        }
-        let tokens = tokens_before.map(|tb| (tb, count_message(ctx.counter.as_ref(), m)));
-        Attempt::Applied {
-            saved: saved as u64,
-            tokens,
-        }
+        edit(conv, c.msg, ctx, measure, saved, |m| {
+            m.set_tool_result_text(&c.call_id, s)
+        })
     }
 
     /// Summarize the content argument of one write call, as [`Self::try_one`]
@@ -669,21 +660,16 @@ impl ToolCompressor {
             Ok(n) => n,
             Err(a) => return a,
         };
-        let tokens_before = measure.then(|| count_message(ctx.counter.as_ref(), m));
         let size_before = m.size();
-        let Some(m) = conv.messages.get_mut(c.msg) else {
-            return Attempt::Skipped;
-        };
-        let original = m.clone();
-        if !m.set_tool_call_arg(&c.call_id, &c.key, &s) || m.size() >= size_before {
-            *m = original;
-            return Attempt::Skipped;
-        }
-        let tokens = tokens_before.map(|tb| (tb, count_message(ctx.counter.as_ref(), m)));
-        Attempt::Applied {
-            saved: saved as u64,
-            tokens,
-        }
+        edit(conv, c.msg, ctx, measure, saved, |m| {
+            // Re-serialized arguments must not come out longer anywhere.
+            let original = m.clone();
+            let done = m.set_tool_call_arg(&c.call_id, &c.key, &s) && m.size() < size_before;
+            if !done {
+                *m = original;
+            }
+            done
+        })
     }
 
     /// Finish the summary `s` of `text`. With the information check
@@ -833,6 +819,30 @@ impl ToolCompressor {
             Item::Result(c) => self.try_one(conv, c, limits, terms, ctx, measure),
             Item::Input(c) => self.try_input(conv, c, limits, terms, ctx, measure),
         }
+    }
+}
+
+/// Change message `msg` with `change` (false: nothing changed) and report
+/// it, with its tokens before and after when `measure`.
+fn edit(
+    conv: &mut Conversation,
+    msg: usize,
+    ctx: &StageContext,
+    measure: bool,
+    saved: usize,
+    change: impl FnOnce(&mut Message) -> bool,
+) -> Attempt {
+    let Some(m) = conv.messages.get_mut(msg) else {
+        return Attempt::Skipped;
+    };
+    let tokens_before = measure.then(|| count_message(ctx.counter.as_ref(), m));
+    if !change(m) {
+        return Attempt::Skipped;
+    }
+    let tokens = tokens_before.map(|tb| (tb, count_message(ctx.counter.as_ref(), m)));
+    Attempt::Applied {
+        saved: saved as u64,
+        tokens,
     }
 }
 
