@@ -135,10 +135,20 @@ pub fn similar_pairs(sets: &[LineSet], limits: Limits) -> (Vec<(usize, usize, f6
         if s.sorted.is_empty() {
             continue;
         }
-        let mut order: Vec<u64> = s.sorted.clone();
-        order.sort_unstable_by_key(|h| (df.get(h).copied().unwrap_or(0), *h));
-        let p = prefix_len(order.len(), limits.threshold);
-        let prefix = order.get(..p).unwrap_or(&order);
+        // Rarest lines first (document frequency looked up once per line).
+        let mut keyed: Vec<(u32, u64)> = s
+            .sorted
+            .iter()
+            .map(|h| (df.get(h).copied().unwrap_or(0), *h))
+            .collect();
+        let p = prefix_len(keyed.len(), limits.threshold).min(keyed.len());
+        if p > 0 && p < keyed.len() {
+            keyed.select_nth_unstable(p - 1);
+        }
+        let head = keyed.get_mut(..p).unwrap_or_default();
+        head.sort_unstable();
+        let order: Vec<u64> = head.iter().map(|&(_, h)| h).collect();
+        let prefix = order.as_slice();
         let mut compared = 0usize;
         'probe: for h in prefix {
             let Some(post) = index.get(h) else { continue };
