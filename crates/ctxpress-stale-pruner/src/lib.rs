@@ -11,11 +11,17 @@
 //!    (the agent still needs an unresolved error);
 //!
 //! plus read references: a read returning exactly what the agent wrote or a
-//! kept earlier read returned becomes a short reference to it.
+//! kept earlier read returned becomes a short reference to it, and, with
+//! `display_only` (spec 004), UI-only messages are deleted: those with a
+//! top-level `"display_only": true` or the role `display_only_data`. The
+//! archive records removed messages like any other, so `ctxpress expand`
+//! restores them.
 //!
 //! Removing an operation removes its call and its result together. Calls
-//! without a result, unknown tools, user messages and the protected tail are
-//! never touched.
+//! without a result, unknown tools, user messages, the protected tail and
+//! messages annotated `protected` are never touched (display-only messages
+//! are not for the model, so the tail does not keep them; a display-only
+//! message carrying tool calls or results stays, for the pairing).
 
 use ctxpress_core::dialect::{
     self, DialectTable, OpKind, Operation, Status, command_family, content_fingerprint,
@@ -58,6 +64,10 @@ pub struct StalePrunerConfig {
     pub read_references: bool,
     /// User and assistant messages at the end that are never touched.
     pub protected_tail: usize,
+    /// Delete UI-only messages (spec 004 `display_only_data`): a top-level
+    /// `"display_only": true` or the role `display_only_data`. Messages that
+    /// carry tool calls or tool results, or are annotated `protected`, stay.
+    pub display_only: bool,
     /// The session's working directory, when the conversation does not say.
     pub cwd: Option<String>,
     /// Extra tool dialects, layered over the built-in table.
@@ -75,6 +85,7 @@ impl Default for StalePrunerConfig {
             failed_commands: true,
             read_references: true,
             protected_tail: 5,
+            display_only: false,
             cwd: None,
             dialect: DialectTable::default(),
         }
@@ -160,6 +171,18 @@ pub struct Counts {
     pub failed_commands: u64,
     /// Reads made references.
     pub read_references: u64,
+    /// UI-only messages deleted (`display_only`).
+    pub display_data_deleted: u64,
+}
+
+/// Role of spec 004's UI-only messages.
+pub const DISPLAY_ONLY_ROLE: &str = "display_only_data";
+
+/// True for a UI-only message: a top-level `"display_only": true` or the role
+/// [`DISPLAY_ONLY_ROLE`].
+pub fn is_display_only(m: &ctxpress_core::Message) -> bool {
+    m.role_str() == DISPLAY_ONLY_ROLE
+        || m.fields().get("display_only") == Some(&serde_json::Value::Bool(true))
 }
 
 impl StalePruner {
@@ -225,10 +248,18 @@ impl StalePruner {
                     }
                     None => (None, Status::Unknown, None, 0),
                 };
+                let protected = |i: usize| {
+                    conv.messages
+                        .get(i)
+                        .is_some_and(|m| conv.ann(m.id()).is_some_and(|a| a.protected))
+                };
                 let mutable = unique
                     && ex.call < tail
-                    && result_msg.is_some_and(|r| r < tail)
-                    && msg.role() == Role::Assistant;
+                    && result_msg.is_some_and(|r| r < tail && !conv.is_protected(r))
+                    && !conv.is_protected(ex.call)
+                    && msg.role() == Role::Assistant
+                    && !protected(ex.call)
+                    && !result_msg.is_some_and(protected);
                 recs.push(Rec {
                     op,
                     call_id: id,
@@ -327,11 +358,18 @@ impl StalePruner {
     }
 }
 
-fn summary(c: &Counts) -> String {
-    format!(
+fn summary(c: &Counts, display_only: bool) -> String {
+    let mut s = format!(
         "Removed: {} stale reads, {} stale edits, {} stale bash, {} failed bash; {} reads made references",
         c.stale_reads, c.superseded_edits, c.stale_commands, c.failed_commands, c.read_references
-    )
+    );
+    if display_only {
+        s.push_str(&format!(
+            "; {} display-only messages deleted",
+            c.display_data_deleted
+        ));
+    }
+    s
 }
 
 fn only_thinking(m: &ctxpress_core::Message) -> bool {
@@ -354,11 +392,39 @@ fn only_thinking(m: &ctxpress_core::Message) -> bool {
 }
 
 impl StalePruner {
+    /// Delete the UI-only messages (see [`is_display_only`]) that carry no
+    /// tool call or result and are not annotated `protected`; returns how many.
+    pub fn drop_display_only(conv: &mut Conversation) -> u64 {
+        let before = conv.messages.len();
+        let ann = conv.annotations();
+        let keep: Vec<bool> = conv
+            .messages
+            .iter()
+            .map(|m| {
+                !is_display_only(m)
+                    || m.has_tool_calls()
+                    || m.is_tool_result()
+                    || ann.get(m.id()).is_some_and(|a| a.protected)
+            })
+            .collect();
+        let mut keep = keep.into_iter();
+        conv.messages.retain(|_| keep.next().unwrap_or(true));
+        (before - conv.messages.len()) as u64
+    }
+
     /// Prune `conv` in place and return the counts.
     pub fn prune(&self, conv: &mut Conversation) -> Counts {
+        let display_data_deleted = if self.cfg.display_only {
+            Self::drop_display_only(conv)
+        } else {
+            0
+        };
         let recs = self.collect(conv);
         let removed = self.decide(&recs);
-        let mut counts = Counts::default();
+        let mut counts = Counts {
+            display_data_deleted,
+            ..Counts::default()
+        };
         for rule in removed.values() {
             match rule {
                 Rule::StaleRead => counts.stale_reads += 1,
@@ -480,9 +546,12 @@ impl Strategy for StalePruner {
         out.count("stale_commands", c.stale_commands);
         out.count("failed_commands", c.failed_commands);
         out.count("read_references", c.read_references);
+        if self.cfg.display_only {
+            out.count("display_data_deleted", c.display_data_deleted);
+        }
         out.notes.push(format!(
             "{}; messages {} -> {}, tokens {} -> {}",
-            summary(&c),
+            summary(&c, self.cfg.display_only),
             msgs_before,
             conv.messages.len(),
             tokens_before,

@@ -339,3 +339,165 @@ fn outcome_reports_counts_and_summary() {
     );
     assert!(o.notes[0].contains("messages 11 -> 9"), "{}", o.notes[0]);
 }
+
+fn display_cfg() -> StalePrunerConfig {
+    StalePrunerConfig {
+        display_only: true,
+        ..Default::default()
+    }
+}
+
+fn roles(c: &Conversation) -> Vec<String> {
+    c.messages
+        .iter()
+        .map(|m| m.role_str().to_string())
+        .collect()
+}
+
+/// An OpenAI session with both forms of UI-only message, one of them in the
+/// protected tail, and one display-only message that carries a tool call.
+fn openai_display_doc() -> String {
+    json!([
+        {"role": "system", "content": "s"},
+        {"role": "user", "content": "fix the build"},
+        {"role": "display_only_data", "content": "[ui] spinner: thinking..."},
+        {"role": "assistant", "content": "", "display_only": true, "tool_calls": [
+            {"id": "k", "type": "function", "function": {"name": "Bash", "arguments": "{\"command\":\"make\"}"}}]},
+        {"role": "tool", "tool_call_id": "k", "content": "built"},
+        {"role": "assistant", "content": "Build done.", "display_only": true},
+        {"role": "assistant", "content": "It builds now.", "display_only": false},
+        {"role": "user", "content": "thanks"},
+        {"role": "display_only_data", "content": {"kind": "toast", "text": "saved"}},
+        {"role": "assistant", "content": "welcome"}
+    ])
+    .to_string()
+}
+
+#[test]
+fn display_only_messages_are_dropped_in_openai_sessions() {
+    let doc = openai_display_doc();
+    let mut c = Conversation::parse(&doc).unwrap();
+    let n = run(&mut c, display_cfg());
+    assert_eq!(n.display_data_deleted, 3);
+    assert_eq!(
+        roles(&c),
+        [
+            "system",
+            "user",
+            "assistant",
+            "tool",
+            "assistant",
+            "user",
+            "assistant"
+        ]
+    );
+    // The display-only call and its result stay, for the pairing.
+    assert_eq!(call_ids(&c), vec!["k"]);
+    assert_eq!(c.messages[4].text(), "It builds now.");
+    assert!(ctxpress_core::validate(&c).is_empty());
+    // Off by default: nothing goes.
+    let mut c = Conversation::parse(&doc).unwrap();
+    assert_eq!(run(&mut c, StalePrunerConfig::default()), Counts::default());
+    assert_eq!(c.messages.len(), 10);
+}
+
+#[test]
+fn display_only_messages_are_dropped_in_anthropic_sessions() {
+    let doc = json!({"system": "s", "messages": [
+        {"role": "user", "content": [{"type": "text", "text": "fix"}]},
+        {"role": "assistant", "display_only": true, "content": [
+            {"type": "text", "text": "Rendering the diff view..."}]},
+        {"role": "assistant", "content": [
+            {"type": "text", "text": "reading"},
+            {"type": "tool_use", "id": "t1", "name": "Read", "input": {"file_path": "/r/a.rs"}}]},
+        {"role": "user", "display_only": true, "content": [
+            {"type": "tool_result", "tool_use_id": "t1", "content": BIG}]},
+        {"role": "display_only_data", "content": [{"type": "text", "text": "[ui] 1 file read"}]},
+        {"role": "assistant", "content": [{"type": "text", "text": "done"}]},
+        {"role": "user", "display_only": true, "content": [{"type": "text", "text": "(typing)"}]},
+        {"role": "user", "content": "1"}
+    ]})
+    .to_string();
+    let mut c = Conversation::parse(&doc).unwrap();
+    let before = ctxpress_core::validate(&c);
+    let n = run(&mut c, display_cfg());
+    assert_eq!(n.display_data_deleted, 3);
+    // The tool-result carrier stays even though it is marked display-only.
+    assert_eq!(call_ids(&c), vec!["t1"]);
+    assert_eq!(c.messages.len(), 5);
+    assert!(c.messages.iter().all(|m| m.text() != "(typing)"));
+    assert!(!ctxpress_core::validate::introduces_violations(
+        &before,
+        &ctxpress_core::validate(&c)
+    ));
+}
+
+#[test]
+fn protected_annotations_are_never_touched() {
+    let mut c = Conversation::parse(&openai_display_doc()).unwrap();
+    let id = c.messages[2].id().clone();
+    c.ann_mut(&id).protected = true;
+    let n = run(&mut c, display_cfg());
+    assert_eq!(n.display_data_deleted, 2);
+    assert_eq!(c.messages[2].role_str(), "display_only_data");
+    // The pruning rules leave protected calls and results alone too.
+    let ops = [
+        ("Read", json!({"file_path": "/r/a.rs"}), BIG),
+        (
+            "Write",
+            json!({"file_path": "/r/a.rs", "content": "x"}),
+            "ok",
+        ),
+    ];
+    for protect in [1, 2] {
+        let mut c = openai(&ops, 3);
+        let id = c.messages[protect].id().clone();
+        c.ann_mut(&id).protected = true;
+        assert_eq!(run(&mut c, display_cfg()), Counts::default());
+        assert_eq!(call_ids(&c), vec!["c0", "c1"]);
+    }
+}
+
+#[test]
+fn deleted_display_only_messages_expand_back() {
+    use ctxpress_core::archive::{MemoryArchive, archive, expand};
+    for doc in [
+        openai_display_doc(),
+        // Trailing display-only data (recorded under the end key).
+        json!([{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"},
+               {"role": "display_only_data", "content": "c"}])
+        .to_string(),
+    ] {
+        let input = Conversation::parse(&doc).unwrap();
+        let mut out = input.clone();
+        let o = StalePruner::new(display_cfg())
+            .apply(&mut out, &StageContext::default())
+            .unwrap();
+        assert!(o.counters["display_data_deleted"] >= 1);
+        let arch = MemoryArchive::new();
+        assert!(archive(&input, &out, &arch).unwrap() >= 1);
+        let written = Conversation::parse(&out.to_json_string()).unwrap();
+        assert_eq!(expand(&written, &arch).unwrap().to_json_string(), doc);
+    }
+}
+
+#[test]
+fn display_only_counter_only_when_enabled() {
+    let mut c = Conversation::parse(&openai_display_doc()).unwrap();
+    let o = StalePruner::default()
+        .apply(&mut c, &StageContext::default())
+        .unwrap();
+    assert!(!o.counters.contains_key("display_data_deleted"));
+    assert!(!o.notes[0].contains("display-only"));
+    let cfg: StalePrunerConfig =
+        ctxpress_core::parse_params("stale_pruner", &json!({"display_only": true})).unwrap();
+    let o = StalePruner::new(cfg)
+        .apply(&mut c, &StageContext::default())
+        .unwrap();
+    assert_eq!(o.counters["display_data_deleted"], 3);
+    assert!(
+        o.notes[0].contains("3 display-only messages deleted"),
+        "{}",
+        o.notes[0]
+    );
+}
