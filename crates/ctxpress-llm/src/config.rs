@@ -3,6 +3,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use std::fmt;
+use std::sync::OnceLock;
 
 use ctxpress_core::SummaryKind;
 
@@ -48,7 +49,55 @@ pub struct LlmConfig {
     pub max_tokens: MaxTokens,
     /// Prompt templates by kind of text.
     pub prompts: Prompts,
+    /// Named prompt set for the kinds whose template `prompts` leaves at its
+    /// default (a template set in `prompts` always wins).
+    pub prompt_style: PromptStyle,
 }
+
+/// A named set of prompt templates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PromptStyle {
+    /// The [`Prompts::default`] templates.
+    #[default]
+    Default,
+    /// Spec 004 ("hybrid"): its user-message and assistant-message
+    /// compression prompts ([`HYBRID_USER`], [`HYBRID_ASSISTANT`]); tool
+    /// results and chunks keep the default templates.
+    Hybrid,
+}
+
+/// Spec 004's user-message compression prompt (~50 tokens: the default user
+/// budget is 200 characters).
+pub const HYBRID_USER: &str = "You are a conversation compression assistant. Your job is to \
+compress user messages into concise summaries that preserve the key intent and questions.
+
+Original message:
+{{text}}
+
+Compress this to 1-2 sentences (at most {{budget_chars}} characters) that captures:
+- Main topic/question
+- Key concerns or requests
+- Technical specifics mentioned (file paths, identifiers, numbers, error messages: exactly as written)
+
+Compressed summary:";
+
+/// Spec 004's assistant-message compression prompt: like the user one, with
+/// more room (~200 tokens: the default assistant budget is 800 characters).
+pub const HYBRID_ASSISTANT: &str = "You are a conversation compression assistant. Your job is \
+to compress assistant responses into concise summaries that preserve what was explained, \
+done and decided.
+
+Original message:
+{{text}}
+
+Compress this to a few sentences (at most {{budget_chars}} characters) that captures:
+- What was explained or answered
+- What was changed or done, and why
+- Decisions, suggestions and open problems
+- Technical specifics mentioned (file paths, identifiers, numbers, error messages: exactly as written)
+
+Compressed summary:";
 
 impl Default for LlmConfig {
     fn default() -> Self {
@@ -67,6 +116,7 @@ impl Default for LlmConfig {
             extra_body: Map::new(),
             max_tokens: MaxTokens::default(),
             prompts: Prompts::default(),
+            prompt_style: PromptStyle::Default,
         }
     }
 }
@@ -89,6 +139,7 @@ impl fmt::Debug for LlmConfig {
             .field("extra_body", &self.extra_body)
             .field("max_tokens", &self.max_tokens)
             .field("prompts", &self.prompts)
+            .field("prompt_style", &self.prompt_style)
             .finish()
     }
 }
@@ -192,6 +243,38 @@ impl Prompts {
             SummaryKind::Assistant => &self.assistant,
             SummaryKind::Tool => &self.tool,
             _ => &self.chunk,
+        }
+    }
+
+    /// The templates of a named style: the defaults with that style's
+    /// templates in place.
+    pub fn of_style(style: PromptStyle) -> Prompts {
+        let mut p = Prompts::default();
+        if style == PromptStyle::Hybrid {
+            p.user = HYBRID_USER.into();
+            p.assistant = HYBRID_ASSISTANT.into();
+        }
+        p
+    }
+}
+
+fn default_prompts() -> &'static Prompts {
+    static P: OnceLock<Prompts> = OnceLock::new();
+    P.get_or_init(Prompts::default)
+}
+
+impl LlmConfig {
+    /// The template used for `kind`: the one set in `prompts`, or, where that
+    /// is the default, the one of `prompt_style`.
+    pub fn template(&self, kind: SummaryKind) -> &str {
+        let set = self.prompts.for_kind(kind);
+        if self.prompt_style == PromptStyle::Default || set != default_prompts().for_kind(kind) {
+            return set;
+        }
+        match (self.prompt_style, kind) {
+            (PromptStyle::Hybrid, SummaryKind::User) => HYBRID_USER,
+            (PromptStyle::Hybrid, SummaryKind::Assistant) => HYBRID_ASSISTANT,
+            _ => set,
         }
     }
 }
@@ -464,6 +547,46 @@ mod tests {
         assert!(!s.contains("sk-secret-value"), "{s}");
         let r = cfg.resolve_with(Provider::OpenAi, env_of(&[])).unwrap();
         assert!(!format!("{r:?}").contains("sk-secret-value"));
+    }
+
+    #[test]
+    fn hybrid_style_selects_the_spec_templates_where_prompts_are_default() {
+        let cfg: LlmConfig =
+            ctxpress_core::parse_params("openai", &json!({"prompt_style": "hybrid"})).unwrap();
+        assert_eq!(cfg.prompt_style, PromptStyle::Hybrid);
+        assert_eq!(cfg.template(SummaryKind::User), HYBRID_USER);
+        assert_eq!(cfg.template(SummaryKind::Assistant), HYBRID_ASSISTANT);
+        // Tool results and chunks keep the default templates.
+        let d = Prompts::default();
+        assert_eq!(cfg.template(SummaryKind::Tool), d.tool);
+        assert_eq!(cfg.template(SummaryKind::Chunk), d.chunk);
+        assert_eq!(Prompts::of_style(PromptStyle::Hybrid).user, HYBRID_USER);
+        assert_eq!(Prompts::of_style(PromptStyle::Default), d);
+        // A template set explicitly wins over the style.
+        let cfg: LlmConfig = ctxpress_core::parse_params(
+            "openai",
+            &json!({"prompt_style": "hybrid", "prompts": {"user": "U {{text}}"}}),
+        )
+        .unwrap();
+        assert_eq!(cfg.template(SummaryKind::User), "U {{text}}");
+        assert_eq!(cfg.template(SummaryKind::Assistant), HYBRID_ASSISTANT);
+        // The default style is the default templates.
+        let cfg = LlmConfig::default();
+        assert_eq!(cfg.prompt_style, PromptStyle::Default);
+        assert_eq!(cfg.template(SummaryKind::User), d.user);
+        assert_eq!(cfg.template(SummaryKind::Assistant), d.assistant);
+        let e = ctxpress_core::parse_params::<LlmConfig>("openai", &json!({"prompt_style": "cce"}))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("prompt_style"), "{e}");
+        for t in [HYBRID_USER, HYBRID_ASSISTANT] {
+            assert!(
+                t.contains("{{text}}") && t.contains("{{budget_chars}}"),
+                "{t}"
+            );
+            assert!(t.starts_with("You are a conversation compression assistant."));
+            assert!(t.ends_with("Compressed summary:"));
+        }
     }
 
     #[test]

@@ -18,7 +18,8 @@ mod prompt;
 
 pub use backend::{ANTHROPIC_VERSION, LlmBackend, OpenAiBackend, parse_anthropic, parse_openai};
 pub use config::{
-    ENV_MODEL, ENV_URL, LlmConfig, LlmConfigError, MaxTokens, Prompts, Provider, Resolved,
+    ENV_MODEL, ENV_URL, HYBRID_ASSISTANT, HYBRID_USER, LlmConfig, LlmConfigError, MaxTokens,
+    PromptStyle, Prompts, Provider, Resolved,
 };
 pub use http::Stats;
 pub use prompt::{budget_chars, clean_answer, default_budget, max_tokens, render, user_prompt};

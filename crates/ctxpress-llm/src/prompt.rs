@@ -64,7 +64,7 @@ pub fn render(template: &str, text: &str, context: Option<&str>, budget: usize) 
 /// The user-turn prompt for a request.
 pub fn user_prompt(cfg: &LlmConfig, req: &SummaryRequest<'_>) -> String {
     render(
-        cfg.prompts.for_kind(req.kind),
+        cfg.template(req.kind),
         req.text,
         req.context,
         budget_chars(req),
@@ -193,6 +193,45 @@ mod tests {
         };
         let p = user_prompt(&cfg, &c);
         assert!(p.contains("EARLIER") && p.contains(text));
+    }
+
+    #[test]
+    fn hybrid_prompts_render_the_spec_wording_with_the_budget() {
+        let cfg = LlmConfig {
+            prompt_style: crate::PromptStyle::Hybrid,
+            ..LlmConfig::default()
+        };
+        let text = "I'm looking at the streaming implementation in app.zig and the queue \
+handling seems complex. Can you explain how the message queue works and why we need the \
+secondary loop? Also, is there a better threading model? {{budget_chars}} stays as typed.";
+        let long = format!("{text} {}", "More detail. ".repeat(200));
+        // No budget in the request: the spec's ~50 / ~200 tokens as characters.
+        let p = user_prompt(&cfg, &req(&long, SummaryKind::User, None));
+        assert!(p.starts_with(
+            "You are a conversation compression assistant. Your job is to compress user messages"
+        ));
+        assert!(p.contains(&format!("Original message:\n{long}\n\n")));
+        assert!(p.contains("Compress this to 1-2 sentences (at most 200 characters)"));
+        assert!(p.contains("- Main topic/question\n- Key concerns or requests\n"));
+        assert!(p.ends_with("\n\nCompressed summary:"));
+        // The text is inserted once and never scanned again.
+        assert!(p.contains("{{budget_chars}} stays as typed"));
+        let p = user_prompt(&cfg, &req(&long, SummaryKind::Assistant, None));
+        assert!(p.contains("compress assistant responses"));
+        assert!(p.contains("(at most 800 characters)"));
+        assert!(p.contains("- Decisions, suggestions and open problems\n"));
+        // A request budget (the summarizer's per-role one) is what is announced.
+        let p = user_prompt(&cfg, &req(&long, SummaryKind::User, Some(150)));
+        assert!(p.contains("(at most 150 characters)"));
+        // Short inputs: the budget stays under half of them, so an answer can be accepted.
+        let p = user_prompt(&cfg, &req(text, SummaryKind::Assistant, None));
+        let half = text.chars().count() / 2;
+        assert!(p.contains(&format!("(at most {half} characters)")), "{p}");
+        // Tool results and the default style keep their templates.
+        let p = user_prompt(&cfg, &req(&long, SummaryKind::Tool, None));
+        assert!(p.starts_with("Compress this tool output"));
+        let p = user_prompt(&LlmConfig::default(), &req(&long, SummaryKind::User, None));
+        assert!(p.starts_with("Compress this user message"));
     }
 
     #[test]

@@ -1,8 +1,8 @@
 //! Golden request bodies: the exact JSON sent for each kind with the default
-//! prompts. Regenerate with `UPDATE_GOLDEN=1 cargo test -p ctxpress-llm --test golden`.
+//! prompts, and for old user and assistant messages with the `hybrid` ones. Regenerate with `UPDATE_GOLDEN=1 cargo test -p ctxpress-llm --test golden`.
 
 use ctxpress_core::{SummaryKind, SummaryRequest};
-use ctxpress_llm::{LlmBackend, LlmConfig, Provider};
+use ctxpress_llm::{LlmBackend, LlmConfig, PromptStyle, Provider};
 use std::path::PathBuf;
 
 const TEXT: &str = "I refactored src/auth/jwt.ts so that jwt.verify runs once per request. \
@@ -22,9 +22,14 @@ fn check(name: &str, actual: &str) {
 }
 
 fn backend(provider: Provider) -> LlmBackend {
+    backend_with(provider, PromptStyle::Default)
+}
+
+fn backend_with(provider: Provider, prompt_style: PromptStyle) -> LlmBackend {
     let cfg = LlmConfig {
         base_url: Some("http://127.0.0.1:1/v1".into()),
         model: Some("smollm2".into()),
+        prompt_style,
         ..LlmConfig::default()
     };
     let resolved = cfg.resolve_with(provider, |_| None).unwrap();
@@ -69,4 +74,24 @@ fn anthropic_request_body() {
     };
     let text = serde_json::to_string_pretty(&b.request_body(&req)).unwrap() + "\n";
     check("anthropic_request.json", &text);
+}
+
+#[test]
+fn openai_hybrid_request_bodies() {
+    let b = backend_with(Provider::OpenAi, PromptStyle::Hybrid);
+    let mut all = serde_json::Map::new();
+    for (name, kind, budget) in [
+        ("user", SummaryKind::User, Some(200)),
+        ("assistant", SummaryKind::Assistant, None),
+    ] {
+        let req = SummaryRequest {
+            text: TEXT,
+            kind,
+            budget_chars: budget,
+            context: None,
+        };
+        all.insert(name.into(), b.request_body(&req));
+    }
+    let text = serde_json::to_string_pretty(&all).unwrap() + "\n";
+    check("openai_hybrid_requests.json", &text);
 }

@@ -5,7 +5,7 @@ mod common;
 
 use common::{Reply, Stub};
 use ctxpress_core::{Backend, SummarizeAsync, SummarizeError, SummaryKind, SummaryRequest};
-use ctxpress_llm::{LlmBackend, LlmConfig};
+use ctxpress_llm::{HYBRID_ASSISTANT, HYBRID_USER, LlmBackend, LlmConfig, PromptStyle};
 use serde_json::json;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -439,4 +439,81 @@ async fn registry_backend_reaches_the_server() {
     assert_eq!(stub.hits(), 2);
     // No API key configured and the variable named is unset: no header at all.
     assert!(stub.seen()[0].header("authorization").is_none());
+}
+
+#[tokio::test]
+async fn hybrid_prompt_style_sends_the_spec_004_prompts() {
+    let stub = Stub::start(|_, _| Reply::chat("Asked about jwt.verify caching.")).await;
+    // As the summarizer's `llm` table selects it, through the registry.
+    let params = json!({"base_url": stub.base_url(), "model": "m", "timeout_ms": 1000,
+                        "prompt_style": "hybrid"});
+    let backend = ctxpress_core::summarize::build_backend("openai", &params)
+        .unwrap()
+        .as_async();
+    let long = format!("{TEXT} {}", TEXT.repeat(8));
+    for kind in [SummaryKind::User, SummaryKind::Assistant, SummaryKind::Tool] {
+        let r = SummaryRequest {
+            text: &long,
+            kind,
+            budget_chars: None,
+            context: None,
+        };
+        backend.summarize_async(&r).await.unwrap();
+    }
+    // The per-role budgets a summarizer passes are what the prompt announces.
+    let r = SummaryRequest {
+        text: &long,
+        kind: SummaryKind::User,
+        budget_chars: Some(200),
+        context: None,
+    };
+    backend.summarize_async(&r).await.unwrap();
+    let seen = stub.seen();
+    let prompt = |i: usize| seen[i].body["messages"][1]["content"].as_str().unwrap();
+    assert_eq!(
+        prompt(0),
+        ctxpress_llm::render(HYBRID_USER, &long, None, 200)
+    );
+    assert_eq!(
+        prompt(1),
+        ctxpress_llm::render(HYBRID_ASSISTANT, &long, None, 800)
+    );
+    assert!(prompt(0).contains("Compress this to 1-2 sentences (at most 200 characters)"));
+    assert!(prompt(1).contains("(at most 800 characters)"));
+    assert!(prompt(2).starts_with("Compress this tool output"));
+    assert_eq!(prompt(3), prompt(0));
+    // ~50 and ~200 tokens: max_tokens follows the kind's limit.
+    assert_eq!(seen[0].body["max_tokens"], 80);
+    assert_eq!(seen[1].body["max_tokens"], 256);
+    // The system message is the default one (answer with the summary only).
+    assert_eq!(
+        seen[0].body["messages"][0]["content"],
+        ctxpress_llm::Prompts::default().system
+    );
+
+    // The Anthropic backend sends the same user turn.
+    let stub = Stub::start(|_, _| {
+        Reply::json(
+            200,
+            json!({"type": "message", "content": [{"type": "text", "text": "short"}]}),
+        )
+    })
+    .await;
+    let b = LlmBackend::anthropic(LlmConfig {
+        prompt_style: PromptStyle::Hybrid,
+        ..config(&stub)
+    })
+    .unwrap();
+    let r = SummaryRequest {
+        text: &long,
+        kind: SummaryKind::Assistant,
+        budget_chars: Some(800),
+        context: None,
+    };
+    b.summarize_async(&r).await.unwrap();
+    let seen = stub.seen();
+    assert_eq!(
+        seen[0].body["messages"][0]["content"],
+        ctxpress_llm::render(HYBRID_ASSISTANT, &long, None, 800)
+    );
 }
