@@ -27,7 +27,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Cmd {
     /// Compress conversations (.json document or .jsonl batch; `-` for stdin).
-    Compress(CompressArgs),
+    Compress(Box<CompressArgs>),
     /// Restore the originals of compressed conversations from an archive.
     Expand {
         /// Compressed input.
@@ -84,18 +84,29 @@ struct CompressArgs {
     /// Output file (default stdout). Written atomically; never the input.
     #[arg(short, long)]
     output: Option<String>,
-    /// Preset name (see `ctxpress presets`).
+    /// Preset name (see `ctxpress presets`) [default: agent].
     #[arg(long, conflicts_with = "config")]
     preset: Option<String>,
     /// Pipeline configuration file (TOML or JSON).
     #[arg(long)]
     config: Option<String>,
-    /// Target token count for each conversation.
+    /// Token budget for each conversation: one at or under it comes out
+    /// unchanged; one over it is compressed, oldest first, until it fits.
+    /// Exit code 3 when a conversation cannot fit (its protected part alone
+    /// is over the budget).
     #[arg(long, value_name = "TOKENS")]
     budget: Option<usize>,
-    /// The model's context window in tokens.
+    /// The model's context window in tokens: compress a conversation over
+    /// --trigger × WINDOW down to --target × WINDOW (with --budget too, the
+    /// lower of each).
     #[arg(long, value_name = "TOKENS")]
     window: Option<usize>,
+    /// Share of --window above which a conversation is compressed [default: 0.70].
+    #[arg(long, value_name = "SHARE", requires = "window")]
+    trigger: Option<f64>,
+    /// Share of --window a conversation is compressed down to [default: 0.40].
+    #[arg(long, value_name = "SHARE", requires = "window")]
+    target: Option<f64>,
     /// SQLite archive of originals, for `ctxpress expand`.
     #[arg(long, value_name = "DB")]
     archive: Option<String>,
@@ -119,7 +130,7 @@ struct CompressArgs {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let r = match cli.cmd {
-        Cmd::Compress(a) => compress(a),
+        Cmd::Compress(a) => compress(*a),
         Cmd::Expand {
             input,
             archive,
@@ -166,6 +177,21 @@ fn load_config(a: &CompressArgs) -> Result<PipelineConfig> {
         }
         cfg.tokenizer = Some(t.clone());
     }
+    if let Some(b) = a.budget {
+        cfg.window.budget = Some(b);
+    }
+    if let Some(w) = a.window {
+        cfg.window.size = Some(w);
+    }
+    if let Some(t) = a.trigger {
+        cfg.window.trigger = t;
+    }
+    if let Some(t) = a.target {
+        cfg.window.target = t;
+    }
+    cfg.window
+        .validate()
+        .map_err(|e| usage(e.to_string().replace("`window.", "`--")))?;
     if a.llm_url.is_some() || a.llm_model.is_some() {
         let llm = cfg.llm.get_or_insert_with(Default::default);
         if let Some(u) = &a.llm_url {
@@ -179,7 +205,11 @@ fn load_config(a: &CompressArgs) -> Result<PipelineConfig> {
 }
 
 /// The preset used when neither --preset nor --config is given.
-const DEFAULT_PRESET: &str = "identity";
+const DEFAULT_PRESET: &str = "agent";
+
+/// Exit code when a conversation cannot fit its budget (the output is still
+/// written: everything that could be compressed was).
+const EXIT_DOES_NOT_FIT: u8 = 3;
 
 fn open_archive(path: &str) -> Result<Arc<dyn ctxpress::Archive>> {
     let a = ctxpress::store::SqliteArchive::open(path)
@@ -193,8 +223,6 @@ fn compress(a: CompressArgs) -> Result<ExitCode> {
     let archive = a.archive.as_deref().map(open_archive).transpose()?;
     let compressor = Compressor::from_config(&cfg)
         .map_err(|e| usage(e.to_string()))?
-        .with_budget(a.budget)
-        .with_window(a.window)
         .with_archive(archive);
     let bar = progress(input.items.len());
     let mut total = Report::default();
@@ -209,12 +237,22 @@ fn compress(a: CompressArgs) -> Result<ExitCode> {
     } else {
         None
     };
+    let mut misfits: Vec<String> = Vec::new();
     for (line, conv) in input.items.iter_mut() {
         let r = match &runtime {
             Some(rt) => rt.block_on(compressor.compress_async(conv)),
             None => compressor.compress(conv),
         }
         .with_context(|| format!("{}:{line}", input.name))?;
+        if let Some(b) = &r.budget
+            && !b.fits
+        {
+            let id = conv.id().map(|i| format!(" ({i})")).unwrap_or_default();
+            misfits.push(format!(
+                "{}:{line}{id}: {} tokens, {} over the target of {} (its protected messages alone are {} tokens)",
+                input.name, b.tokens_after, b.over_by, b.target, b.protected_tokens
+            ));
+        }
         total.merge(&r);
         if let Some(b) = &bar {
             b.inc(1);
@@ -233,10 +271,24 @@ fn compress(a: CompressArgs) -> Result<ExitCode> {
         eprint!("{}", stats_table(&total));
     }
     if let Some(p) = &a.stats_json {
-        let v = json!({ "conversations": input.items.len(), "input_bytes": input.bytes, "ratio": total.ratio(), "report": total });
+        let v = json!({ "conversations": input.items.len(), "input_bytes": input.bytes, "ratio": total.ratio(), "fits": total.budget.as_ref().map(|b| b.fits), "report": total });
         write_output(Some(p), None, serde_json::to_string_pretty(&v)?.as_bytes())?;
     }
-    Ok(ExitCode::SUCCESS)
+    if misfits.is_empty() {
+        return Ok(ExitCode::SUCCESS);
+    }
+    for m in misfits.iter().take(5) {
+        eprintln!("does not fit: {m}");
+    }
+    if misfits.len() > 5 {
+        eprintln!("... and {} more", misfits.len() - 5);
+    }
+    eprintln!(
+        "error: {} of {} conversations do not fit the budget (output written; exit {EXIT_DOES_NOT_FIT})",
+        misfits.len(),
+        input.items.len()
+    );
+    Ok(ExitCode::from(EXIT_DOES_NOT_FIT))
 }
 
 fn progress(n: usize) -> Option<indicatif::ProgressBar> {
@@ -300,6 +352,14 @@ fn stats_table(r: &Report) -> String {
             s.push_str(&format!("    {why}\n"));
         }
     }
+    if let Some(b) = &r.budget {
+        for g in &b.rungs {
+            s.push_str(&format!(
+                "  ladder {:<16} {} conversations, {} messages rewritten, {} removed, {} tokens removed\n",
+                g.name, g.conversations, g.messages_changed, g.messages_removed, g.tokens_removed
+            ));
+        }
+    }
     s.push_str(&row(
         "total",
         "",
@@ -311,6 +371,23 @@ fn stats_table(r: &Report) -> String {
         r.chars_after,
         r.micros,
     ));
+    if let Some(b) = &r.budget {
+        s.push_str(&format!(
+            "budget: trigger {} / target {} tokens ({}): {} of {} conversations over the trigger; {} of {} fit{}\n",
+            b.trigger,
+            b.target,
+            b.counter,
+            b.triggered,
+            b.conversations,
+            b.fitting,
+            b.conversations,
+            if b.fits {
+                String::new()
+            } else {
+                format!(" ({} tokens over in total)", b.over_by)
+            }
+        ));
+    }
     s
 }
 

@@ -391,6 +391,14 @@ impl Conversation {
         self.annotations = a;
     }
 
+    /// True when the message at `i` is annotated `protected` (stages leave
+    /// it alone; the pipeline reverts a stage that changes it).
+    pub fn is_protected(&self, i: usize) -> bool {
+        self.messages
+            .get(i)
+            .is_some_and(|m| self.ann(m.id()).is_some_and(|a| a.protected))
+    }
+
     /// A fresh id for a message a stage creates, unique in this conversation.
     pub fn fresh_id(&mut self, prefix: &str) -> MessageId {
         loop {

@@ -20,6 +20,7 @@ pub mod strategy;
 pub mod summarize;
 pub mod tokens;
 pub mod validate;
+pub mod window;
 
 pub use annotate::{Annotations, Classification, Decision, DecisionRule, DupMark, Reason, Tier};
 pub use archive::{Archive, ArchiveError, MemoryArchive, Record, expand};
@@ -36,6 +37,7 @@ pub use summarize::{
 };
 pub use tokens::{Heuristic, TokenCounter};
 pub use validate::{Violation, ViolationKind, validate};
+pub use window::{BudgetReport, Limits, RungReport, WindowConfig};
 
 #[doc(hidden)]
 pub use inventory;

@@ -69,6 +69,9 @@ pub struct Report {
     pub stages: Vec<StageReport>,
     /// Wall time in microseconds.
     pub micros: u128,
+    /// With a window or budget: what fit and what it cost.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub budget: Option<crate::window::BudgetReport>,
 }
 
 impl Report {
@@ -90,6 +93,11 @@ impl Report {
         self.chars_before += o.chars_before;
         self.chars_after += o.chars_after;
         self.micros += o.micros;
+        match (&mut self.budget, &o.budget) {
+            (Some(b), Some(ob)) => b.merge(ob),
+            (None, Some(ob)) => self.budget = Some(ob.clone()),
+            _ => {}
+        }
         for s in &o.stages {
             match self.stages.iter_mut().find(|x| x.name == s.name) {
                 Some(x) => {
@@ -268,7 +276,26 @@ fn report(
         chars_after: last.chars,
         stages,
         micros: start.elapsed().as_micros(),
+        budget: None,
     }
+}
+
+/// The first message marked `protected` in `before` that `after` changed
+/// or dropped.
+fn touched_protected(before: &Conversation, after: &Conversation) -> Option<MessageId> {
+    let mut protected = before
+        .messages
+        .iter()
+        .filter(|m| before.ann(m.id()).is_some_and(|a| a.protected))
+        .peekable();
+    protected.peek()?;
+    let now: HashMap<&MessageId, &Message> = after.messages.iter().map(|m| (m.id(), m)).collect();
+    protected
+        .find(|m| {
+            !now.get(m.id())
+                .is_some_and(|n| Message::same(m, n) || m.fields() == n.fields())
+        })
+        .map(|m| m.id().clone())
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -303,6 +330,8 @@ fn finish(
                 .map(|x| x.to_string())
                 .unwrap_or_default();
             status = StageStatus::Reverted(format!("introduced a violation: {first}"));
+        } else if let Some(id) = touched_protected(&snapshot, conv) {
+            status = StageStatus::Reverted(format!("changed protected message {id}"));
         } else if m.chars > before.chars {
             status = StageStatus::Reverted(format!(
                 "made the conversation longer ({} > {} chars)",

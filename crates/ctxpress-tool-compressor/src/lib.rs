@@ -469,6 +469,7 @@ impl ToolCompressor {
                 let unique = !id.is_empty() && id_count.get(&id) == Some(&1);
                 let eligible = unique
                     && r < tail
+                    && !conv.is_protected(r)
                     && !done
                     && chars >= self.cfg.min_chars
                     && !self.skipped_tool(&call.name)
@@ -476,6 +477,7 @@ impl ToolCompressor {
                 let content_key = (self.cfg.inputs
                     && unique
                     && ex.call < tail
+                    && !conv.is_protected(ex.call)
                     && op.as_ref().is_some_and(|o| o.kind == OpKind::Write)
                     && !self.skipped_tool(&call.name))
                 .then(|| self.table.find(&call.name))

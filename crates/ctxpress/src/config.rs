@@ -11,10 +11,14 @@
 //! [[stages]]
 //! type = "summarizer"
 //! enabled = false
+//! [window]                   # optional: when to compress and how far
+//! size = 128000              # the model's window; trigger/target are shares of it
+//! trigger = 0.70
+//! target = 0.40
 //! ```
 
 use ctxpress_core::config::closest;
-use ctxpress_core::{ConfigError, Pipeline, Stage, registry};
+use ctxpress_core::{ConfigError, Pipeline, Stage, WindowConfig, registry};
 use serde_json::{Map, Value};
 
 /// One stage of a configuration.
@@ -41,9 +45,18 @@ pub struct PipelineConfig {
     pub llm: Option<Map<String, Value>>,
     /// The stages, in order.
     pub stages: Vec<StageConfig>,
+    /// When to compress and how far (window, trigger, target, budget).
+    pub window: WindowConfig,
 }
 
-const TOP_KEYS: &[&str] = &["version", "description", "tokenizer", "llm", "stages"];
+const TOP_KEYS: &[&str] = &[
+    "version",
+    "description",
+    "tokenizer",
+    "llm",
+    "stages",
+    "window",
+];
 
 impl PipelineConfig {
     /// Parse TOML.
@@ -114,6 +127,12 @@ impl PipelineConfig {
             Some(Value::Object(m)) => Some(m.clone()),
             Some(_) => return Err(ConfigError::Invalid("`llm` must be a table".into())),
         };
+        let window: WindowConfig = match top.get("window") {
+            None => WindowConfig::default(),
+            Some(v @ Value::Object(_)) => ctxpress_core::parse_params("window", v)?,
+            Some(_) => return Err(ConfigError::Invalid("`window` must be a table".into())),
+        };
+        window.validate()?;
         let mut stages = Vec::new();
         match top.get("stages") {
             None => {}
@@ -134,6 +153,7 @@ impl PipelineConfig {
             tokenizer,
             llm,
             stages,
+            window,
         })
     }
 
@@ -204,6 +224,12 @@ impl PipelineConfig {
             })
             .collect();
         top.insert("stages".into(), Value::Array(stages));
+        if self.window != WindowConfig::default()
+            && let Ok(Value::Object(mut w)) = serde_json::to_value(&self.window)
+        {
+            w.retain(|_, v| !v.is_null());
+            top.insert("window".into(), Value::Object(w));
+        }
         toml::to_string(&Value::Object(top)).unwrap_or_default()
     }
 }

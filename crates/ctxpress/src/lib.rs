@@ -20,7 +20,8 @@ pub mod presets;
 pub use config::{PipelineConfig, StageConfig};
 pub use ctxpress_core as core;
 pub use ctxpress_core::{
-    Archive, Conversation, MemoryArchive, Pipeline, Report, StageContext, expand, validate,
+    Archive, BudgetReport, Conversation, Limits, MemoryArchive, Pipeline, Report, StageContext,
+    WindowConfig, expand, validate,
 };
 pub use presets::{PRESETS, Preset, preset};
 
@@ -33,7 +34,9 @@ pub use ctxpress_summarizer as summarizer;
 pub use ctxpress_tool_compressor as tool_compressor;
 
 use ctxpress_core::strategy::BuiltStrategy;
+use ctxpress_core::window::{EvictOldest, Rung, fit, ready};
 use ctxpress_core::{ConfigError, Strategy, TokenCounter};
+use serde_json::{Map, Value};
 use std::sync::Arc;
 
 /// Facade error.
@@ -51,10 +54,52 @@ pub enum Error {
     NeedsAsync,
 }
 
-/// A configured pipeline plus its run context and optional archive.
+/// The ladder's rungs after a preset's stages, in order of information lost
+/// (each as a pipeline config: `(name, stages as TOML)`).
+pub const LADDER: &[(&str, &str)] = &[
+    // Old tool results summarized with no information check and no kept
+    // recent results (protected messages still stay).
+    (
+        "tool_results",
+        "[[stages]]\ntype = \"tool_compressor\"\nkeep_last = 0\nprotected_tail = 0\nmin_chars = 200\nmin_saving = 0.0\nchars_per_lost_term = 0\nkeep_unresolved_errors = false\ninputs = true\n",
+    ),
+    // Old assistant prose (code, JSON, keys and tracebacks stay verbatim).
+    (
+        "assistant_prose",
+        "[[stages]]\ntype = \"classifier\"\npreserve = [\"system\", \"developer\", \"user\", \"tool\"]\nrecency_window = 0\n[[stages]]\ntype = \"summarizer\"\nmerge_consecutive = false\n",
+    ),
+    // Old user prose (never the last user message: it is protected).
+    (
+        "user_prose",
+        "[[stages]]\ntype = \"classifier\"\npreserve = [\"system\", \"developer\", \"assistant\", \"tool\"]\nrecency_window = 0\n[[stages]]\ntype = \"summarizer\"\nmerge_consecutive = false\n",
+    ),
+];
+
+/// The ladder: [`LADDER`]'s rungs (summarizing through `llm` when given),
+/// then eviction of the oldest exchanges into the archive.
+pub fn ladder(llm: Option<&Map<String, Value>>) -> Result<Vec<Rung>, ConfigError> {
+    let mut out = Vec::new();
+    for (name, stages) in LADDER {
+        let mut cfg = PipelineConfig::from_toml(&format!("version = 1\n{stages}"))?;
+        cfg.llm = llm.cloned();
+        out.push(Rung {
+            name: (*name).to_string(),
+            pipeline: cfg.build()?,
+        });
+    }
+    out.push(Rung::of(
+        ctxpress_core::window::EVICT,
+        Box::new(EvictOldest),
+    ));
+    Ok(out)
+}
+
+/// A configured pipeline plus its run context, window and optional archive.
 pub struct Compressor {
     pipeline: Pipeline,
     ctx: StageContext,
+    window: WindowConfig,
+    ladder: Vec<Rung>,
 }
 
 impl std::fmt::Debug for Compressor {
@@ -62,6 +107,7 @@ impl std::fmt::Debug for Compressor {
         f.debug_struct("Compressor")
             .field("pipeline", &self.pipeline)
             .field("ctx", &self.ctx)
+            .field("window", &self.window)
             .finish()
     }
 }
@@ -75,9 +121,12 @@ impl Compressor {
         {
             ctx.counter = c;
         }
+        ctx.window = cfg.window.size;
         Ok(Compressor {
             pipeline: cfg.build()?,
             ctx,
+            window: cfg.window.clone(),
+            ladder: ladder(cfg.llm.as_ref())?,
         })
     }
 
@@ -94,16 +143,36 @@ impl Compressor {
         }
     }
 
-    /// Target token count for the output.
+    /// Target token count for the output (trigger = target = budget; with a
+    /// window too, the lower of each). `None` keeps the configured one.
     pub fn with_budget(mut self, budget: Option<usize>) -> Self {
-        self.ctx.budget = budget;
+        if budget.is_some() {
+            self.window.budget = budget;
+        }
         self
     }
 
-    /// The model's context window.
+    /// The model's context window in tokens: compress above its trigger
+    /// share, down to its target share. `None` keeps the configured one.
     pub fn with_window(mut self, window: Option<usize>) -> Self {
-        self.ctx.window = window;
+        if window.is_some() {
+            self.window.size = window;
+            self.ctx.window = window;
+        }
         self
+    }
+
+    /// Replace the whole window configuration.
+    pub fn with_window_config(mut self, window: WindowConfig) -> Result<Self, ConfigError> {
+        window.validate()?;
+        self.ctx.window = window.size;
+        self.window = window;
+        Ok(self)
+    }
+
+    /// The window configuration in force.
+    pub fn window(&self) -> &WindowConfig {
+        &self.window
     }
 
     /// Archive originals here, so `expand` can restore inputs.
@@ -126,15 +195,30 @@ impl Compressor {
     /// True when `compress_async` is required.
     pub fn needs_async(&self) -> bool {
         self.pipeline.needs_async()
+            || (self.window.limits().is_some()
+                && self.window.force_converge
+                && self.ladder.iter().any(|r| r.pipeline.needs_async()))
     }
 
     /// Compress in place and archive the originals when an archive is set.
+    /// With a window or budget, the report's `budget` says whether it fits.
     pub fn compress(&self, conv: &mut Conversation) -> Result<Report, Error> {
-        if self.pipeline.needs_async() {
+        if self.needs_async() {
             return Err(Error::NeedsAsync);
         }
         let input = conv.clone();
-        let report = self.pipeline.run(conv, &self.ctx);
+        let report = match self.window.limits() {
+            Some(limits) => ready(fit(
+                conv,
+                &self.ctx,
+                &self.pipeline,
+                &self.ladder,
+                &self.window,
+                limits,
+            ))
+            .ok_or(Error::NeedsAsync)?,
+            None => self.pipeline.run(conv, &self.ctx),
+        };
         self.archive(&input, conv)?;
         Ok(report)
     }
@@ -142,7 +226,20 @@ impl Compressor {
     /// Compress in place, awaiting async stages.
     pub async fn compress_async(&self, conv: &mut Conversation) -> Result<Report, Error> {
         let input = conv.clone();
-        let report = self.pipeline.run_async(conv, &self.ctx).await;
+        let report = match self.window.limits() {
+            Some(limits) => {
+                fit(
+                    conv,
+                    &self.ctx,
+                    &self.pipeline,
+                    &self.ladder,
+                    &self.window,
+                    limits,
+                )
+                .await
+            }
+            None => self.pipeline.run_async(conv, &self.ctx).await,
+        };
         self.archive(&input, conv)?;
         Ok(report)
     }
@@ -191,12 +288,15 @@ impl Builder {
         self
     }
 
-    /// Finish.
-    pub fn build(self) -> Compressor {
-        Compressor {
+    /// Finish. The window is the default (none); set one with
+    /// [`Compressor::with_budget`] or [`Compressor::with_window`].
+    pub fn build(self) -> Result<Compressor, ConfigError> {
+        Ok(Compressor {
             pipeline: self.pipeline,
             ctx: self.ctx,
-        }
+            window: WindowConfig::default(),
+            ladder: ladder(None)?,
+        })
     }
 }
 

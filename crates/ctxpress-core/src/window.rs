@@ -1,0 +1,726 @@
+//! Fitting a context window: a run-level budget that every pipeline honours.
+//!
+//! [`WindowConfig`] turns a window size with trigger and target shares (spec
+//! 004: 0.70 and 0.40), or an absolute budget (trigger = target), into
+//! [`Limits`]. [`fit`] then runs a pipeline so that:
+//!
+//! - at or below the trigger nothing runs and the conversation is unchanged;
+//! - above it, the stages compress **oldest first, only as far as needed**:
+//!   after an unrestricted run that fits, the run is repeated with every
+//!   message from a *horizon* on frozen (annotated `protected`, which the
+//!   pipeline guard enforces), the horizon estimated from the unrestricted
+//!   run's per-message savings and checked (binary search when the estimate
+//!   falls short); everything after the horizon comes out as it went in;
+//! - when the stages alone cannot reach the target, the **ladder** escalates
+//!   in order of information lost, each rung the same way: the facade builds
+//!   tighter tool-result summaries, old assistant prose, old user prose, and
+//!   last [`EvictOldest`], which moves the oldest whole exchanges into the
+//!   archive behind one short note and always converges.
+//!
+//! Protected throughout, by annotation: system messages, the last user
+//! message and the last `protected_tail` user/assistant messages. When those
+//! alone exceed the target, the report says so (`fits = false`, `over_by`)
+//! and nothing protected is touched.
+
+use crate::config::ConfigError;
+use crate::conversation::Conversation;
+use crate::message::{Message, MessageId, Role};
+use crate::pipeline::{Pipeline, Report};
+use crate::strategy::{StageContext, StageOutcome, Strategy, StrategyError};
+use crate::tokens::count_message;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::future::Future;
+use std::time::Instant;
+
+/// When to compress and how far: the `[window]` table of a pipeline config.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct WindowConfig {
+    /// The model's context window in tokens.
+    pub size: Option<usize>,
+    /// Share of `size` above which the conversation is compressed.
+    pub trigger: f64,
+    /// Share of `size` the conversation is compressed down to.
+    pub target: f64,
+    /// Absolute budget in tokens: trigger = target = budget (with `size`
+    /// too, the lower of each).
+    pub budget: Option<usize>,
+    /// The last this many user/assistant messages are never touched.
+    pub protected_tail: usize,
+    /// After the stages, escalate through the ladder until under the target
+    /// (spec 000's `forceConverge`, done so that it converges).
+    pub force_converge: bool,
+}
+
+impl Default for WindowConfig {
+    fn default() -> Self {
+        WindowConfig {
+            size: None,
+            trigger: 0.70,
+            target: 0.40,
+            budget: None,
+            protected_tail: 5,
+            force_converge: true,
+        }
+    }
+}
+
+/// Token thresholds of one run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Limits {
+    /// Compress only above this many tokens.
+    pub trigger: usize,
+    /// Compress down to this many tokens.
+    pub target: usize,
+}
+
+impl WindowConfig {
+    /// The thresholds, or `None` when neither a size nor a budget is set.
+    pub fn limits(&self) -> Option<Limits> {
+        let share = |w: usize, s: f64| (w as f64 * s).floor() as usize;
+        match (self.size, self.budget) {
+            (None, None) => None,
+            (None, Some(b)) => Some(Limits {
+                trigger: b,
+                target: b,
+            }),
+            (Some(w), None) => Some(Limits {
+                trigger: share(w, self.trigger),
+                target: share(w, self.target),
+            }),
+            (Some(w), Some(b)) => Some(Limits {
+                trigger: share(w, self.trigger).min(b),
+                target: share(w, self.target).min(b),
+            }),
+        }
+    }
+
+    /// Check the values; errors name the field.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let bad = |field: &str, message: String| {
+            ConfigError::Invalid(format!("`window.{field}`: {message}"))
+        };
+        if !(self.target > 0.0 && self.target <= 1.0) {
+            return Err(bad(
+                "target",
+                format!("must be a share in (0, 1], found {}", self.target),
+            ));
+        }
+        if !(self.trigger >= self.target && self.trigger <= 1.0) {
+            return Err(bad(
+                "trigger",
+                format!(
+                    "must be a share between target ({}) and 1, found {}",
+                    self.target, self.trigger
+                ),
+            ));
+        }
+        if self.size == Some(0) {
+            return Err(bad("size", "must be at least 1 token".into()));
+        }
+        if self.budget == Some(0) {
+            return Err(bad("budget", "must be at least 1 token".into()));
+        }
+        Ok(())
+    }
+}
+
+/// What one rung of the ladder did.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct RungReport {
+    /// Rung name (`tool_results`, `assistant_prose`, `user_prose`, `evict`).
+    pub name: String,
+    /// Conversations the rung ran on.
+    pub conversations: usize,
+    /// Messages the rung rewrote.
+    pub messages_changed: usize,
+    /// Messages the rung removed (net).
+    pub messages_removed: usize,
+    /// Tokens the rung removed.
+    pub tokens_removed: usize,
+    /// Wall time in microseconds.
+    pub micros: u128,
+}
+
+/// What fit and what it cost (summed over a batch).
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct BudgetReport {
+    /// Tokens above which a conversation is compressed.
+    pub trigger: usize,
+    /// Tokens a conversation is compressed down to.
+    pub target: usize,
+    /// Token counter the decisions were made with.
+    pub counter: String,
+    /// True when every conversation ends at or under the target (or was
+    /// at or under the trigger).
+    pub fits: bool,
+    /// Conversations.
+    pub conversations: usize,
+    /// Conversations over the trigger (the others were left unchanged).
+    pub triggered: usize,
+    /// Conversations that fit.
+    pub fitting: usize,
+    /// Tokens in.
+    pub tokens_before: usize,
+    /// Tokens out.
+    pub tokens_after: usize,
+    /// Tokens over the target, summed over the conversations that do not fit.
+    pub over_by: usize,
+    /// Messages never touched: system, the last user message, the tail.
+    pub protected_messages: usize,
+    /// Tokens of those messages.
+    pub protected_tokens: usize,
+    /// Rungs of the ladder that ran, in order.
+    pub rungs: Vec<RungReport>,
+}
+
+impl BudgetReport {
+    /// Add another conversation's figures.
+    pub fn merge(&mut self, o: &BudgetReport) {
+        self.fits &= o.fits;
+        self.conversations += o.conversations;
+        self.triggered += o.triggered;
+        self.fitting += o.fitting;
+        self.tokens_before += o.tokens_before;
+        self.tokens_after += o.tokens_after;
+        self.over_by += o.over_by;
+        self.protected_messages += o.protected_messages;
+        self.protected_tokens += o.protected_tokens;
+        for r in &o.rungs {
+            match self.rungs.iter_mut().find(|x| x.name == r.name) {
+                Some(x) => {
+                    x.conversations += r.conversations;
+                    x.messages_changed += r.messages_changed;
+                    x.messages_removed += r.messages_removed;
+                    x.tokens_removed += r.tokens_removed;
+                    x.micros += r.micros;
+                }
+                None => self.rungs.push(r.clone()),
+            }
+        }
+    }
+}
+
+/// One rung of the ladder: a pipeline run oldest first after the stages.
+#[derive(Debug)]
+pub struct Rung {
+    /// Name in reports.
+    pub name: String,
+    /// What the rung runs.
+    pub pipeline: Pipeline,
+}
+
+impl Rung {
+    /// A rung of one sync strategy.
+    pub fn of(name: &str, s: Box<dyn Strategy>) -> Self {
+        let mut pipeline = Pipeline::default();
+        pipeline.push(s);
+        Rung {
+            name: name.into(),
+            pipeline,
+        }
+    }
+}
+
+/// Most reruns of one pipeline while searching the horizon.
+const MAX_PROBES: usize = 12;
+
+fn tokens_of(conv: &Conversation, ctx: &StageContext) -> Vec<usize> {
+    conv.messages
+        .iter()
+        .map(|m| count_message(ctx.counter.as_ref(), m))
+        .collect()
+}
+
+/// Ids of the messages the ladder never touches: system messages, the last
+/// user message and the last `tail` user/assistant messages (tool-result
+/// carriers do not count, as in spec 004).
+pub fn protected_ids(conv: &Conversation, tail: usize) -> HashSet<MessageId> {
+    let mut out = HashSet::new();
+    let conversational = |m: &Message| {
+        matches!(m.role(), Role::User | Role::Assistant) && !m.is_tool_result_carrier()
+    };
+    for m in &conv.messages {
+        if m.role().is_system() {
+            out.insert(m.id().clone());
+        }
+    }
+    if let Some(m) = conv
+        .messages
+        .iter()
+        .rev()
+        .find(|m| m.role() == Role::User && !m.is_tool_result_carrier())
+    {
+        out.insert(m.id().clone());
+    }
+    for m in conv
+        .messages
+        .iter()
+        .rev()
+        .filter(|m| conversational(m))
+        .take(tail)
+    {
+        out.insert(m.id().clone());
+    }
+    out
+}
+
+/// Mark `ids` protected; returns the ids that were not already.
+fn mark(conv: &mut Conversation, ids: impl IntoIterator<Item = MessageId>) -> Vec<MessageId> {
+    let mut newly = Vec::new();
+    for id in ids {
+        let a = conv.ann_mut(&id);
+        if !a.protected {
+            a.protected = true;
+            newly.push(id);
+        }
+    }
+    newly
+}
+
+fn unmark(conv: &mut Conversation, ids: &[MessageId]) {
+    for id in ids {
+        conv.ann_mut(id).protected = false;
+    }
+}
+
+/// The first index at or after `h` that does not split a tool call from its
+/// results.
+fn snap(conv: &Conversation, mut h: usize) -> usize {
+    while conv.messages.get(h).is_some_and(Message::is_tool_result) {
+        h += 1;
+    }
+    h
+}
+
+/// The smallest horizon `h` such that, if the stages did to the messages
+/// before `h` what the unrestricted run did, the conversation would fit:
+/// each input message is charged what stands for it in `after` (itself, or
+/// the message that replaces it first), oldest first.
+fn estimate_horizon(
+    before: &Conversation,
+    before_tokens: &[usize],
+    after: &Conversation,
+    ctx: &StageContext,
+    target: usize,
+) -> usize {
+    let present: HashSet<&MessageId> = before.messages.iter().map(Message::id).collect();
+    let mut charged: HashMap<&MessageId, usize> = HashMap::new();
+    for m in &after.messages {
+        let t = count_message(ctx.counter.as_ref(), m);
+        let owner = match after.ann(m.id()).and_then(|a| a.replaces.first()) {
+            Some(first) if !present.contains(m.id()) => first,
+            _ => m.id(),
+        };
+        *charged.entry(owner).or_default() += t;
+    }
+    let mut now: usize = before_tokens.iter().sum();
+    for (i, (m, &t)) in before.messages.iter().zip(before_tokens).enumerate() {
+        let c = charged.get(m.id()).copied().unwrap_or(0);
+        now = (now + c).saturating_sub(t);
+        if now <= target {
+            return i + 1;
+        }
+    }
+    before.messages.len()
+}
+
+/// Run `p` so that it reaches `target` touching the oldest messages only:
+/// the unrestricted run when it does not fit (it did what it could), else a
+/// run frozen from the smallest horizon found that fits.
+async fn step(conv: &mut Conversation, p: &Pipeline, ctx: &StageContext, target: usize) -> Report {
+    let n = conv.messages.len();
+    let mut full = conv.clone();
+    let full_report = p.run_async(&mut full, ctx).await;
+    if full_report.tokens_after > target || full_report.tokens_after >= full_report.tokens_before {
+        *conv = full;
+        return full_report;
+    }
+    let before_tokens = tokens_of(conv, ctx);
+    let est = snap(
+        conv,
+        estimate_horizon(conv, &before_tokens, &full, ctx, target),
+    );
+    let mut best = (full, full_report);
+    let (mut lo, mut hi) = (est, n);
+    let mut first = true;
+    for _ in 0..MAX_PROBES {
+        if lo >= hi {
+            break;
+        }
+        let h = snap(conv, if first { lo } else { lo + (hi - lo) / 2 });
+        if h >= hi {
+            break;
+        }
+        let mut c = conv.clone();
+        let frozen = mark(
+            &mut c,
+            conv.messages[h..]
+                .iter()
+                .map(|m| m.id().clone())
+                .collect::<Vec<_>>(),
+        );
+        let r = p.run_async(&mut c, ctx).await;
+        unmark(&mut c, &frozen);
+        if r.tokens_after <= target {
+            best = (c, r);
+            hi = h;
+            if first {
+                break;
+            }
+        } else {
+            lo = h + 1;
+        }
+        first = false;
+    }
+    *conv = best.0;
+    best.1
+}
+
+/// Compress `conv` to fit `limits`: nothing at or under the trigger; else
+/// the stages oldest first, then (with `force_converge`) the ladder's rungs
+/// in order, each only as far as needed. The report's `budget` says what fit.
+/// `ctx.budget` is set to the target for the stages.
+pub async fn fit(
+    conv: &mut Conversation,
+    ctx: &StageContext,
+    stages: &Pipeline,
+    ladder: &[Rung],
+    cfg: &WindowConfig,
+    limits: Limits,
+) -> Report {
+    let start = Instant::now();
+    let before_tokens: usize = tokens_of(conv, ctx).iter().sum();
+    let (messages_before, chars_before) = (conv.messages.len(), conv.size());
+    let mut budget = BudgetReport {
+        trigger: limits.trigger,
+        target: limits.target,
+        counter: ctx.counter.name().to_string(),
+        conversations: 1,
+        tokens_before: before_tokens,
+        ..BudgetReport::default()
+    };
+    let mut report = Report {
+        messages_before,
+        tokens_before: before_tokens,
+        chars_before,
+        ..Report::default()
+    };
+    let mut now = before_tokens;
+    if before_tokens > limits.trigger {
+        budget.triggered = 1;
+        let protected = protected_ids(conv, cfg.protected_tail);
+        budget.protected_messages = protected.len();
+        budget.protected_tokens = conv
+            .messages
+            .iter()
+            .filter(|m| protected.contains(m.id()))
+            .map(|m| count_message(ctx.counter.as_ref(), m))
+            .sum();
+        let marked = mark(conv, protected);
+        let run_ctx = StageContext {
+            budget: Some(limits.target),
+            ..ctx.clone()
+        };
+        let r = step(conv, stages, &run_ctx, limits.target).await;
+        report.stages.extend(r.stages);
+        if !stages.stages.is_empty() {
+            now = r.tokens_after;
+        }
+        if cfg.force_converge {
+            for rung in ladder {
+                if now <= limits.target {
+                    break;
+                }
+                let t = Instant::now();
+                let was: HashSet<usize> = conv.messages.iter().map(Message::share_key).collect();
+                let keep_alive = conv.messages.clone();
+                let r = step(conv, &rung.pipeline, &run_ctx, limits.target).await;
+                let changed = conv
+                    .messages
+                    .iter()
+                    .filter(|m| !was.contains(&m.share_key()))
+                    .count();
+                drop(keep_alive);
+                budget.rungs.push(RungReport {
+                    name: rung.name.clone(),
+                    conversations: 1,
+                    messages_changed: changed,
+                    messages_removed: r.messages_before.saturating_sub(r.messages_after),
+                    tokens_removed: now.saturating_sub(r.tokens_after),
+                    micros: t.elapsed().as_micros(),
+                });
+                report.stages.extend(r.stages.into_iter().map(|mut s| {
+                    s.name = format!("{}:{}", rung.name, s.name);
+                    s
+                }));
+                now = r.tokens_after.min(now);
+            }
+        }
+        unmark(conv, &marked);
+    }
+    budget.tokens_after = now;
+    budget.fits = now <= limits.target || before_tokens <= limits.trigger;
+    budget.fitting = usize::from(budget.fits);
+    budget.over_by = if budget.fits { 0 } else { now - limits.target };
+    report.messages_after = conv.messages.len();
+    report.tokens_after = now;
+    report.chars_after = conv.size();
+    report.budget = Some(budget);
+    report.micros = start.elapsed().as_micros();
+    report
+}
+
+/// Drive a future whose every step is ready at once (a pipeline of sync
+/// stages run through the async driver); `None` if it ever waits.
+pub fn ready<F: Future>(f: F) -> Option<F::Output> {
+    let mut f = std::pin::pin!(f);
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    match f.as_mut().poll(&mut cx) {
+        std::task::Poll::Ready(v) => Some(v),
+        std::task::Poll::Pending => None,
+    }
+}
+
+/// The last rung: moves the oldest whole exchanges (never a tool call
+/// without its results, never a protected or system message) out of the
+/// conversation, oldest first, until it fits `ctx.budget`, each contiguous
+/// run behind one user-role note
+/// `[N earlier messages archived: ...; ctxpress expand restores them]`
+/// whose `replaces` names them, so the archive keeps them for `expand`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct EvictOldest;
+
+/// Registered name of [`EvictOldest`].
+pub const EVICT: &str = "evict";
+
+fn note_for(msgs: &[Message]) -> String {
+    let mut roles: BTreeMap<&str, usize> = BTreeMap::new();
+    let mut tools: BTreeMap<String, usize> = BTreeMap::new();
+    let mut files: Vec<String> = Vec::new();
+    for m in msgs {
+        let role = if m.is_tool_result() {
+            "tool result"
+        } else {
+            match m.role() {
+                Role::User => "user",
+                Role::Assistant => "assistant",
+                _ => "other",
+            }
+        };
+        *roles.entry(role).or_default() += 1;
+        for c in m.tool_calls() {
+            *tools.entry(c.name.to_string()).or_default() += 1;
+            if let Some(op) = crate::dialect::extract(&c) {
+                for p in op.paths {
+                    if files.len() < 8 && !files.contains(&p) {
+                        files.push(p);
+                    }
+                }
+            }
+        }
+    }
+    let mut s = format!("[{} earlier messages archived: ", msgs.len());
+    let parts: Vec<String> = roles.iter().map(|(r, n)| format!("{n} {r}")).collect();
+    s.push_str(&parts.join(", "));
+    if !tools.is_empty() {
+        let mut t: Vec<(&String, &usize)> = tools.iter().collect();
+        t.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+        let t: Vec<String> = t.iter().take(6).map(|(k, v)| format!("{k}×{v}")).collect();
+        s.push_str("; tools: ");
+        s.push_str(&t.join(", "));
+    }
+    if !files.is_empty() {
+        s.push_str("; files: ");
+        s.push_str(&files.join(", "));
+    }
+    s.push_str("; ctxpress expand restores them]");
+    s
+}
+
+impl Strategy for EvictOldest {
+    fn name(&self) -> &str {
+        EVICT
+    }
+
+    fn apply(
+        &self,
+        conv: &mut Conversation,
+        ctx: &StageContext,
+    ) -> Result<StageOutcome, StrategyError> {
+        let mut out = StageOutcome::default();
+        let Some(target) = ctx.budget else {
+            return Ok(out);
+        };
+        let toks = tokens_of(conv, ctx);
+        let mut total: usize = toks.iter().sum();
+        let n = conv.messages.len();
+        let locked: Vec<bool> = conv
+            .messages
+            .iter()
+            .map(|m| m.role().is_system() || conv.ann(m.id()).is_some_and(|a| a.protected))
+            .collect();
+        let cut = |i: usize| i >= n || !conv.messages[i].is_tool_result();
+        // (start, end, note text) of each run to replace, oldest first.
+        let mut runs: Vec<(usize, usize, String)> = Vec::new();
+        let mut i = 0;
+        while i < n && total > target {
+            if locked[i] || !cut(i) {
+                i += 1;
+                continue;
+            }
+            let mut best = None;
+            let (mut e, mut saved) = (i, 0usize);
+            while e < n && !locked[e] {
+                saved += toks[e];
+                e += 1;
+                if cut(e) {
+                    let note = note_for(&conv.messages[i..e]);
+                    let probe = Message::text_message(MessageId::new(""), "user", &note);
+                    let nt = count_message(ctx.counter.as_ref(), &probe);
+                    if saved > nt {
+                        best = Some((e, saved - nt, note));
+                        if total - (saved - nt) <= target {
+                            break;
+                        }
+                    }
+                }
+            }
+            match best {
+                Some((e, gain, note)) => {
+                    total -= gain;
+                    runs.push((i, e, note));
+                    i = e;
+                }
+                None => i = e.max(i + 1),
+            }
+        }
+        if runs.is_empty() {
+            return Ok(out);
+        }
+        let old = std::mem::take(&mut conv.messages);
+        let mut msgs = Vec::with_capacity(n);
+        let mut at = 0;
+        for (s, e, note) in runs {
+            msgs.extend(old[at..s].iter().cloned());
+            let id = conv.fresh_id("evicted");
+            let note = Message::text_message(id.clone(), "user", &note);
+            conv.ann_mut(&id).replaces = old[s..e].iter().map(|m| m.id().clone()).collect();
+            out.count("messages_archived", (e - s) as u64);
+            out.count("notes", 1);
+            msgs.push(note);
+            at = e;
+        }
+        msgs.extend(old[at..].iter().cloned());
+        conv.messages = msgs;
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn conv(v: serde_json::Value) -> Conversation {
+        Conversation::parse(&v.to_string()).unwrap()
+    }
+
+    #[test]
+    fn limits_from_size_budget_or_both() {
+        let mut w = WindowConfig::default();
+        assert_eq!(w.limits(), None);
+        w.size = Some(100_000);
+        assert_eq!(
+            w.limits(),
+            Some(Limits {
+                trigger: 70_000,
+                target: 40_000
+            })
+        );
+        w.budget = Some(50_000);
+        assert_eq!(
+            w.limits(),
+            Some(Limits {
+                trigger: 50_000,
+                target: 40_000
+            })
+        );
+        w.size = None;
+        assert_eq!(
+            w.limits(),
+            Some(Limits {
+                trigger: 50_000,
+                target: 50_000
+            })
+        );
+        w.target = 0.8;
+        let e = w.validate().unwrap_err().to_string();
+        assert!(e.contains("window.trigger"), "{e}");
+    }
+
+    #[test]
+    fn protected_are_system_last_user_and_tail() {
+        let mut msgs = vec![json!({"role": "system", "content": "s"})];
+        for i in 0..6 {
+            msgs.push(json!({"role": "user", "content": format!("u{i}")}));
+            msgs.push(json!({"role": "assistant", "content": format!("a{i}")}));
+        }
+        let c = conv(json!(msgs));
+        let p = protected_ids(&c, 3);
+        let idx: Vec<usize> = c
+            .messages
+            .iter()
+            .enumerate()
+            .filter(|(_, m)| p.contains(m.id()))
+            .map(|(i, _)| i)
+            .collect();
+        assert_eq!(idx, vec![0, 10, 11, 12]);
+    }
+
+    #[test]
+    fn evict_keeps_exchanges_whole_and_stops_when_it_fits() {
+        let big = "word ".repeat(400);
+        let mut msgs = vec![json!({"role": "system", "content": "sys"})];
+        for i in 0..4 {
+            msgs.push(json!({"role": "user", "content": format!("task {i} {big}")}));
+            msgs.push(json!({"role": "assistant", "content": "", "tool_calls": [
+                {"id": format!("c{i}"), "type": "function", "function": {"name": "Read", "arguments": format!("{{\"file_path\":\"/r/f{i}.rs\"}}")}}]}));
+            msgs.push(
+                json!({"role": "tool", "tool_call_id": format!("c{i}"), "content": big.clone()}),
+            );
+        }
+        msgs.push(json!({"role": "user", "content": "last"}));
+        let mut c = conv(json!(msgs));
+        let toks = tokens_of(&c, &StageContext::default());
+        let total: usize = toks.iter().sum();
+        // Room for all but the first two exchanges (and the note).
+        let budget = total - toks[1..7].iter().sum::<usize>() + 60;
+        let ctx = StageContext {
+            budget: Some(budget),
+            ..StageContext::default()
+        };
+        let p = protected_ids(&c, 1);
+        let marked = mark(&mut c, p);
+        assert_eq!(marked.len(), 2);
+        let out = EvictOldest.apply(&mut c, &ctx).unwrap();
+        assert!(crate::validate(&c).is_empty(), "{:?}", crate::validate(&c));
+        assert!(tokens_of(&c, &ctx).iter().sum::<usize>() <= budget);
+        assert_eq!(c.messages[0].role(), Role::System);
+        let note = c.messages[1].text().into_owned();
+        assert!(
+            note.starts_with("[6 earlier messages archived: 2 assistant, 2 tool result, 2 user; tools: Read×2; files: /r/f0.rs, /r/f1.rs; ctxpress expand restores them]"),
+            "{note}"
+        );
+        assert_eq!(out.counters["messages_archived"], 6);
+        assert_eq!(c.ann(c.messages[1].id()).unwrap().replaces.len(), 6);
+        assert_eq!(c.messages.last().unwrap().text(), "last");
+        assert_eq!(c.messages[2].text(), format!("task 2 {big}"));
+    }
+
+    #[test]
+    fn ready_runs_futures_that_never_wait() {
+        assert_eq!(ready(async { 3 }), Some(3));
+    }
+}
