@@ -3,6 +3,7 @@
 //! ```toml
 //! version = 1
 //! [llm]                      # optional: summarizing stages use this endpoint
+//!                            # (only once `base_url` is set, e.g. by --llm-url)
 //! base_url = "http://127.0.0.1:8080/v1"
 //! model = "smollm2"
 //! [[stages]]
@@ -176,15 +177,25 @@ impl PipelineConfig {
         Ok(Pipeline::new(out))
     }
 
+    /// True when the `[llm]` table names an endpoint (`base_url`, which
+    /// `--llm-url` sets): only then do summarizing stages call a model. A
+    /// table without one (a preset's prompt settings, say) waits for it.
+    pub fn llm_enabled(&self) -> bool {
+        self.llm
+            .as_ref()
+            .is_some_and(|l| l.get("base_url").is_some_and(|u| !u.is_null()))
+    }
+
     /// A stage's parameters with the pipeline's `[llm]` table applied to stages
-    /// that take an `llm` parameter and did not set their own.
+    /// that take an `llm` parameter and did not set their own, when the table
+    /// names an endpoint.
     fn params_of(
         &self,
         s: &StageConfig,
         factory: &registry::StrategyFactory,
     ) -> Map<String, Value> {
         let mut p = s.params.clone();
-        if let Some(llm) = &self.llm {
+        if let Some(llm) = self.llm.as_ref().filter(|_| self.llm_enabled()) {
             let defaults = (factory.default_config)();
             let takes_llm = defaults.get("llm").is_some();
             if takes_llm && !p.contains_key("llm") {

@@ -126,7 +126,7 @@ impl Compressor {
             pipeline: cfg.build()?,
             ctx,
             window: cfg.window.clone(),
-            ladder: ladder(cfg.llm.as_ref())?,
+            ladder: ladder(cfg.llm.as_ref().filter(|_| cfg.llm_enabled()))?,
         })
     }
 
@@ -353,6 +353,17 @@ mod tests {
         let local =
             PipelineConfig::from_toml("version = 1\n[[stages]]\ntype = \"summarizer\"\n").unwrap();
         assert!(!local.build().unwrap().needs_async());
+        // A table without an endpoint waits for one (--llm-url sets it).
+        let waiting = PipelineConfig::from_toml(
+            "version = 1\n[llm]\nmodel = \"m\"\n[[stages]]\ntype = \"summarizer\"\n",
+        )
+        .unwrap();
+        assert!(!waiting.llm_enabled());
+        assert!(!waiting.build().unwrap().needs_async());
+        let c = Compressor::from_config(&waiting)
+            .unwrap()
+            .with_budget(Some(10));
+        assert!(!c.needs_async(), "the ladder's summarizers stay local too");
     }
 
     #[test]
