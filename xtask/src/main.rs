@@ -46,6 +46,9 @@ enum Cmd {
         /// Where to write the output JSONL of the last run.
         #[arg(long)]
         out: Option<PathBuf>,
+        /// Token budget for each conversation.
+        #[arg(long)]
+        budget: Option<usize>,
     },
 }
 
@@ -72,6 +75,13 @@ struct BenchArgs {
     /// Compare with a saved baseline; exit 1 on a quality regression.
     #[arg(long)]
     compare: Option<String>,
+    /// Token budgets for the budget table (comma-separated), run on the
+    /// agent files (those with tool calls); `none` for no budget table.
+    #[arg(long, value_delimiter = ',', default_values_t = vec!["8000".to_string(), "32000".to_string(), "128000".to_string()])]
+    budgets: Vec<String>,
+    /// Timed runs per budget measurement.
+    #[arg(long, default_value_t = 1)]
+    budget_runs: usize,
     /// JSONL files; default every file of ../shared/corpus.
     files: Vec<PathBuf>,
 }
@@ -98,6 +108,12 @@ struct Measurement {
     score: Option<serde_json::Value>,
     #[serde(default)]
     vs_identity: Option<f64>,
+    /// The run's token budget, if any.
+    #[serde(default)]
+    budget: Option<usize>,
+    /// What fit (summed over the file's conversations), with a budget.
+    #[serde(default)]
+    fit: Option<ctxpress::BudgetReport>,
 }
 
 impl Measurement {
@@ -128,8 +144,9 @@ fn main() -> Result<()> {
             file,
             runs,
             out,
+            budget,
         } => {
-            let m = measure(&pipeline, &file, runs, out.as_deref())?;
+            let m = measure(&pipeline, &file, runs, out.as_deref(), budget)?;
             println!("{}", serde_json::to_string(&m)?);
             Ok(())
         }
@@ -158,10 +175,16 @@ fn peak_rss_kb() -> u64 {
         .unwrap_or(0)
 }
 
-fn measure(spec: &str, file: &Path, runs: usize, out: Option<&Path>) -> Result<Measurement> {
+fn measure(
+    spec: &str,
+    file: &Path,
+    runs: usize,
+    out: Option<&Path>,
+    budget: Option<usize>,
+) -> Result<Measurement> {
     let text =
         std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
-    let comp = load_pipeline(spec)?;
+    let comp = load_pipeline(spec)?.with_budget(budget);
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
@@ -208,6 +231,18 @@ fn measure(spec: &str, file: &Path, runs: usize, out: Option<&Path>) -> Result<M
     }
     let mut sorted = times.clone();
     sorted.sort_by(f64::total_cmp);
+    let fit = reports
+        .iter()
+        .fold(None, |acc: Option<ctxpress::BudgetReport>, r| {
+            match (acc, &r.budget) {
+                (Some(mut a), Some(b)) => {
+                    a.merge(b);
+                    Some(a)
+                }
+                (None, Some(b)) => Some(b.clone()),
+                (a, None) => a,
+            }
+        });
     Ok(Measurement {
         pipeline: spec.to_string(),
         file: file
@@ -233,10 +268,18 @@ fn measure(spec: &str, file: &Path, runs: usize, out: Option<&Path>) -> Result<M
         peak_rss_kb: peak_rss_kb(),
         score: None,
         vs_identity: None,
+        budget,
+        fit,
     })
 }
 
-fn child(spec: &str, file: &Path, runs: usize, out: Option<&Path>) -> Result<Measurement> {
+fn child(
+    spec: &str,
+    file: &Path,
+    runs: usize,
+    out: Option<&Path>,
+    budget: Option<usize>,
+) -> Result<Measurement> {
     let exe = std::env::current_exe()?;
     let mut cmd = Command::new(exe);
     cmd.args([
@@ -250,6 +293,9 @@ fn child(spec: &str, file: &Path, runs: usize, out: Option<&Path>) -> Result<Mea
     .arg(file);
     if let Some(o) = out {
         cmd.arg("--out").arg(o);
+    }
+    if let Some(b) = budget {
+        cmd.arg("--budget").arg(b.to_string());
     }
     let o = cmd.output()?;
     if !o.status.success() {
@@ -332,7 +378,7 @@ fn bench(a: BenchArgs) -> Result<()> {
         let mut identity_secs = None;
         for spec in &specs {
             let out = tmp.path().join("out.jsonl");
-            let mut m = child(spec, f, a.runs, Some(&out))?;
+            let mut m = child(spec, f, a.runs, Some(&out), None)?;
             if python {
                 m.score = score(f, &out);
             }
@@ -350,8 +396,44 @@ fn bench(a: BenchArgs) -> Result<()> {
             all.push(m);
         }
     }
-    let table = markdown(&all);
+    let budgets: Vec<usize> = match a.budgets.as_slice() {
+        [n] if n == "none" => Vec::new(),
+        b => b
+            .iter()
+            .map(|x| {
+                x.parse()
+                    .with_context(|| format!("--budgets: `{x}` is not a token count"))
+            })
+            .collect::<Result<_>>()?,
+    };
+    let mut fits = Vec::new();
+    for f in files.iter().filter(|f| is_agent_file(f)) {
+        for p in &presets {
+            for &b in &budgets {
+                let out = tmp.path().join("out.jsonl");
+                let mut m = child(p, f, a.budget_runs, Some(&out), Some(b))?;
+                if python {
+                    m.score = score(f, &out);
+                }
+                eprintln!(
+                    "{:<28} {:<10} budget {:>7}: {} of {} fit, ratio {:>5.2}",
+                    m.file,
+                    m.pipeline,
+                    b,
+                    m.fit.as_ref().map_or(0, |x| x.fitting),
+                    m.conversations,
+                    m.ratio()
+                );
+                fits.push(m);
+            }
+        }
+    }
+    let mut table = markdown(&all);
+    if !fits.is_empty() {
+        table.push_str(&budget_markdown(&fits));
+    }
     println!("{table}");
+    all.extend(fits);
     if let Some(p) = &a.json {
         std::fs::write(p, serde_json::to_string_pretty(&all)?)?;
     }
@@ -375,6 +457,60 @@ fn bench(a: BenchArgs) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// True when the file's conversations call tools (an agent file).
+fn is_agent_file(f: &Path) -> bool {
+    std::fs::read_to_string(f)
+        .is_ok_and(|t| t.contains("\"tool_calls\"") || t.contains("\"tool_use\""))
+}
+
+fn budget_markdown(all: &[Measurement]) -> String {
+    let mut s = String::from(
+        "\n## Budgets\n\nEach conversation of each agent file compressed to a token budget (heuristic counter): at or under it a conversation comes out unchanged; over it the preset's stages run oldest first, then the ladder (tool_results, assistant_prose, user_prose, evict) until it fits.\n\n| file | pipeline | budget | over budget | fit | ratio (chars) | fact ret. | user fact ret. | trail ret. | new violations | rungs used (conversations) | s |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+    );
+    for m in all {
+        let g = |k: &str| {
+            m.score
+                .as_ref()
+                .and_then(|s| s.get(k))
+                .and_then(serde_json::Value::as_f64)
+        };
+        let (triggered, fitting, rungs) = match &m.fit {
+            Some(f) => (
+                f.triggered,
+                f.fitting,
+                f.rungs
+                    .iter()
+                    .filter(|r| r.tokens_removed > 0)
+                    .map(|r| format!("{} {}", r.name, r.conversations))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            ),
+            None => (0, 0, String::new()),
+        };
+        s.push_str(&format!(
+            "| {} | {} | {} | {}/{} | {:.0}% | {:.2} | {} | {} | {} | {} | {} | {:.2} |\n",
+            m.file,
+            m.pipeline,
+            m.budget.unwrap_or(0),
+            triggered,
+            m.conversations,
+            100.0 * fitting as f64 / m.conversations.max(1) as f64,
+            m.ratio(),
+            fmt_opt(g("fact_ret"), 3),
+            fmt_opt(g("user_fact_ret"), 3),
+            fmt_opt(g("trail_ret"), 3),
+            m.new_violations,
+            if rungs.is_empty() {
+                "–".into()
+            } else {
+                rungs
+            },
+            m.median_secs
+        ));
+    }
+    s
 }
 
 fn fmt_opt(v: Option<f64>, digits: usize) -> String {
@@ -542,7 +678,7 @@ fn scale(presets: Vec<String>, sizes: Vec<f64>) -> Result<()> {
             format!("{}\n", serde_json::json!({"id": "scale", "messages": msgs})),
         )?;
         for p in &presets {
-            let m = child(p, &file, 1, None)?;
+            let m = child(p, &file, 1, None, None)?;
             println!(
                 "| {size} | {p} | {:.3} | {:.1} | {:.0} |",
                 m.median_secs / (m.bytes as f64 / 1e6),

@@ -127,7 +127,7 @@ impl WindowConfig {
 }
 
 /// What one rung of the ladder did.
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct RungReport {
     /// Rung name (`tool_results`, `assistant_prose`, `user_prose`, `evict`).
     pub name: String,
@@ -144,7 +144,7 @@ pub struct RungReport {
 }
 
 /// What fit and what it cost (summed over a batch).
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct BudgetReport {
     /// Tokens above which a conversation is compressed.
     pub trigger: usize,
