@@ -249,7 +249,7 @@ fn compress(a: CompressArgs) -> Result<ExitCode> {
         {
             let id = conv.id().map(|i| format!(" ({i})")).unwrap_or_default();
             misfits.push(format!(
-                "{}:{line}{id}: {} tokens, {} over the target of {} (its protected messages alone are {} tokens)",
+                "{}:{line}{id}: {} tokens, {} over the target of {} (its protected messages and their tool results alone are {} tokens)",
                 input.name, b.tokens_after, b.over_by, b.target, b.protected_tokens
             ));
         }

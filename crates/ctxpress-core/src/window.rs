@@ -169,7 +169,9 @@ pub struct BudgetReport {
     pub over_by: usize,
     /// Messages never touched: system, the last user message, the tail.
     pub protected_messages: usize,
-    /// Tokens of those messages.
+    /// Tokens that cannot go, as the run ends: the protected messages plus
+    /// the results of their tool calls (summarized as far as they could be,
+    /// never separated from the call).
     pub protected_tokens: usize,
     /// Rungs of the ladder that ran, in order.
     pub rungs: Vec<RungReport>,
@@ -412,13 +414,7 @@ pub async fn fit(
         budget.triggered = 1;
         let protected = protected_ids(conv, cfg.protected_tail);
         budget.protected_messages = protected.len();
-        budget.protected_tokens = conv
-            .messages
-            .iter()
-            .filter(|m| protected.contains(m.id()))
-            .map(|m| count_message(ctx.counter.as_ref(), m))
-            .sum();
-        let marked = mark(conv, protected);
+        let marked = mark(conv, protected.iter().cloned());
         let run_ctx = StageContext {
             budget: Some(limits.target),
             ..ctx.clone()
@@ -458,6 +454,7 @@ pub async fn fit(
                 now = r.tokens_after.min(now);
             }
         }
+        budget.protected_tokens = pinned_tokens(conv, &protected, ctx);
         unmark(conv, &marked);
     }
     budget.tokens_after = now;
@@ -470,6 +467,28 @@ pub async fn fit(
     report.budget = Some(budget);
     report.micros = start.elapsed().as_micros();
     report
+}
+
+/// Tokens of the `protected` messages of `conv` and of the results that
+/// answer their tool calls.
+fn pinned_tokens(conv: &Conversation, protected: &HashSet<MessageId>, ctx: &StageContext) -> usize {
+    let mut pinned: HashSet<usize> = conv
+        .messages
+        .iter()
+        .enumerate()
+        .filter(|(_, m)| protected.contains(m.id()))
+        .map(|(i, _)| i)
+        .collect();
+    for ex in conv.exchanges() {
+        if pinned.contains(&ex.call) {
+            pinned.extend(ex.results);
+        }
+    }
+    pinned
+        .into_iter()
+        .filter_map(|i| conv.messages.get(i))
+        .map(|m| count_message(ctx.counter.as_ref(), m))
+        .sum()
 }
 
 /// Drive a future whose every step is ready at once (a pipeline of sync

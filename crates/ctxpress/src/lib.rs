@@ -17,6 +17,12 @@
 pub mod config;
 pub mod presets;
 
+/// The README's Rust code blocks, compiled and run as doc tests (its shell
+/// and TOML blocks are checked by the CLI's `readme` test).
+#[doc = include_str!("../../../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;
+
 pub use config::{PipelineConfig, StageConfig};
 pub use ctxpress_core as core;
 pub use ctxpress_core::{
@@ -58,10 +64,11 @@ pub enum Error {
 /// (each as a pipeline config: `(name, stages as TOML)`).
 pub const LADDER: &[(&str, &str)] = &[
     // Old tool results summarized with no information check and no kept
-    // recent results (protected messages still stay).
+    // recent results (protected messages still stay), a read's outline cut
+    // to 8 declarations (spec 004: a 20k-token read becomes ~150 tokens).
     (
         "tool_results",
-        "[[stages]]\ntype = \"tool_compressor\"\nkeep_last = 0\nprotected_tail = 0\nmin_chars = 200\nmin_saving = 0.0\nchars_per_lost_term = 0\nkeep_unresolved_errors = false\ninputs = true\n",
+        "[[stages]]\ntype = \"tool_compressor\"\nkeep_last = 0\nprotected_tail = 0\nmin_chars = 200\nmin_saving = 0.0\nchars_per_lost_term = 0\nkeep_unresolved_errors = false\ninputs = true\nmax_outline = 8\n",
     ),
     // Old assistant prose (code, JSON, keys and tracebacks stay verbatim).
     (
