@@ -451,7 +451,9 @@ pub async fn fit(
                     s.name = format!("{}:{}", rung.name, s.name);
                     s
                 }));
-                now = r.tokens_after.min(now);
+                // What the output counts, even when a rung's rewrites have
+                // fewer characters but more tokens.
+                now = r.tokens_after;
             }
         }
         budget.protected_tokens = pinned_tokens(conv, &protected, ctx);
