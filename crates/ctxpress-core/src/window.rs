@@ -431,8 +431,13 @@ pub async fn fit(
                 }
                 let t = Instant::now();
                 let was: HashSet<usize> = conv.messages.iter().map(Message::share_key).collect();
-                let keep_alive = conv.messages.clone();
+                let keep_alive = conv.clone();
                 let r = step(conv, &rung.pipeline, &run_ctx, limits.target).await;
+                if r.tokens_after > now {
+                    // Fewer characters but more tokens: not worth it.
+                    *conv = keep_alive;
+                    continue;
+                }
                 let changed = conv
                     .messages
                     .iter()

@@ -60,33 +60,52 @@ pub enum Error {
     NeedsAsync,
 }
 
-/// The ladder's rungs after a preset's stages, in order of information lost
-/// (each as a pipeline config: `(name, stages as TOML)`).
-pub const LADDER: &[(&str, &str)] = &[
+/// The ladder's rungs after a preset's stages, in order of information lost:
+/// `(name, stages as TOML)`, where `None` is [`EvictOldest`].
+pub const LADDER: &[(&str, Option<&str>)] = &[
     // Old tool results summarized with no information check and no kept
-    // recent results (protected messages still stay), a read's outline cut
-    // to 8 declarations (spec 004: a 20k-token read becomes ~150 tokens).
+    // recent results, a read's outline cut to 8 declarations (spec 004: a
+    // 20k-token read becomes ~150 tokens). The recent tail stays.
     (
         "tool_results",
-        "[[stages]]\ntype = \"tool_compressor\"\nkeep_last = 0\nprotected_tail = 0\nmin_chars = 200\nmin_saving = 0.0\nchars_per_lost_term = 0\nkeep_unresolved_errors = false\ninputs = true\nmax_outline = 8\n",
+        Some(
+            "[[stages]]\ntype = \"tool_compressor\"\nkeep_last = 0\nprotected_tail = 5\nmin_chars = 200\nmin_saving = 0.0\nchars_per_lost_term = 0\nkeep_unresolved_errors = false\ninputs = true\nmax_outline = 8\n",
+        ),
     ),
     // Old assistant prose (code, JSON, keys and tracebacks stay verbatim).
     (
         "assistant_prose",
-        "[[stages]]\ntype = \"classifier\"\npreserve = [\"system\", \"developer\", \"user\", \"tool\"]\nrecency_window = 0\n[[stages]]\ntype = \"summarizer\"\nmerge_consecutive = false\n",
+        Some(
+            "[[stages]]\ntype = \"classifier\"\npreserve = [\"system\", \"developer\", \"user\", \"tool\"]\nrecency_window = 0\n[[stages]]\ntype = \"summarizer\"\nmerge_consecutive = false\n",
+        ),
     ),
     // Old user prose (never the last user message: it is protected).
     (
         "user_prose",
-        "[[stages]]\ntype = \"classifier\"\npreserve = [\"system\", \"developer\", \"assistant\", \"tool\"]\nrecency_window = 0\n[[stages]]\ntype = \"summarizer\"\nmerge_consecutive = false\n",
+        Some(
+            "[[stages]]\ntype = \"classifier\"\npreserve = [\"system\", \"developer\", \"assistant\", \"tool\"]\nrecency_window = 0\n[[stages]]\ntype = \"summarizer\"\nmerge_consecutive = false\n",
+        ),
+    ),
+    // The oldest whole exchanges into the archive, behind one note.
+    (ctxpress_core::window::EVICT, None),
+    // Last: tool results inside the recent tail (spec 004 compresses those
+    // too), oldest first; the protected messages themselves still stay.
+    (
+        "tail_tool_results",
+        Some(
+            "[[stages]]\ntype = \"tool_compressor\"\nkeep_last = 0\nprotected_tail = 0\nmin_chars = 200\nmin_saving = 0.0\nchars_per_lost_term = 0\nkeep_unresolved_errors = false\ninputs = true\nmax_outline = 8\n",
+        ),
     ),
 ];
 
-/// The ladder: [`LADDER`]'s rungs (summarizing through `llm` when given),
-/// then eviction of the oldest exchanges into the archive.
+/// The ladder: [`LADDER`]'s rungs, summarizing through `llm` when given.
 pub fn ladder(llm: Option<&Map<String, Value>>) -> Result<Vec<Rung>, ConfigError> {
     let mut out = Vec::new();
     for (name, stages) in LADDER {
+        let Some(stages) = stages else {
+            out.push(Rung::of(name, Box::new(EvictOldest)));
+            continue;
+        };
         let mut cfg = PipelineConfig::from_toml(&format!("version = 1\n{stages}"))?;
         cfg.llm = llm.cloned();
         out.push(Rung {
@@ -94,10 +113,6 @@ pub fn ladder(llm: Option<&Map<String, Value>>) -> Result<Vec<Rung>, ConfigError
             pipeline: cfg.build()?,
         });
     }
-    out.push(Rung::of(
-        ctxpress_core::window::EVICT,
-        Box::new(EvictOldest),
-    ));
     Ok(out)
 }
 

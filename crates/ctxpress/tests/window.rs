@@ -1029,7 +1029,13 @@ fn golden_protected_part_over_budget() {
     assert!(b.over_by >= pt - budget);
     assert_eq!(
         rung_names(&b),
-        ["tool_results", "assistant_prose", "user_prose", "evict"]
+        [
+            "tool_results",
+            "assistant_prose",
+            "user_prose",
+            "evict",
+            "tail_tool_results"
+        ]
     );
     golden("over_budget", &b, &c);
 }
