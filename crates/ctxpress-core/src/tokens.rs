@@ -11,8 +11,28 @@ pub trait TokenCounter: Send + Sync {
     fn count(&self, text: &str) -> usize;
 }
 
-/// About four bytes a token (spec 003), never zero for non-empty text. Fast and
-/// good enough to steer budgets; use [`Bpe`] for exact figures.
+/// A fast estimate of `o200k_base` counts that errs high: one pass over the
+/// bytes, eight at a time (SWAR bit masks, byte-lane counters), counting byte
+/// classes and the boundaries between them, weighed by calibrated weights
+/// (`WEIGHTS`).
+///
+/// The classes follow the `o200k_base` pre-tokenizer: ASCII letters (with
+/// lower-to-upper case changes), digits, punctuation runs (one punctuation
+/// byte joins the word after it), white space and newline runs, and UTF-8
+/// characters by width (two-byte scripts, three-byte CJK and symbols,
+/// four-byte emoji). No allocation, no table, no `unsafe`; never zero for
+/// non-empty text; about 1.5 GB/s.
+///
+/// Measured against [`Bpe`] `o200k_base` with [`count_message`] per
+/// conversation of the corpus (`examples/calibrate_heuristic.rs`): never
+/// below 1.009x, median 1.06x-1.13x per corpus file, at most 1.33x (the
+/// former four-bytes-a-token rule: 0.63x-1.32x, 18% low on the agent
+/// sessions' median). On generated texts of kinds the corpus lacks (CJK,
+/// Cyrillic, Arabic, emoji, base64, digit runs, minified JSON, indented code)
+/// 1.01x-1.30x; hex and UUIDs about 1.47x. The tests hold it to at least
+/// 0.98x on every corpus conversation and on those texts. A single short
+/// text can still be low (rare words and characters cost more tokens than
+/// their classes say): use [`Bpe`] for exact figures.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Heuristic;
 
@@ -21,8 +41,177 @@ impl TokenCounter for Heuristic {
         "heuristic"
     }
     fn count(&self, text: &str) -> usize {
-        text.len().div_ceil(4)
+        if text.is_empty() {
+            return 0;
+        }
+        let f = byte_features(text.as_bytes());
+        let est: f64 = f.iter().zip(WEIGHTS).map(|(&n, w)| n as f64 * w).sum();
+        // `as` saturates: a negative estimate becomes 0, then 1.
+        (est.round() as usize).max(1)
     }
+}
+
+/// Number of byte features [`Heuristic`] counts.
+const FEATURES: usize = 21;
+
+/// Tokens per occurrence of each byte feature [`Heuristic`] counts, in the
+/// order `word_features` lists them. Fitted by linear programming (smallest
+/// mean ratio to `o200k_base`, each corpus file and the generated texts
+/// weighing alike, such that no conversation of the corpus and no generated
+/// text of another kind is below 1.01x; weights bounded below by -3); the
+/// negative weights are corrections (a letter right after one punctuation
+/// byte shares its token).
+const WEIGHTS: [f64; FEATURES] = [
+    -0.0183, // ASCII letters
+    2.7445,  // letter runs
+    1.5367,  // lower-to-upper case changes
+    0.3361,  // digits
+    1.5848,  // digit runs
+    2.2106,  // punctuation runs (ASCII other than letters, digits, white space)
+    0.0247,  // white space bytes (space, \t, \n, \v, \f, \r)
+    -1.5446, // white space runs
+    1.0726,  // newline runs
+    0.2246,  // two-byte UTF-8 characters
+    0.8505,  // three-byte UTF-8 characters
+    1.6942,  // four-byte UTF-8 characters
+    1.9459,  // runs of non-ASCII bytes
+    -1.3103, // letters right after punctuation
+    1.3064,  // digit runs right after white space
+    -1.604,  // punctuation right after a letter or digit
+    -2.9709, // letter runs right after a digit
+    1.304,   // digits right after a letter
+    -3.0,    // letter runs right after a non-ASCII byte
+    -0.9713, // three-byte characters U+2000-U+2FFF (symbols, arrows, boxes)
+    -0.1864, // three-byte characters U+4000-U+9FFF (CJK ideographs)
+];
+
+const ONES: u64 = 0x0101_0101_0101_0101;
+const HIGH: u64 = 0x8080_8080_8080_8080;
+
+/// Bit 7 of each byte of `x7` (every byte below 0x80) where the byte is `>= c`.
+#[inline(always)]
+const fn at_least(x7: u64, c: u8) -> u64 {
+    (x7 + (0x80 - c as u64) * ONES) & HIGH
+}
+
+/// Bit 7 of each byte of `x7` (every byte below 0x80) where the byte is `c`.
+#[inline(always)]
+const fn equal(x7: u64, c: u8) -> u64 {
+    !at_least(x7 ^ (c as u64 * ONES), 1) & HIGH
+}
+
+/// `m` moved one byte later, the previous word's mask `carry` filling in.
+#[inline(always)]
+const fn before(m: u64, carry: u64) -> u64 {
+    (m << 8) | (carry >> 56)
+}
+
+/// Class masks of the previous word (bit 7 of each byte).
+#[derive(Default, Clone, Copy)]
+struct Carry {
+    letter: u64,
+    lower: u64,
+    digit: u64,
+    punct: u64,
+    ws: u64,
+    nl: u64,
+    high: u64,
+}
+
+/// One in each byte lane where `m` has bit 7 set.
+#[inline(always)]
+const fn ones(m: u64) -> u64 {
+    m >> 7
+}
+
+/// Sum of the eight byte lanes of `v`.
+#[inline(always)]
+const fn lane_sum(v: u64) -> u64 {
+    const EVEN: u64 = 0x00ff_00ff_00ff_00ff;
+    let pairs = (v & EVEN) + ((v >> 8) & EVEN);
+    pairs.wrapping_mul(0x0001_0001_0001_0001) >> 48
+}
+
+/// Adds the features of the eight bytes `x` (little endian; `valid` marks the
+/// bytes that belong to the text) to `f`, one count per byte lane (each lane
+/// grows by at most one a call).
+#[inline(always)]
+fn word_features(x: u64, valid: u64, c: &mut Carry, f: &mut [u64; FEATURES]) {
+    let high = x & HIGH & valid;
+    let ascii = !x & HIGH & valid;
+    let x7 = x & !HIGH;
+    let folded = x7 | (0x20 * ONES);
+    let letter = at_least(folded, b'a') & !at_least(folded, b'z' + 1) & ascii;
+    let b5 = (x << 2) & HIGH;
+    let lower = letter & b5;
+    let digit = at_least(x7, b'0') & !at_least(x7, b'9' + 1) & ascii;
+    let ws = ((at_least(x7, 0x09) & !at_least(x7, 0x0e)) | equal(x7, b' ')) & ascii;
+    let nl = equal(x7, b'\n') & ascii;
+    let punct = ascii & !(letter | digit | ws);
+    let letter_start = letter & !before(letter, c.letter);
+    let digit_start = digit & !before(digit, c.digit);
+    let prev_punct = before(punct, c.punct);
+    f[0] += ones(letter);
+    f[1] += ones(letter_start);
+    f[2] += ones(letter & !b5 & before(lower, c.lower));
+    f[3] += ones(digit);
+    f[4] += ones(digit_start);
+    f[5] += ones(punct & !prev_punct);
+    f[6] += ones(ws);
+    f[7] += ones(ws & !before(ws, c.ws));
+    f[8] += ones(nl & !before(nl, c.nl));
+    f[13] += ones(letter & prev_punct);
+    f[14] += ones(digit_start & before(ws, c.ws));
+    f[15] += ones(punct & before(letter | digit, c.letter | c.digit));
+    f[16] += ones(letter_start & before(digit, c.digit));
+    f[17] += ones(digit & before(letter, c.letter));
+    if (high | c.high) != 0 {
+        let lead = high & (x << 1);
+        let b4 = (x << 3) & HIGH;
+        let lead3 = lead & b5 & !b4;
+        f[9] += ones(lead & !b5);
+        f[10] += ones(lead3);
+        f[11] += ones(lead & b5 & b4);
+        f[12] += ones(high & !before(high, c.high));
+        f[18] += ones(letter_start & before(high, c.high));
+        f[19] += ones(lead3 & equal(x7, 0x62));
+        f[20] += ones(lead3 & at_least(x7, 0x64) & !at_least(x7, 0x6a));
+    }
+    *c = Carry {
+        letter,
+        lower,
+        digit,
+        punct,
+        ws,
+        nl,
+        high,
+    };
+}
+
+/// The byte features [`Heuristic`] weighs, in `WEIGHTS` order.
+fn byte_features(bytes: &[u8]) -> [u64; FEATURES] {
+    let mut f = [0u64; FEATURES];
+    let mut carry = Carry::default();
+    // Byte-lane counters hold up to 255: add them up every 255 words.
+    for block in bytes.chunks(8 * 255) {
+        let mut lanes = [0u64; FEATURES];
+        let mut words = block.chunks_exact(8);
+        for w in &mut words {
+            let x = u64::from_le_bytes([w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7]]);
+            word_features(x, !0, &mut carry, &mut lanes);
+        }
+        let rest = words.remainder();
+        if !rest.is_empty() {
+            let mut last = [0u8; 8];
+            last[..rest.len()].copy_from_slice(rest);
+            let valid = (1u64 << (8 * rest.len())) - 1;
+            word_features(u64::from_le_bytes(last), valid, &mut carry, &mut lanes);
+        }
+        for (n, v) in f.iter_mut().zip(lanes) {
+            *n += lane_sum(v);
+        }
+    }
+    f
 }
 
 /// Exact BPE counts with an embedded vocabulary (no download at run time).
@@ -91,9 +280,197 @@ mod tests {
         assert!(Bpe::new("nope").is_none());
     }
 
+    /// Deterministic pseudo-random numbers (xorshift64*).
+    struct Rng(u64);
+
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 ^= self.0 >> 12;
+            self.0 ^= self.0 << 25;
+            self.0 ^= self.0 >> 27;
+            self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+        }
+        fn below(&mut self, n: u64) -> u64 {
+            self.next() % n
+        }
+    }
+
+    fn base64(bytes: &[u8]) -> String {
+        const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+        let mut out = String::new();
+        for c in bytes.chunks(3) {
+            let n = c
+                .iter()
+                .enumerate()
+                .fold(0u32, |n, (i, &b)| n | u32::from(b) << (16 - 8 * i));
+            for i in 0..4 {
+                if i <= c.len() {
+                    out.push(A[(n >> (18 - 6 * i) & 63) as usize] as char);
+                } else {
+                    out.push('=');
+                }
+            }
+        }
+        out
+    }
+
+    const PROSE: &str = "The committee met on Tuesday to review the budget for the coming year. Most members agreed that the library needed new shelves, better lighting and a quieter reading room, but they could not agree on how to pay for it. One proposal was to raise the membership fee slightly; another was to ask local businesses for donations. After a long discussion, they decided to publish both options and let the members vote at the next general meeting. In the meantime, the treasurer will prepare a detailed estimate of the costs, including installation and maintenance over five years.\n";
+    const RUST: &str = "impl<T: Clone + Send> Cache<T> {\n    /// Returns the cached value for `key`, computing it with `f` on a miss.\n    pub fn get_or_insert_with<F>(&mut self, key: &str, f: F) -> Result<&T, CacheError>\n    where\n        F: FnOnce() -> Result<T, CacheError>,\n    {\n        if !self.map.contains_key(key) {\n            let value = f()?;\n            self.map.insert(key.to_string(), Entry { value, hits: 0 });\n        }\n        let entry = self.map.get_mut(key).ok_or(CacheError::Missing)?;\n        entry.hits += 1;\n        Ok(&entry.value)\n    }\n}\n";
+    const PYTHON: &str = "def load_records(path: str, limit: int = 100) -> list[dict]:\n    \"\"\"Read at most `limit` JSON records from `path`.\"\"\"\n    records = []\n    with open(path, encoding=\"utf-8\") as fh:\n        for i, line in enumerate(fh):\n            if i >= limit:\n                break\n            try:\n                records.append(json.loads(line))\n            except json.JSONDecodeError as exc:\n                logger.warning(\"line %d: %s\", i + 1, exc)\n    return records\n";
+    const CHINESE: &str = "我们今天讨论了明年的预算。大多数成员同意图书馆需要新的书架、更好的照明和一个更安静的阅览室，但是他们无法就如何支付这些费用达成一致。一个建议是稍微提高会员费，另一个建议是请当地企业捐款。经过长时间的讨论，他们决定公布这两个方案，让会员在下次大会上投票。\n";
+    const JAPANESE: &str = "委員会は火曜日に集まり、来年の予算を検討しました。ほとんどのメンバーは、図書館に新しい本棚とより良い照明が必要だと考えていますが、費用の払い方については意見が分かれました。\n";
+    const RUSSIAN: &str = "Комитет собрался во вторник, чтобы обсудить бюджет на следующий год. Большинство участников согласились, что библиотеке нужны новые полки, лучшее освещение и тихий читальный зал, но не смогли договориться о том, как за это платить.\n";
+    const ARABIC: &str = "اجتمعت اللجنة يوم الثلاثاء لمراجعة ميزانية العام المقبل. اتفق معظم الأعضاء على أن المكتبة تحتاج إلى رفوف جديدة وإضاءة أفضل وقاعة قراءة أكثر هدوءا، لكنهم لم يتفقوا على طريقة الدفع.\n";
+    const EMOJI: &str = "Great job team 🎉🎉 the release is out 🚀! Tests ✅ passed, docs 📚 updated, bugs 🐛 fixed. Thanks 🙏😊👍 see you 👋 tomorrow ☕️🍩\n";
+
+    /// Texts of kinds the corpus has little of, generated or written here.
+    fn samples() -> Vec<(&'static str, String)> {
+        let mut r = Rng(0x9e37_79b9_7f4a_7c15);
+        let mut random_bytes = |n: usize| (0..n).map(|_| r.next() as u8).collect::<Vec<u8>>();
+        let b64 = base64(&random_bytes(3000));
+        let hex: Vec<String> = (0..40)
+            .map(|_| {
+                random_bytes(32)
+                    .iter()
+                    .map(|b| format!("{b:02x}"))
+                    .collect()
+            })
+            .collect();
+        let mut r = Rng(42);
+        let digits: String = (0..3000)
+            .map(|_| char::from(b'0' + r.below(10) as u8))
+            .collect();
+        let numbers: Vec<String> = (0..600)
+            .map(|_| {
+                let width = 1 + r.below(11) as u32;
+                r.below(10u64.pow(width)).to_string()
+            })
+            .collect();
+        let names = ["alice", "bob", "carol", "dave"];
+        let tags = ["a", "admin", "beta", "ops", "dev"];
+        let records: Vec<serde_json::Value> = (0..30)
+            .map(|i| {
+                serde_json::json!({
+                    "id": 1000 + i,
+                    "name": names[r.below(4) as usize],
+                    "email": format!("user{i}@example.com"),
+                    "active": r.below(2) == 0,
+                    "score": r.below(10_000) as f64 / 100.0,
+                    "tags": [tags[r.below(5) as usize], tags[r.below(5) as usize]],
+                })
+            })
+            .collect();
+        let pretty = serde_json::to_string_pretty(&records).unwrap();
+        let minified = serde_json::to_string(&records).unwrap();
+        let mut indented = String::new();
+        for _ in 0..6 {
+            for d in 0..8 {
+                indented += &format!("{}if (x{d} > {d}) {{\n", " ".repeat(4 * d));
+            }
+            for d in (0..8).rev() {
+                indented += &format!("{}}}\n", " ".repeat(4 * d));
+            }
+            indented.push('\n');
+        }
+        let faces: Vec<char> = "😀😃😄😁😆😅🤣😂🙂🙃😉😊😇🥰😍🤩😘🚀🎉✅❌🔥💡📦🐛👍👋🙏"
+            .chars()
+            .collect();
+        let emoji_only: String = (0..300)
+            .map(|_| faces[r.below(faces.len() as u64) as usize])
+            .collect();
+        let uuids: Vec<String> = (0..60)
+            .map(|_| {
+                let (a, b) = (r.next(), r.next());
+                format!(
+                    "{:08x}-{:04x}-4{:03x}-a{:03x}-{:012x}",
+                    a >> 32,
+                    a & 0xffff,
+                    (a >> 16) & 0xfff,
+                    b & 0xfff,
+                    b >> 16
+                )
+            })
+            .collect();
+        let ascii: String = (0..3000)
+            .map(|_| char::from(33 + r.below(94) as u8))
+            .collect();
+        vec![
+            ("english prose", PROSE.repeat(4)),
+            ("rust code", RUST.repeat(4)),
+            ("python code", PYTHON.repeat(4)),
+            ("indented code", indented),
+            ("pretty JSON", pretty),
+            ("minified JSON", minified),
+            ("chinese", CHINESE.repeat(4)),
+            ("japanese", JAPANESE.repeat(4)),
+            ("russian", RUSSIAN.repeat(4)),
+            ("arabic", ARABIC.repeat(4)),
+            ("emoji in text", EMOJI.repeat(4)),
+            ("emoji only", emoji_only),
+            ("base64", b64),
+            ("hex", hex.join("\n")),
+            ("uuids", uuids.join("\n")),
+            ("digit run", digits),
+            ("numbers", numbers.join(" ")),
+            ("random ASCII", ascii),
+            (
+                "white space",
+                format!(
+                    "{}{}{}",
+                    " ".repeat(2000),
+                    "\n".repeat(500),
+                    "\t".repeat(300)
+                ),
+            ),
+            (
+                "mixed languages",
+                [PROSE, CHINESE, RUSSIAN, EMOJI, ARABIC].concat(),
+            ),
+        ]
+    }
+
     #[test]
-    fn heuristic_is_quarter_bytes() {
+    fn heuristic_errs_high_but_close_on_every_kind_of_text() {
+        let exact = Bpe::new("o200k_base").unwrap();
+        for (kind, text) in samples() {
+            let (got, want) = (Heuristic.count(&text), exact.count(&text));
+            let ratio = got as f64 / want as f64;
+            assert!(
+                (0.98..=1.6).contains(&ratio),
+                "{kind}: heuristic {got}, o200k_base {want} (ratio {ratio:.3})"
+            );
+        }
+    }
+
+    #[test]
+    fn heuristic_is_zero_only_for_empty_text() {
         assert_eq!(Heuristic.count(""), 0);
-        assert_eq!(Heuristic.count("abcde"), 2);
+        for t in [
+            "a", " ", "\n", "1", ".", "é", "中", "🦀", "\u{0}", "a1a1", "1a", "..a", "    \n",
+        ] {
+            assert!(Heuristic.count(t) >= 1, "{t:?}");
+        }
+    }
+
+    #[test]
+    fn heuristic_reads_every_byte_of_the_tail() {
+        // Every prefix, so the last word holds one to eight bytes, and blocks
+        // of more than 255 words, so the byte-lane counters are added up.
+        let text = "fn main() { println!(\"hello, world\"); } // 12345 тест 中文 🦀\n".repeat(60);
+        for end in (0..=text.len()).filter(|&i| text.is_char_boundary(i)) {
+            let t = &text[..end];
+            let f = byte_features(t.as_bytes());
+            let count = |p: fn(&char) -> bool| t.chars().filter(p).count() as u64;
+            assert_eq!(f[0], count(|c| c.is_ascii_alphabetic()), "{end}");
+            assert_eq!(f[3], count(|c| c.is_ascii_digit()), "{end}");
+            assert_eq!(
+                f[6],
+                count(|c| c.is_ascii_whitespace() || *c == '\u{b}'),
+                "{end}"
+            );
+            assert_eq!(f[9], count(|c| c.len_utf8() == 2), "{end}");
+            assert_eq!(f[10], count(|c| c.len_utf8() == 3), "{end}");
+            assert_eq!(f[11], count(|c| c.len_utf8() == 4), "{end}");
+        }
     }
 }
