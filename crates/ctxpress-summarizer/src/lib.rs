@@ -22,6 +22,7 @@ pub use text::{
 pub mod backend;
 pub mod bounded;
 pub mod strategy;
+pub mod terms;
 
 pub use backend::{
     Extractive, ExtractiveConfig, FallbackSummary, SummarySource, accept, with_fallback,

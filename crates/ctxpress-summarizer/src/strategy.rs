@@ -4,6 +4,7 @@
 
 use crate::backend::{Extractive, FallbackSummary, SummarySource, accept};
 use crate::bounded::run_bounded;
+use crate::terms::{for_each_term, term_counts};
 use crate::text::{Budget, extract_entities, format_code_split, format_summary, summary_id};
 use async_trait::async_trait;
 use ctxpress_core::archive::content_hash;
@@ -48,6 +49,31 @@ pub struct SummarizerConfig {
     pub long_budget: usize,
     /// Most entities appended as ` | entities: ...` (0 disables them).
     pub max_entities: usize,
+    /// Also summarize tool results in place when the classifier decided
+    /// `compress` (or `code_split`) for them, as spec 000's rules do (rule 3
+    /// preserves only messages that *carry* tool calls): an OpenAI `tool` /
+    /// `function` message, or an Anthropic carrier of exactly one text-only
+    /// `tool_result` block. The message keeps its role, `tool_call_id` and
+    /// every other field, and is never merged with another message.
+    pub tool_results: bool,
+    /// Information check on summarized tool results (0 disables it): a tool
+    /// result stays verbatim when its summary saves fewer than this many
+    /// characters per term it loses (a path, compound identifier or version
+    /// found in the result, nowhere else in the conversation, and not in the
+    /// summary). Results are taken in order, so a term whose only other
+    /// copies were summarized away counts as lost. Not part of spec 000.
+    pub chars_per_lost_term: usize,
+    /// Summary budget in characters for user messages; `None` uses the
+    /// length-based `short_budget` / `long_budget`. Applied to the extractive
+    /// path and sent as the request budget to LLM backends.
+    pub user_budget: Option<usize>,
+    /// Summary budget in characters for assistant messages (and other
+    /// non-user, non-tool roles); `None` uses the length-based budgets.
+    pub assistant_budget: Option<usize>,
+    /// Most rendered summaries the deterministic path keeps in memory, so a
+    /// rerun on the same messages (a budget search) never summarizes one
+    /// twice; the cache is cleared when full. 0 disables it.
+    pub cache_entries: usize,
 }
 
 impl Default for SummarizerConfig {
@@ -64,6 +90,11 @@ impl Default for SummarizerConfig {
             short_budget: b.short,
             long_budget: b.long,
             max_entities: 10,
+            tool_results: false,
+            chars_per_lost_term: 0,
+            user_budget: None,
+            assistant_budget: None,
+            cache_entries: 4096,
         }
     }
 }
@@ -76,6 +107,24 @@ impl SummarizerConfig {
             short: self.short_budget,
             long: self.long_budget,
         }
+    }
+
+    /// The fixed budget for a summary of this kind (`user_budget` for user
+    /// messages, `assistant_budget` for assistant ones), `None` when the
+    /// length-based budget applies.
+    pub fn role_budget(&self, kind: SummaryKind) -> Option<usize> {
+        match kind {
+            SummaryKind::User => self.user_budget,
+            SummaryKind::Assistant => self.assistant_budget,
+            _ => None,
+        }
+    }
+
+    /// The budget in characters for a summary of `chars` characters of input
+    /// of this kind.
+    pub fn budget_for(&self, kind: SummaryKind, chars: usize) -> usize {
+        self.role_budget(kind)
+            .unwrap_or_else(|| self.budget().for_len(chars))
     }
 
     fn validate(&self) -> Result<(), ConfigError> {
@@ -94,12 +143,18 @@ impl SummarizerConfig {
         if self.short_budget == 0 || self.long_budget == 0 {
             return Err(bad("short_budget", "budgets must be at least 1"));
         }
+        if self.user_budget == Some(0) {
+            return Err(bad("user_budget", "must be at least 1"));
+        }
+        if self.assistant_budget == Some(0) {
+            return Err(bad("assistant_budget", "must be at least 1"));
+        }
         Ok(())
     }
 }
 
 /// What to do with one unit of work.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 enum UnitKind {
     /// Summarize (one message or a merged group).
     Compress,
@@ -107,10 +162,22 @@ enum UnitKind {
     CodeSplit,
 }
 
+/// Where a unit's rendered text goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Target {
+    /// The message text (one message, or a merged group).
+    Text,
+    /// The content of an OpenAI `tool` / `function` message.
+    ToolMessage,
+    /// The content of the Anthropic `tool_result` block answering this call.
+    ToolBlock(String),
+}
+
 /// One summary to make: a message index range and the text to summarize.
 #[derive(Debug, Clone)]
 struct Unit {
     kind: UnitKind,
+    target: Target,
     /// First message index.
     start: usize,
     /// One past the last message index.
@@ -138,11 +205,59 @@ fn summary_kind(role: Role) -> SummaryKind {
     }
 }
 
-fn touchable(conv: &Conversation, m: &Message) -> bool {
-    !m.has_tool_calls()
-        && !m.is_tool_result()
-        && !conv.ann(m.id()).is_some_and(|a| a.protected)
-        && !m.text().trim().is_empty()
+/// The text of a tool-result block's `content` when it is a string or text
+/// parts only (nothing an in-place replacement would drop).
+fn text_only_block(block: &Value) -> Option<String> {
+    match block.get("content") {
+        Some(Value::String(s)) => Some(s.clone()),
+        Some(Value::Array(parts)) => {
+            let mut texts = Vec::with_capacity(parts.len());
+            for p in parts {
+                if p.get("type").and_then(Value::as_str) != Some("text") {
+                    return None;
+                }
+                texts.push(p.get("text").and_then(Value::as_str)?);
+            }
+            Some(texts.join("\n"))
+        }
+        _ => None,
+    }
+}
+
+/// Whether and how a message may be summarized, with the text to summarize.
+fn touch(conv: &Conversation, m: &Message, cfg: &SummarizerConfig) -> Option<(Target, String)> {
+    if m.has_tool_calls() || conv.ann(m.id()).is_some_and(|a| a.protected) {
+        return None;
+    }
+    let (target, text) = if m.is_tool_result() {
+        if !cfg.tool_results {
+            return None;
+        }
+        if matches!(m.role(), Role::Tool | Role::Function) {
+            (Target::ToolMessage, m.text().into_owned())
+        } else {
+            // An Anthropic carrier of exactly one tool_result block: the
+            // classifier's decision was about exactly that block's text.
+            let Some(Value::Array(blocks)) = m.content() else {
+                return None;
+            };
+            let [block] = blocks.as_slice() else {
+                return None;
+            };
+            if block.get("type").and_then(Value::as_str) != Some("tool_result") {
+                return None;
+            }
+            let id = block.get("tool_use_id").and_then(Value::as_str)?;
+            (Target::ToolBlock(id.to_string()), text_only_block(block)?)
+        }
+    } else {
+        (Target::Text, m.text().into_owned())
+    };
+    (!text.trim().is_empty()).then_some((target, text))
+}
+
+fn touchable(conv: &Conversation, m: &Message, cfg: &SummarizerConfig) -> bool {
+    touch(conv, m, cfg).is_some_and(|(t, _)| t == Target::Text)
 }
 
 fn decision(conv: &Conversation, m: &Message) -> Option<Decision> {
@@ -154,20 +269,39 @@ fn plan(conv: &Conversation, cfg: &SummarizerConfig) -> Plan {
     let msgs = &conv.messages;
     let mut i = 0;
     while let Some(m) = msgs.get(i) {
-        if !touchable(conv, m) {
+        let Some((target, text)) = touch(conv, m, cfg) else {
             i += 1;
             continue;
-        }
+        };
+        let kind_hint = if target == Target::Text {
+            summary_kind(m.role())
+        } else {
+            SummaryKind::Tool
+        };
         match decision(conv, m) {
             None => {
                 p.unclassified += 1;
+                i += 1;
+            }
+            Some(Decision::Compress) if target != Target::Text => {
+                // A tool result is summarized alone, in place.
+                p.units.push(Unit {
+                    kind: UnitKind::Compress,
+                    target,
+                    start: i,
+                    end: i + 1,
+                    input: text.clone(),
+                    original: text,
+                    fences: Vec::new(),
+                    kind_hint,
+                });
                 i += 1;
             }
             Some(Decision::Compress) => {
                 let mut j = i + 1;
                 if cfg.merge_consecutive && m.has_string_content() {
                     while let Some(n) = msgs.get(j) {
-                        if touchable(conv, n)
+                        if touchable(conv, n, cfg)
                             && n.has_string_content()
                             && n.role_str() == m.role_str()
                             && decision(conv, n) == Some(Decision::Compress)
@@ -187,28 +321,30 @@ fn plan(conv: &Conversation, cfg: &SummarizerConfig) -> Plan {
                     .join("\n\n");
                 p.units.push(Unit {
                     kind: UnitKind::Compress,
+                    target,
                     start: i,
                     end: j,
                     input: original.clone(),
                     original,
                     fences: Vec::new(),
-                    kind_hint: summary_kind(m.role()),
+                    kind_hint,
                 });
                 i = j;
             }
             Some(Decision::CodeSplit) => {
-                let original = m.text().into_owned();
+                let original = text;
                 let split = crate::text::split_code_and_prose(&original);
                 if !split.prose.is_empty() && !split.fences.is_empty() {
                     let fences = split.fences.iter().map(|f| f.to_string()).collect();
                     p.units.push(Unit {
                         kind: UnitKind::CodeSplit,
+                        target,
                         start: i,
                         end: i + 1,
                         input: split.prose,
                         original: original.clone(),
                         fences,
-                        kind_hint: summary_kind(m.role()),
+                        kind_hint,
                     });
                 }
                 i += 1;
@@ -244,14 +380,85 @@ fn render(unit: &Unit, summary: &str, cfg: &SummarizerConfig) -> String {
     }
 }
 
+/// Every text a model reads of a message: its text, tool-result texts and
+/// tool-call arguments.
+fn for_each_text(m: &Message, mut f: impl FnMut(&str)) {
+    f(&m.text());
+    if m.is_tool_result() && !matches!(m.role(), Role::Tool | Role::Function) {
+        for r in m.tool_results() {
+            f(&r.text);
+        }
+    }
+    for c in m.tool_calls() {
+        f(&c.arguments);
+    }
+}
+
+/// The information check (`chars_per_lost_term`): drop (set to `None`) the
+/// rendered summary of each tool-result unit that loses too many terms for
+/// what it saves, in message order, moving the terms of accepted ones.
+fn check_information(
+    msgs: &[Message],
+    units: &[Unit],
+    rendered: &mut [Option<String>],
+    cfg: &SummarizerConfig,
+    out: &mut StageOutcome,
+) {
+    let k = cfg.chars_per_lost_term;
+    if k == 0 || units.iter().all(|u| u.target == Target::Text) {
+        return;
+    }
+    let mut global: HashMap<String, u32> = HashMap::new();
+    for m in msgs {
+        for_each_text(m, |t| {
+            for_each_term(t, |term| match global.get_mut(term) {
+                Some(n) => *n += 1,
+                None => {
+                    global.insert(term.to_string(), 1);
+                }
+            })
+        });
+    }
+    for (u, r) in units.iter().zip(rendered.iter_mut()) {
+        let Some(text) = r.as_deref() else { continue };
+        let size: usize = msgs
+            .get(u.start..u.end)
+            .unwrap_or(&[])
+            .iter()
+            .map(Message::size)
+            .sum();
+        let after = text.chars().count();
+        if u.target == Target::Text || after >= size {
+            continue;
+        }
+        let own = term_counts(&u.original);
+        let lost = own
+            .iter()
+            .filter(|(t, n)| global.get(**t).copied().unwrap_or(0) <= **n && !text.contains(**t))
+            .count();
+        if (size - after) < lost.saturating_mul(k) {
+            out.count("kept_dense", 1);
+            *r = None;
+            continue;
+        }
+        for (t, n) in own {
+            if let Some(g) = global.get_mut(t) {
+                *g = g.saturating_sub(n) + u32::from(text.contains(t));
+            }
+        }
+    }
+}
+
 /// Apply rendered summaries (`None` = keep) to the conversation, with the size
-/// guard, and count what happened.
+/// guard and the information check, and count what happened.
 fn apply(
     conv: &mut Conversation,
     units: &[Unit],
-    rendered: Vec<Option<String>>,
+    mut rendered: Vec<Option<String>>,
+    cfg: &SummarizerConfig,
     out: &mut StageOutcome,
 ) {
+    check_information(&conv.messages, units, &mut rendered, cfg, out);
     let old = std::mem::take(&mut conv.messages);
     let mut new_msgs: Vec<Message> = Vec::with_capacity(old.len());
     let mut by_start: HashMap<usize, (&Unit, Option<String>)> = HashMap::new();
@@ -275,11 +482,24 @@ fn apply(
         }
         if group.len() == 1 {
             let mut m = m.clone();
-            m.set_text(text);
+            let placed = match &unit.target {
+                Target::Text | Target::ToolMessage => {
+                    m.set_text(text);
+                    true
+                }
+                Target::ToolBlock(id) => m.set_tool_result_text(id, text),
+            };
             new_msgs.push(m);
+            if !placed {
+                i += 1;
+                continue;
+            }
             match unit.kind {
                 UnitKind::CodeSplit => out.count("code_split", 1),
                 UnitKind::Compress => out.count("summarized", 1),
+            }
+            if unit.target != Target::Text {
+                out.count("tool_results", 1);
             }
         } else {
             let id = conv.fresh_id("summary");
@@ -308,31 +528,96 @@ fn note_unclassified(p: &Plan, out: &mut StageOutcome) {
     }
 }
 
-/// The `summarizer` strategy with the deterministic backend (sync).
+/// What a rendered deterministic summary depends on besides the (fixed)
+/// configuration: the hash of the original text (the input and the fences
+/// derive from it), what is made of it, the kind, the number of messages
+/// merged and the budget.
+type CacheKey = (String, UnitKind, SummaryKind, usize, Option<usize>);
+
+/// Rendered deterministic summaries by [`CacheKey`], bounded: cleared when
+/// full. Shared by clones of the strategy.
+#[derive(Debug, Default)]
+struct RenderCache {
+    map: Mutex<HashMap<CacheKey, String>>,
+}
+
+impl RenderCache {
+    fn get(&self, key: &CacheKey) -> Option<String> {
+        self.map.lock().ok().and_then(|m| m.get(key).cloned())
+    }
+
+    fn put(&self, key: CacheKey, text: String, cap: usize) {
+        if let Ok(mut m) = self.map.lock() {
+            if m.len() >= cap {
+                m.clear();
+            }
+            m.insert(key, text);
+        }
+    }
+}
+
+/// The `summarizer` strategy with the deterministic backend (sync). Each
+/// unit's rendered summary is cached (see `cache_entries`), so rerunning the
+/// stage on the same messages, as a budget search does, summarizes nothing
+/// twice; `cache_hits` counts the reuses.
 #[derive(Debug, Clone)]
 pub struct Summarizer {
     cfg: SummarizerConfig,
     extractive: Extractive,
+    cache: Arc<RenderCache>,
 }
 
 impl Summarizer {
     /// A deterministic summarizer with this configuration.
     pub fn new(cfg: SummarizerConfig) -> Self {
         let extractive = Extractive::new(cfg.budget());
-        Summarizer { cfg, extractive }
+        Summarizer {
+            cfg,
+            extractive,
+            cache: Arc::default(),
+        }
     }
 
     /// The configuration.
     pub fn config(&self) -> &SummarizerConfig {
         &self.cfg
     }
+
+    /// The rendered summary of a unit, from the cache when it is there.
+    fn rendered(&self, unit: &Unit, out: &mut StageOutcome) -> String {
+        if self.cfg.cache_entries == 0 {
+            return render(
+                unit,
+                &deterministic(&self.extractive, unit, &self.cfg),
+                &self.cfg,
+            );
+        }
+        let key: CacheKey = (
+            content_hash(&unit.original),
+            unit.kind,
+            unit.kind_hint,
+            unit.end - unit.start,
+            self.cfg.role_budget(unit.kind_hint),
+        );
+        if let Some(hit) = self.cache.get(&key) {
+            out.count("cache_hits", 1);
+            return hit;
+        }
+        let text = render(
+            unit,
+            &deterministic(&self.extractive, unit, &self.cfg),
+            &self.cfg,
+        );
+        self.cache.put(key, text.clone(), self.cfg.cache_entries);
+        text
+    }
 }
 
-fn deterministic(ex: &Extractive, unit: &Unit) -> String {
+fn deterministic(ex: &Extractive, unit: &Unit, cfg: &SummarizerConfig) -> String {
     ex.summarize_req(&SummaryRequest {
         text: &unit.input,
         kind: unit.kind_hint,
-        budget_chars: None,
+        budget_chars: cfg.role_budget(unit.kind_hint),
         context: None,
     })
 }
@@ -353,9 +638,9 @@ impl Strategy for Summarizer {
         let rendered = p
             .units
             .iter()
-            .map(|u| Some(render(u, &deterministic(&self.extractive, u), &self.cfg)))
+            .map(|u| Some(self.rendered(u, &mut out)))
             .collect();
-        apply(conv, &p.units, rendered, &mut out);
+        apply(conv, &p.units, rendered, &self.cfg, &mut out);
         Ok(out)
     }
 }
@@ -424,7 +709,9 @@ impl AsyncSummarizer {
         } else {
             unit.input.clone()
         };
-        let budget = self.cfg.budget().for_len(unit.input.chars().count());
+        let budget = self
+            .cfg
+            .budget_for(unit.kind_hint, unit.input.chars().count());
         let key = self.cache_key(unit.kind_hint, budget, &sent);
         let local = self.cache.lock().ok().and_then(|c| c.get(&key).cloned());
         let stored = match local {
@@ -439,7 +726,7 @@ impl AsyncSummarizer {
         let fallback_req = SummaryRequest {
             text: &unit.input,
             kind: unit.kind_hint,
-            budget_chars: None,
+            budget_chars: self.cfg.role_budget(unit.kind_hint),
             context: None,
         };
         if let Some(c) = stored {
@@ -545,7 +832,7 @@ impl AsyncStrategy for AsyncSummarizer {
                 parts.join(", ")
             ));
         }
-        apply(conv, &p.units, rendered, &mut out);
+        apply(conv, &p.units, rendered, &self.cfg, &mut out);
         Ok(out)
     }
 }

@@ -28,9 +28,19 @@ pub const PRESETS: &[Preset] = &[
         toml: include_str!("../presets/chat.toml"),
     },
     Preset {
+        name: "cce",
+        summary: "spec 000 pipeline: exact dedup, the 11 preservation rules, merged extractive summaries of old prose and prose-like tool results",
+        toml: include_str!("../presets/cce.toml"),
+    },
+    Preset {
         name: "agent",
         summary: "agent trajectories: stale-op pruning, fuzzy dedup with deltas, tool-result summaries, prose summaries",
         toml: include_str!("../presets/agent.toml"),
+    },
+    Preset {
+        name: "hybrid",
+        summary: "spec 004: over 70% of a 128k window, down to 40%; display-only messages dropped, tool results by kind, old user/assistant messages summarized (LLM when configured)",
+        toml: include_str!("../presets/hybrid.toml"),
     },
 ];
 
