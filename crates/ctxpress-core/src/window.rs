@@ -521,10 +521,26 @@ pub struct EvictOldest;
 /// Registered name of [`EvictOldest`].
 pub const EVICT: &str = "evict";
 
+/// Most paths a note lists as edited, and as only read.
+const NOTE_EDITED: usize = 12;
+const NOTE_READ: usize = 6;
+/// Characters of the first user request a note quotes.
+const NOTE_REQUEST: usize = 160;
+
+fn push_new(v: &mut Vec<String>, p: &str, cap: usize) {
+    if v.len() < cap && !v.iter().any(|x| x == p) {
+        v.push(p.to_string());
+    }
+}
+
+/// The note that stands for `msgs`: what they were (roles, tools), the files
+/// they edited and read, and the prose of the first user request they held
+/// (before any code fence), clipped.
 fn note_for(msgs: &[Message]) -> String {
     let mut roles: BTreeMap<&str, usize> = BTreeMap::new();
     let mut tools: BTreeMap<String, usize> = BTreeMap::new();
-    let mut files: Vec<String> = Vec::new();
+    let (mut edited, mut read) = (Vec::new(), Vec::new());
+    let mut request = None;
     for m in msgs {
         let role = if m.is_tool_result() {
             "tool result"
@@ -536,17 +552,36 @@ fn note_for(msgs: &[Message]) -> String {
             }
         };
         *roles.entry(role).or_default() += 1;
+        if role == "user" && request.is_none() {
+            let t = m.text();
+            let prose = t.split("```").next().unwrap_or("");
+            let words: Vec<&str> = prose.split_whitespace().collect();
+            if !words.is_empty() {
+                let flat = words.join(" ");
+                let clipped: String = flat.chars().take(NOTE_REQUEST).collect();
+                let more = if clipped.len() < flat.len() {
+                    "…"
+                } else {
+                    ""
+                };
+                request = Some(format!("{clipped}{more}"));
+            }
+        }
         for c in m.tool_calls() {
             *tools.entry(c.name.to_string()).or_default() += 1;
             if let Some(op) = crate::dialect::extract(&c) {
-                for p in op.paths {
-                    if files.len() < 8 && !files.contains(&p) {
-                        files.push(p);
+                for p in op.modified_paths() {
+                    push_new(&mut edited, p, NOTE_EDITED);
+                }
+                for p in &op.paths {
+                    if !op.modified_paths().contains(p) {
+                        push_new(&mut read, p, NOTE_READ);
                     }
                 }
             }
         }
     }
+    read.retain(|p| !edited.contains(p));
     let mut s = format!("[{} earlier messages archived: ", msgs.len());
     let parts: Vec<String> = roles.iter().map(|(r, n)| format!("{n} {r}")).collect();
     s.push_str(&parts.join(", "));
@@ -557,9 +592,13 @@ fn note_for(msgs: &[Message]) -> String {
         s.push_str("; tools: ");
         s.push_str(&t.join(", "));
     }
-    if !files.is_empty() {
-        s.push_str("; files: ");
-        s.push_str(&files.join(", "));
+    for (label, paths) in [("edited", &edited), ("read", &read)] {
+        if !paths.is_empty() {
+            s.push_str(&format!("; {label}: {}", paths.join(", ")));
+        }
+    }
+    if let Some(r) = request {
+        s.push_str(&format!("; first request: \"{r}\""));
     }
     s.push_str("; ctxpress expand restores them]");
     s
@@ -722,7 +761,7 @@ mod tests {
         let toks = tokens_of(&c, &StageContext::default());
         let total: usize = toks.iter().sum();
         // Room for all but the first two exchanges (and the note).
-        let budget = total - toks[1..7].iter().sum::<usize>() + 60;
+        let budget = total - toks[1..7].iter().sum::<usize>() + 150;
         let ctx = StageContext {
             budget: Some(budget),
             ..StageContext::default()
@@ -736,7 +775,7 @@ mod tests {
         assert_eq!(c.messages[0].role(), Role::System);
         let note = c.messages[1].text().into_owned();
         assert!(
-            note.starts_with("[6 earlier messages archived: 2 assistant, 2 tool result, 2 user; tools: Read×2; files: /r/f0.rs, /r/f1.rs; ctxpress expand restores them]"),
+            note.starts_with("[6 earlier messages archived: 2 assistant, 2 tool result, 2 user; tools: Read×2; read: /r/f0.rs, /r/f1.rs; first request: \"task 0 word word"),
             "{note}"
         );
         assert_eq!(out.counters["messages_archived"], 6);

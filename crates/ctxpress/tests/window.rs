@@ -909,7 +909,7 @@ fn golden_rung_evict_keeps_call_and_result_together() {
         call > 150,
         "the call must be worth evicting ({call} tokens)"
     );
-    let budget = tokens(&input) - u - call + 80;
+    let budget = tokens(&input) - u - call + 140;
     let (out, c, b) = golden_run(&text, budget);
     assert!(b.fits);
     assert_eq!(
@@ -925,7 +925,7 @@ fn golden_rung_evict_keeps_call_and_result_together() {
         c.added,
         [(
             1,
-            "[3 earlier messages archived: 1 assistant, 1 tool result, 1 user; tools: Bash×1; ctxpress expand restores them]".to_string()
+            "[3 earlier messages archived: 1 assistant, 1 tool result, 1 user; tools: Bash×1; first request: \"This function fails:\"; ctxpress expand restores them]".to_string()
         )]
     );
     assert_eq!(
@@ -965,7 +965,7 @@ fn golden_rung_evict_anthropic_parallel_calls() {
     let input = parse(&text);
     // Evicting the first user message and the calls would be enough, but
     // the results must go with them.
-    let budget = tokens(&input) - tok(&input.messages[0]) - tok(&input.messages[1]) + 80;
+    let budget = tokens(&input) - tok(&input.messages[0]) - tok(&input.messages[1]) + 140;
     let (out, c, b) = golden_run(&text, budget);
     assert!(b.fits);
     assert_eq!(
@@ -978,7 +978,7 @@ fn golden_rung_evict_anthropic_parallel_calls() {
         c.added,
         [(
             0,
-            "[3 earlier messages archived: 1 assistant, 1 tool result, 1 user; tools: Read×2; files: /repo/src/a.rs, /repo/src/b.rs; ctxpress expand restores them]".to_string()
+            "[3 earlier messages archived: 1 assistant, 1 tool result, 1 user; tools: Read×2; read: /repo/src/a.rs, /repo/src/b.rs; first request: \"Compare these two readers:\"; ctxpress expand restores them]".to_string()
         )]
     );
     assert_eq!(out.messages[1].role_str(), "assistant");
@@ -1020,7 +1020,7 @@ fn golden_protected_part_over_budget() {
         c.added,
         [(
             1,
-            "[2 earlier messages archived: 1 assistant, 1 user; ctxpress expand restores them]"
+            "[2 earlier messages archived: 1 assistant, 1 user; first request: \"[summary: Before we change anything I would like to understand the startup sequence a little better, because the slow startup is what our users complain about m…\"; ctxpress expand restores them]"
                 .to_string()
         )]
     );
