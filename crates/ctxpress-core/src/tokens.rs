@@ -218,7 +218,15 @@ fn byte_features(bytes: &[u8]) -> [u64; FEATURES] {
 pub struct Bpe {
     name: &'static str,
     enc: &'static tiktoken::CoreBpe,
+    /// Counts of texts of [`MEMO_MIN`] bytes or more by content hash: a
+    /// budget search counts the same messages in every run it makes.
+    memo: std::sync::Mutex<std::collections::HashMap<u128, usize>>,
 }
+
+/// Texts shorter than this are counted afresh (cheaper than hashing).
+const MEMO_MIN: usize = 256;
+/// Entries kept before the memo starts over.
+const MEMO_MAX: usize = 1 << 16;
 
 impl Bpe {
     /// `o200k_base` (GPT-4o and later) or `cl100k_base` (GPT-4, GPT-3.5).
@@ -228,7 +236,11 @@ impl Bpe {
             "cl100k_base" => "cl100k_base",
             _ => return None,
         };
-        tiktoken::get_encoding(name).map(|enc| Bpe { name, enc })
+        tiktoken::get_encoding(name).map(|enc| Bpe {
+            name,
+            enc,
+            memo: Default::default(),
+        })
     }
 }
 
@@ -237,7 +249,21 @@ impl TokenCounter for Bpe {
         self.name
     }
     fn count(&self, text: &str) -> usize {
-        self.enc.count(text)
+        if text.len() < MEMO_MIN {
+            return self.enc.count(text);
+        }
+        let key = xxhash_rust::xxh3::xxh3_128(text.as_bytes());
+        if let Some(n) = self.memo.lock().ok().and_then(|m| m.get(&key).copied()) {
+            return n;
+        }
+        let n = self.enc.count(text);
+        if let Ok(mut m) = self.memo.lock() {
+            if m.len() >= MEMO_MAX {
+                m.clear();
+            }
+            m.insert(key, n);
+        }
+        n
     }
 }
 
@@ -270,6 +296,18 @@ pub fn count_message(counter: &dyn TokenCounter, m: &Message) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn bpe_memo_gives_the_same_counts() {
+        let o = Bpe::new("o200k_base").unwrap();
+        let long = "fn main() { println!(\"hello\"); }\n".repeat(40);
+        let first = o.count(&long);
+        assert_eq!(o.count(&long), first, "memoized count");
+        assert_eq!(first, o.enc.count(&long));
+        assert_eq!(o.memo.lock().unwrap().len(), 1);
+        assert_eq!(o.count("short"), 1);
+        assert_eq!(o.memo.lock().unwrap().len(), 1, "short texts are not kept");
+    }
 
     #[test]
     fn bpe_counts_match_known_values() {
