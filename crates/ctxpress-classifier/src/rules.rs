@@ -89,6 +89,13 @@ fn role_preserved(m: &Message, cfg: &ClassifierConfig) -> bool {
 
 /// Rules 1-6 (role, recency window, tool calls, short, already compressed,
 /// duplicate): they decide without looking at the text's tier.
+///
+/// The duplicate mark is checked before rules 4 and 5: dedup runs before the
+/// classifier and has already replaced a marked text with its short
+/// `[cce:dup of ...]` reference, while spec 000 applies rules 4 and 5 to the
+/// original text, which dedup only replaces when it is at least `min_chars`
+/// (200) long and not already compressed, so rules 4 and 5 could not have
+/// matched it.
 fn early_rule(
     conv: &Conversation,
     index: usize,
@@ -106,6 +113,9 @@ fn early_rule(
     if m.has_tool_calls() {
         return Some((Decision::Preserve, DecisionRule::HasToolCalls));
     }
+    if conv.ann(m.id()).is_some_and(|a| a.dup.is_some()) {
+        return Some((Decision::Dedup, DecisionRule::Duplicate));
+    }
     if text.chars().count() < cfg.min_chars {
         return Some((Decision::Preserve, DecisionRule::ShortContent));
     }
@@ -116,9 +126,6 @@ fn early_rule(
         .any(|p| !p.is_empty() && lead.starts_with(p.as_str()))
     {
         return Some((Decision::Preserve, DecisionRule::AlreadyCompressed));
-    }
-    if conv.ann(m.id()).is_some_and(|a| a.dup.is_some()) {
-        return Some((Decision::Dedup, DecisionRule::Duplicate));
     }
     None
 }
@@ -343,6 +350,27 @@ mod tests {
         let d = decide(&c, &cfg);
         assert_eq!(d[0].decision, Decision::Compress);
         assert_eq!(d[1].decision, Decision::Dedup);
+    }
+
+    #[test]
+    fn duplicate_reference_is_dedup_not_short() {
+        // Dedup ran first: the marked text is now its short reference.
+        let mut c = conv(vec![
+            ("user", "[cce:dup of m1 — 300 chars]".into()),
+            ("user", prose(3)),
+            ("user", "x".into()),
+        ]);
+        let keep = c.messages[1].id().clone();
+        let dup = c.messages[0].id().clone();
+        c.ann_mut(&dup).dup = Some(DupMark {
+            keep,
+            similarity: 1.0,
+        });
+        let cfg = ClassifierConfig {
+            recency_window: 1,
+            ..Default::default()
+        };
+        assert_eq!(rules(&c, &cfg)[0], DecisionRule::Duplicate);
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! `ctxpress`: compress, expand, validate and inspect LLM conversation histories.
 
 mod io;
+mod trace;
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
@@ -125,6 +126,10 @@ struct CompressArgs {
     /// Write the report as JSON to this file.
     #[arg(long, value_name = "FILE")]
     stats_json: Option<String>,
+    /// Print to stderr, for each message, its classifier decision, the rule
+    /// that made it, and what became of it (kept, summarized, merged, ...).
+    #[arg(long)]
+    trace: bool,
 }
 
 fn main() -> ExitCode {
@@ -239,11 +244,15 @@ fn compress(a: CompressArgs) -> Result<ExitCode> {
     };
     let mut misfits: Vec<String> = Vec::new();
     for (line, conv) in input.items.iter_mut() {
+        let trace = a.trace.then(|| trace::Trace::start(conv));
         let r = match &runtime {
             Some(rt) => rt.block_on(compressor.compress_async(conv)),
             None => compressor.compress(conv),
         }
         .with_context(|| format!("{}:{line}", input.name))?;
+        if let Some(t) = &trace {
+            t.print(conv, &input.name, *line);
+        }
         if let Some(b) = &r.budget
             && !b.fits
         {
