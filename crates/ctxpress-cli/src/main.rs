@@ -280,7 +280,7 @@ fn compress(a: CompressArgs) -> Result<ExitCode> {
         eprint!("{}", stats_table(&total));
     }
     if let Some(p) = &a.stats_json {
-        let v = json!({ "conversations": input.items.len(), "input_bytes": input.bytes, "ratio": total.ratio(), "fits": total.budget.as_ref().map(|b| b.fits), "report": total });
+        let v = json!({ "conversations": input.items.len(), "input_bytes": input.bytes, "ratio": total.ratio(), "fits": total.budget.as_ref().map(|b| b.fits), "statistics": ctxpress::statistics(&total), "report": total });
         write_output(Some(p), None, serde_json::to_string_pretty(&v)?.as_bytes())?;
     }
     if misfits.is_empty() {
@@ -380,6 +380,14 @@ fn stats_table(r: &Report) -> String {
         r.chars_after,
         r.micros,
     ));
+    let stats: Vec<String> = ctxpress::statistics(r)
+        .iter()
+        .filter(|(_, v)| **v > 0)
+        .map(|(k, v)| format!("{k} {v}"))
+        .collect();
+    if !stats.is_empty() {
+        s.push_str(&format!("statistics: {}\n", stats.join(", ")));
+    }
     if let Some(b) = &r.budget {
         s.push_str(&format!(
             "budget: trigger {} / target {} tokens ({}): {} of {} conversations over the trigger; {} of {} fit{}\n",

@@ -500,6 +500,8 @@ fn apply(
             }
             if unit.target != Target::Text {
                 out.count("tool_results", 1);
+            } else {
+                count_role(out, m_role(group), 1);
             }
         } else {
             let id = conv.fresh_id("summary");
@@ -512,10 +514,26 @@ fn apply(
             new_msgs.push(merged);
             out.count("summarized", 1);
             out.count("merged", group.len() as u64);
+            count_role(out, m_role(group), group.len() as u64);
         }
         i = unit.end.max(i + 1);
     }
     conv.messages = new_msgs;
+}
+
+/// The role of a unit's messages (they share one).
+fn m_role(group: &[Message]) -> Role {
+    group.first().map(Message::role).unwrap_or(Role::User)
+}
+
+/// Spec 004's statistics: `user_messages_compressed`,
+/// `assistant_messages_compressed`.
+fn count_role(out: &mut StageOutcome, role: Role, n: u64) {
+    match role {
+        Role::User => out.count("user_messages_compressed", n),
+        Role::Assistant => out.count("assistant_messages_compressed", n),
+        _ => {}
+    }
 }
 
 fn note_unclassified(p: &Plan, out: &mut StageOutcome) {

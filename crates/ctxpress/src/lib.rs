@@ -116,6 +116,64 @@ pub fn ladder(llm: Option<&Map<String, Value>>) -> Result<Vec<Rung>, ConfigError
     Ok(out)
 }
 
+/// Spec 004's statistics of a run, from its stage counters and budget:
+/// `tool_results_compressed`, `user_messages_compressed`,
+/// `assistant_messages_compressed`, `display_data_deleted`,
+/// `messages_protected` (ladder rungs included).
+pub fn statistics(r: &Report) -> std::collections::BTreeMap<&'static str, u64> {
+    let mut out = std::collections::BTreeMap::new();
+    let strategy = |name: &str| name.rsplit(':').next().unwrap_or(name).to_string();
+    for key in [
+        "tool_results_compressed",
+        "user_messages_compressed",
+        "assistant_messages_compressed",
+        "display_data_deleted",
+        "messages_protected",
+    ] {
+        out.insert(key, 0u64);
+    }
+    for st in &r.stages {
+        let c = &st.outcome.counters;
+        let get = |k: &str| c.get(k).copied().unwrap_or(0);
+        let add = |out: &mut std::collections::BTreeMap<&'static str, u64>, k, n| {
+            *out.entry(k).or_default() += n;
+        };
+        match strategy(&st.name).as_str() {
+            "tool_compressor" => add(
+                &mut out,
+                "tool_results_compressed",
+                ["reads", "writes", "commands", "searches", "other"]
+                    .iter()
+                    .map(|k| get(k))
+                    .sum(),
+            ),
+            "summarizer" => {
+                add(&mut out, "tool_results_compressed", get("tool_results"));
+                add(
+                    &mut out,
+                    "user_messages_compressed",
+                    get("user_messages_compressed"),
+                );
+                add(
+                    &mut out,
+                    "assistant_messages_compressed",
+                    get("assistant_messages_compressed"),
+                );
+            }
+            "stale_pruner" => add(
+                &mut out,
+                "display_data_deleted",
+                get("display_data_deleted"),
+            ),
+            _ => {}
+        }
+    }
+    if let Some(b) = &r.budget {
+        out.insert("messages_protected", b.protected_messages as u64);
+    }
+    out
+}
+
 /// A configured pipeline plus its run context, window and optional archive.
 pub struct Compressor {
     pipeline: Pipeline,
@@ -386,6 +444,38 @@ mod tests {
             .unwrap()
             .with_budget(Some(10));
         assert!(!c.needs_async(), "the ladder's summarizers stay local too");
+    }
+
+    #[test]
+    fn hybrid_reports_spec_004_statistics() {
+        let prose = |i: usize| {
+            format!(
+                "Turn {i}: we looked at how the queue hands work from the primary loop to the \
+                 secondary loop and decided to keep the lock-free ring buffer for now, because \
+                 it measured well under load and the alternative needs a rewrite of the scheduler."
+            )
+        };
+        let mut msgs = vec![serde_json::json!({"role": "system", "content": "be brief"})];
+        for i in 0..12 {
+            msgs.push(serde_json::json!({"role": "user", "content": prose(i)}));
+            msgs.push(serde_json::json!({"role": "assistant", "content": prose(i + 100)}));
+        }
+        msgs.insert(
+            3,
+            serde_json::json!({"role": "display_only_data", "content": "progress bar"}),
+        );
+        let doc = serde_json::Value::Array(msgs).to_string();
+        let c = Compressor::preset("hybrid")
+            .unwrap()
+            .with_window(Some(2000));
+        let mut conv = Conversation::parse(&doc).unwrap();
+        let r = c.compress(&mut conv).unwrap();
+        let s = statistics(&r);
+        assert!(r.budget.as_ref().unwrap().fits, "{:?}", r.budget);
+        assert_eq!(s["display_data_deleted"], 1, "{s:?}");
+        assert_eq!(s["messages_protected"], 6, "system, last 5: {s:?}");
+        assert!(s["user_messages_compressed"] > 0, "{s:?}");
+        assert!(s["assistant_messages_compressed"] > 0, "{s:?}");
     }
 
     #[test]
