@@ -564,7 +564,7 @@ fn compare(base: &[Measurement], cur: &[Measurement]) -> bool {
     for c in cur {
         let Some(b) = base
             .iter()
-            .find(|b| b.file == c.file && b.pipeline == c.pipeline)
+            .find(|b| b.file == c.file && b.pipeline == c.pipeline && b.budget == c.budget)
         else {
             continue;
         };
@@ -575,9 +575,12 @@ fn compare(base: &[Measurement], cur: &[Measurement]) -> bool {
                 .and_then(serde_json::Value::as_f64)
         };
         let mut line = format!(
-            "{} {}: ratio {:.3} → {:.3}, MB/s {:.1} → {:.1}",
+            "{} {}{}: ratio {:.3} → {:.3}, MB/s {:.1} → {:.1}",
             c.file,
             c.pipeline,
+            c.budget
+                .map(|b| format!(" (budget {b})"))
+                .unwrap_or_default(),
             b.ratio(),
             c.ratio(),
             b.mbps(),
