@@ -282,25 +282,13 @@ impl Compressor {
 
     /// Compress in place and archive the originals when an archive is set.
     /// With a window or budget, the report's `budget` says whether it fits.
+    /// A pipeline of sync stages runs through the async path without a
+    /// runtime: every step is ready at once.
     pub fn compress(&self, conv: &mut Conversation) -> Result<Report, Error> {
         if self.needs_async() {
             return Err(Error::NeedsAsync);
         }
-        let input = conv.clone();
-        let report = match self.window.limits() {
-            Some(limits) => ready(fit(
-                conv,
-                &self.ctx,
-                &self.pipeline,
-                &self.ladder,
-                &self.window,
-                limits,
-            ))
-            .ok_or(Error::NeedsAsync)?,
-            None => self.pipeline.run(conv, &self.ctx),
-        };
-        self.archive(&input, conv)?;
-        Ok(report)
+        ready(self.compress_async(conv)).ok_or(Error::NeedsAsync)?
     }
 
     /// Compress in place, awaiting async stages.
