@@ -123,6 +123,13 @@ impl Measurement {
     fn ratio(&self) -> f64 {
         self.chars_before as f64 / self.chars_after.max(1) as f64
     }
+    /// A figure of score.py's, when it ran.
+    fn score_of(&self, k: &str) -> Option<f64> {
+        self.score
+            .as_ref()
+            .and_then(|s| s.get(k))
+            .and_then(serde_json::Value::as_f64)
+    }
     fn token_ratio(&self) -> f64 {
         self.tokens_before as f64 / self.tokens_after.max(1) as f64
     }
@@ -467,15 +474,10 @@ fn is_agent_file(f: &Path) -> bool {
 
 fn budget_markdown(all: &[Measurement]) -> String {
     let mut s = String::from(
-        "\n## Budgets\n\nEach conversation of each agent file compressed to a token budget (heuristic counter): at or under it a conversation comes out unchanged; over it the preset's stages run oldest first, then the ladder (tool_results, assistant_prose, user_prose, evict) until it fits.\n\n| file | pipeline | budget | over budget | fit | ratio (chars) | fact ret. | user fact ret. | trail ret. | new violations | rungs used (conversations) | s |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n",
+        "\n## Budgets\n\nEach conversation of each agent file compressed to a token budget (heuristic counter): at or under it a conversation comes out unchanged; over it the preset's stages run oldest first, then the ladder (tool_results, assistant_prose, user_prose, evict, tail_tool_results) until it fits. `hybrid` keeps its own window as well (128k: trigger 89.6k, target 51.2k) and the lower of each applies, so at 128000 it compresses more conversations, further. **over budget**: conversations over the budget (the others come out byte-identical); **fit**: share that end at or under it; **rungs used**: conversations in which each rung removed tokens; **s**: wall time of the whole file, one run.\n\n| file | pipeline | budget | over budget | fit | ratio (chars) | fact ret. | user fact ret. | trail ret. | new violations | rungs used (conversations) | s |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     for m in all {
-        let g = |k: &str| {
-            m.score
-                .as_ref()
-                .and_then(|s| s.get(k))
-                .and_then(serde_json::Value::as_f64)
-        };
+        let g = |k: &str| m.score_of(k);
         let (triggered, fitting, rungs) = match &m.fit {
             Some(f) => (
                 f.triggered,
@@ -523,12 +525,7 @@ fn markdown(all: &[Measurement]) -> String {
         "| file | pipeline | msgs in→out | ratio (chars) | ratio (tokens) | fact ret. | user fact ret. | trail ret. | new violations | MB/s | × identity | peak RSS MB |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     for m in all {
-        let g = |k: &str| {
-            m.score
-                .as_ref()
-                .and_then(|s| s.get(k))
-                .and_then(serde_json::Value::as_f64)
-        };
+        let g = |k: &str| m.score_of(k);
         let violations = m
             .score
             .as_ref()
@@ -568,12 +565,7 @@ fn compare(base: &[Measurement], cur: &[Measurement]) -> bool {
         else {
             continue;
         };
-        let g = |m: &Measurement, k: &str| {
-            m.score
-                .as_ref()
-                .and_then(|s| s.get(k))
-                .and_then(serde_json::Value::as_f64)
-        };
+        let g = |m: &Measurement, k: &str| m.score_of(k);
         let mut line = format!(
             "{} {}{}: ratio {:.3} → {:.3}, MB/s {:.1} → {:.1}",
             c.file,
