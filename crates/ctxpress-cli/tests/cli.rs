@@ -321,3 +321,123 @@ fn classify_prints_one_json_line_per_message() {
     assert_eq!(lines[0]["role"], "system");
     assert_eq!(lines[0]["decision"], "preserve");
 }
+
+#[test]
+fn under_the_budget_the_output_is_the_input_byte_for_byte() {
+    let dir = tempfile::tempdir().unwrap();
+    for name in ["single.json", "swe_agent.jsonl"] {
+        let out = dir.path().join(name);
+        // No --preset: the default (agent) runs, but nothing is over the trigger.
+        bin()
+            .args(["compress", "--budget", "100000000", "-o"])
+            .arg(&out)
+            .arg(data(name))
+            .assert()
+            .success();
+        assert_eq!(
+            std::fs::read(&out).unwrap(),
+            std::fs::read(data(name)).unwrap(),
+            "{name}"
+        );
+    }
+}
+
+#[test]
+fn over_the_budget_it_fits_and_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let (out, stats) = (dir.path().join("o.jsonl"), dir.path().join("s.json"));
+    bin()
+        .args(["compress", "--budget", "8000", "-o"])
+        .arg(&out)
+        .arg("--stats-json")
+        .arg(&stats)
+        .arg(data("swe_agent.jsonl"))
+        .assert()
+        .success();
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&stats).unwrap()).unwrap();
+    assert_eq!(v["fits"], true, "{v}");
+    let b = &v["report"]["budget"];
+    assert_eq!(b["conversations"], 13);
+    assert_eq!(b["fitting"], 13);
+    assert!(b["triggered"].as_u64().unwrap() > 0);
+    assert!(b["tokens_after"].as_u64().unwrap() < b["tokens_before"].as_u64().unwrap());
+    assert!(v["statistics"]["messages_protected"].as_u64().unwrap() > 0);
+    // No new pairing violation (the inputs' interrupted last calls stay as
+    // they were).
+    let (a, b) = (
+        std::fs::read_to_string(data("swe_agent.jsonl")).unwrap(),
+        std::fs::read_to_string(&out).unwrap(),
+    );
+    for (x, y) in a.lines().zip(b.lines()) {
+        let (x, y) = (
+            ctxpress::Conversation::parse(x).unwrap(),
+            ctxpress::Conversation::parse(y).unwrap(),
+        );
+        assert!(!ctxpress::core::validate::introduces_violations(
+            &ctxpress::validate(&x),
+            &ctxpress::validate(&y)
+        ));
+    }
+}
+
+#[test]
+fn a_budget_the_protected_part_exceeds_exits_3_with_the_output_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("o.json");
+    bin()
+        .args(["compress", "--budget", "10", "-o"])
+        .arg(&out)
+        .arg(data("single.json"))
+        .assert()
+        .code(3)
+        .stderr(
+            predicate::str::contains("does not fit:")
+                .and(predicate::str::contains("over the target of 10"))
+                .and(predicate::str::contains("1 of 1 conversations do not fit")),
+        );
+    assert!(
+        out.exists(),
+        "the output is written even when it cannot fit"
+    );
+}
+
+#[test]
+fn window_flags_are_checked_and_documented() {
+    bin()
+        .args(["compress", "--trigger", "0.5", "-"])
+        .write_stdin(TOOL_DOC)
+        .assert()
+        .code(2);
+    bin()
+        .args([
+            "compress",
+            "--window",
+            "1000",
+            "--trigger",
+            "0.3",
+            "--target",
+            "0.6",
+            "-",
+        ])
+        .write_stdin(TOOL_DOC)
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("--trigger"));
+    bin()
+        .args(["compress", "--help"])
+        .assert()
+        .success()
+        .stdout(
+            predicate::str::contains("[default: agent]")
+                .and(predicate::str::contains("--budget"))
+                .and(predicate::str::contains("Exit code 3")),
+        );
+    bin().arg("presets").assert().success().stdout(
+        ["identity", "chat", "cce", "agent", "hybrid"]
+            .iter()
+            .fold(predicate::str::contains("identity").boxed(), |p, n| {
+                p.and(predicate::str::contains(*n)).boxed()
+            }),
+    );
+}
