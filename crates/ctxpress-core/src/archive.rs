@@ -43,6 +43,13 @@ pub trait Archive: Send + Sync {
     fn put(&self, records: &[Record]) -> Result<(), ArchiveError>;
     /// The originals recorded under `key`.
     fn get(&self, key: &str) -> Result<Option<Vec<String>>, ArchiveError>;
+    /// Store the records of one conversation (one transaction), with its id
+    /// when known, for backends that index by conversation (search). The
+    /// default ignores the id.
+    fn put_for(&self, conversation: Option<&str>, records: &[Record]) -> Result<(), ArchiveError> {
+        let _ = conversation;
+        self.put(records)
+    }
     /// Cached value of a summarizer call (key is content hash + prompt + model).
     fn cache_get(&self, _key: &str) -> Result<Option<String>, ArchiveError> {
         Ok(None)
@@ -105,6 +112,9 @@ impl Archive for MemoryArchive {
 impl<A: Archive + ?Sized> Archive for std::sync::Arc<A> {
     fn put(&self, records: &[Record]) -> Result<(), ArchiveError> {
         (**self).put(records)
+    }
+    fn put_for(&self, conversation: Option<&str>, records: &[Record]) -> Result<(), ArchiveError> {
+        (**self).put_for(conversation, records)
     }
     fn get(&self, key: &str) -> Result<Option<Vec<String>>, ArchiveError> {
         (**self).get(key)

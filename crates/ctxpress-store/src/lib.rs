@@ -7,22 +7,32 @@
 //!   text), so a text shared by many records or conversations is stored once;
 //! * `records` + `record_blobs`: a chain key and the ordered list of blob hashes
 //!   it stands for (an empty list is a valid record);
-//! * `cache`: summarizer results by cache key.
+//! * `cache`: summarizer results by cache key;
+//! * `search_fts` + `search_docs`: an FTS5 index of every archived message
+//!   (see [`search`](mod@search)), written in the same transaction as the records,
+//!   queried with [`SqliteArchive::search`].
 //!
 //! The file runs in WAL mode with `synchronous = NORMAL` and a busy timeout, so
 //! several processes (or several [`SqliteArchive`] values) can read while one
 //! writes. Every [`Archive::put`] is one transaction: a batch is stored whole or
 //! not at all. The schema version lives in `PRAGMA user_version`; a file written
-//! by a newer ctxpress is refused rather than misread.
+//! by a newer ctxpress is refused rather than misread; one written before the
+//! search index (version 1) gets it, filled from the stored texts, on open.
 
 use ctxpress_core::archive::{Archive, ArchiveError, Record, content_hash};
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+
+pub mod search;
+pub use search::{Hit, HitKind};
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// Schema version this crate writes and reads (`PRAGMA user_version`).
-pub const SCHEMA_VERSION: i64 = 1;
+pub const SCHEMA_VERSION: i64 = 2;
+
+/// Schema version of archives written before the search index (upgraded on open).
+const SCHEMA_VERSION_NO_SEARCH: i64 = 1;
 
 /// Busy timeout used by [`SqliteArchive::open`].
 pub const DEFAULT_BUSY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -92,6 +102,9 @@ pub enum StoreError {
     /// A query failed.
     #[error("archive query failed: {0}")]
     Sqlite(#[from] rusqlite::Error),
+    /// Stored records could not be read back.
+    #[error(transparent)]
+    Archive(#[from] ArchiveError),
 }
 
 impl From<StoreError> for ArchiveError {
@@ -220,6 +233,24 @@ impl SqliteArchive {
         })
     }
 
+    /// Search the archived messages (of one conversation, or of all) for
+    /// `query`, best first by bm25, at most `limit` hits. The query is plain
+    /// words, all of which must occur (any string is accepted: FTS5 syntax in
+    /// it means nothing; one with no letter or digit finds nothing).
+    pub fn search(
+        &self,
+        query: &str,
+        conversation: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<Hit>, StoreError> {
+        Ok(search::search(&self.lock(), query, conversation, limit)?)
+    }
+
+    /// The originals recorded under `key` (a [`Hit::key`]), in order.
+    pub fn read(&self, key: &str) -> Result<Option<Vec<String>>, StoreError> {
+        Ok(get_record(&self.lock(), key)?)
+    }
+
     /// Delete texts no record refers to any more (left by overwritten keys);
     /// returns how many were removed.
     pub fn prune_blobs(&self) -> Result<usize, StoreError> {
@@ -240,10 +271,13 @@ fn migrate(conn: &mut Connection, path: &Path) -> Result<(), StoreError> {
     let version = |c: &Connection| -> Result<i64, rusqlite::Error> {
         c.query_row("PRAGMA user_version", [], |r| r.get(0))
     };
-    let check = |v: i64| -> Result<bool, StoreError> {
+    // Some(true): current; Some(false): version 1, needs the search index;
+    // None: no schema yet.
+    let check = |v: i64| -> Result<Option<bool>, StoreError> {
         match v {
-            SCHEMA_VERSION => Ok(true),
-            0 => Ok(false),
+            SCHEMA_VERSION => Ok(Some(true)),
+            SCHEMA_VERSION_NO_SEARCH => Ok(Some(false)),
+            0 => Ok(None),
             v if v > SCHEMA_VERSION => Err(StoreError::NewerSchema {
                 path: path.to_path_buf(),
                 found: v,
@@ -255,16 +289,25 @@ fn migrate(conn: &mut Connection, path: &Path) -> Result<(), StoreError> {
             }),
         }
     };
-    if check(version(conn).map_err(open_err)?)? {
+    if check(version(conn).map_err(open_err)?)? == Some(true) {
         return Ok(());
     }
-    // New file (or one being created by another process right now): create the
-    // schema under the write lock and look again once we hold it.
+    // New or old file (or one being set up by another process right now):
+    // create or upgrade the schema under the write lock and look again once
+    // we hold it.
     let tx = conn
         .transaction_with_behavior(TransactionBehavior::Immediate)
         .map_err(open_err)?;
-    if check(version(&tx).map_err(open_err)?)? {
-        return Ok(());
+    match check(version(&tx).map_err(open_err)?)? {
+        Some(true) => return Ok(()),
+        Some(false) => {
+            tx.execute_batch(search::SCHEMA).map_err(open_err)?;
+            search::backfill(&tx).map_err(open_err)?;
+            tx.pragma_update(None, "user_version", SCHEMA_VERSION)
+                .map_err(open_err)?;
+            return tx.commit().map_err(open_err);
+        }
+        None => {}
     }
     let foreign: Option<String> = tx
         .query_row(
@@ -281,12 +324,17 @@ fn migrate(conn: &mut Connection, path: &Path) -> Result<(), StoreError> {
         });
     }
     tx.execute_batch(SCHEMA).map_err(open_err)?;
+    tx.execute_batch(search::SCHEMA).map_err(open_err)?;
     tx.pragma_update(None, "user_version", SCHEMA_VERSION)
         .map_err(open_err)?;
     tx.commit().map_err(open_err)
 }
 
-fn put_batch(conn: &mut Connection, records: &[Record]) -> Result<(), ArchiveError> {
+fn put_batch(
+    conn: &mut Connection,
+    conversation: Option<&str>,
+    records: &[Record],
+) -> Result<(), ArchiveError> {
     let hashed: Vec<Vec<String>> = records
         .iter()
         .map(|r| r.originals.iter().map(|t| content_hash(t)).collect())
@@ -341,6 +389,11 @@ fn put_batch(conn: &mut Connection, records: &[Record]) -> Result<(), ArchiveErr
             }
         }
     }
+    let indexed: Vec<(&str, &[String])> = records
+        .iter()
+        .map(|r| (r.key.as_str(), r.originals.as_slice()))
+        .collect();
+    search::index_batch(&tx, HitKind::Original, conversation, &indexed).map_err(backend)?;
     tx.commit().map_err(backend)
 }
 
@@ -389,10 +442,14 @@ fn get_record(conn: &Connection, key: &str) -> Result<Option<Vec<String>>, Archi
 
 impl Archive for SqliteArchive {
     fn put(&self, records: &[Record]) -> Result<(), ArchiveError> {
+        self.put_for(None, records)
+    }
+
+    fn put_for(&self, conversation: Option<&str>, records: &[Record]) -> Result<(), ArchiveError> {
         if records.is_empty() {
             return Ok(());
         }
-        put_batch(&mut self.lock(), records)
+        put_batch(&mut self.lock(), conversation, records)
     }
 
     fn get(&self, key: &str) -> Result<Option<Vec<String>>, ArchiveError> {
@@ -424,3 +481,6 @@ impl Archive for SqliteArchive {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod search_tests;

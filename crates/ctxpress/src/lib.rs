@@ -314,7 +314,12 @@ impl Compressor {
 
     fn archive(&self, input: &Conversation, output: &Conversation) -> Result<(), Error> {
         if let Some(a) = &self.ctx.archive {
-            ctxpress_core::archive::archive(input, output, a.as_ref())?;
+            // Like `core::archive::archive`, with the conversation's id for the
+            // archive's search index.
+            let records = ctxpress_core::archive::records(input, output);
+            if !records.is_empty() {
+                a.put_for(input.id().as_deref(), &records)?;
+            }
         }
         Ok(())
     }

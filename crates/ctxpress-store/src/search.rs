@@ -1,0 +1,266 @@
+//! Full-text search over an archive (SQLite FTS5, ranked by bm25).
+//!
+//! Every archived original message gets one row per batch that stores it:
+//! its searchable text (the string values of its JSON: text content,
+//! tool-call names and arguments, tool results; not ids, types, signatures or
+//! inline images) in the FTS5 table `search_fts`, and what it is in
+//! `search_docs` (same rowid): `kind` (`original` now; `batch` for compaction
+//! summaries later), the conversation id when the writer knew it, the record
+//! key and position, and the message's role.
+//!
+//! Within one batch a text is indexed once: first under the per-position
+//! record that stands for it (what left the context), else under the batch's
+//! whole-document (`doc:`) record. Rewriting a key replaces its rows.
+
+use ctxpress_core::archive::content_hash;
+use rusqlite::{Connection, Transaction, params};
+use serde_json::Value;
+use std::collections::HashSet;
+
+/// Marker put before each matched term in [`Hit::snippet`].
+pub const SNIPPET_OPEN: &str = "«";
+/// Marker put after each matched term in [`Hit::snippet`].
+pub const SNIPPET_CLOSE: &str = "»";
+
+/// The search tables (schema version 2).
+pub(crate) const SCHEMA: &str = "
+CREATE TABLE search_docs (
+    id INTEGER PRIMARY KEY,
+    kind TEXT NOT NULL,
+    conversation TEXT,
+    key TEXT NOT NULL,
+    pos INTEGER NOT NULL,
+    role TEXT
+);
+CREATE INDEX search_docs_key ON search_docs(key);
+CREATE INDEX search_docs_conversation ON search_docs(conversation);
+CREATE VIRTUAL TABLE search_fts USING fts5(text, tokenize = 'unicode61 remove_diacritics 2');
+";
+
+/// What a search hit was found in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum HitKind {
+    /// An archived original message (its record is a chain key).
+    Original,
+    /// A compaction summary batch (its record is the batch label).
+    Batch,
+}
+
+impl HitKind {
+    /// The value stored in the `kind` column.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HitKind::Original => "original",
+            HitKind::Batch => "batch",
+        }
+    }
+
+    fn parse(s: &str) -> Option<Self> {
+        match s {
+            "original" => Some(HitKind::Original),
+            "batch" => Some(HitKind::Batch),
+            _ => None,
+        }
+    }
+}
+
+/// One ranked search result.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Hit {
+    /// What was matched.
+    pub kind: HitKind,
+    /// The conversation's id, when the writer knew it.
+    pub conversation: Option<String>,
+    /// The record key (chain key, `doc:` key, or batch label):
+    /// [`SqliteArchive::read`](crate::SqliteArchive::read) returns its originals.
+    pub key: String,
+    /// Position of the matched message among the record's originals.
+    pub pos: usize,
+    /// The matched message's role (`None` when its JSON has none).
+    pub role: Option<String>,
+    /// FTS5 `snippet()` of the text around the match, each matched term
+    /// between [`SNIPPET_OPEN`] and [`SNIPPET_CLOSE`].
+    pub snippet: String,
+    /// Relevance: the negated bm25 (higher is better; hits come best first).
+    pub score: f64,
+}
+
+/// Keys whose string values are never worth searching.
+const SKIP: &[&str] = &[
+    "role",
+    "type",
+    "id",
+    "tool_call_id",
+    "tool_use_id",
+    "signature",
+    "cache_control",
+    "media_type",
+    "data",
+];
+
+/// The searchable text of one archived message and its role: the strings of
+/// its JSON, one a line. A text that is not JSON is searched as it is.
+pub fn searchable(source: &str) -> (String, Option<String>) {
+    match serde_json::from_str::<Value>(source) {
+        Ok(v) => {
+            let role = v.get("role").and_then(Value::as_str).map(str::to_string);
+            let mut out = String::new();
+            flatten(&v, &mut out);
+            (out, role)
+        }
+        Err(_) => (source.to_string(), None),
+    }
+}
+
+fn flatten(v: &Value, out: &mut String) {
+    match v {
+        Value::String(s) if !s.starts_with("data:") && !s.is_empty() => {
+            if !out.is_empty() {
+                out.push('\n');
+            }
+            out.push_str(s);
+        }
+        Value::Array(a) => a.iter().for_each(|x| flatten(x, out)),
+        Value::Object(o) => {
+            for (k, x) in o {
+                if !SKIP.contains(&k.as_str()) {
+                    flatten(x, out);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// An FTS5 query that searches `query` as plain terms, all of which must
+/// occur: each whitespace-separated word becomes a quoted phrase (so `-`, `:`,
+/// `*`, parentheses, `AND`/`OR`/`NEAR` and quotes mean nothing), and words
+/// with no letter or digit are dropped. `None` when nothing is left.
+pub fn fts_query(query: &str) -> Option<String> {
+    let terms: Vec<String> = query
+        .split_whitespace()
+        .filter(|t| t.chars().any(char::is_alphanumeric))
+        .map(|t| format!("\"{}\"", t.replace('"', "\"\"")))
+        .collect();
+    (!terms.is_empty()).then(|| terms.join(" "))
+}
+
+/// Index the originals of a batch of records (last write of a key wins):
+/// per-position records first, then `doc:` records for the texts not yet
+/// indexed. Called inside the batch's write transaction.
+pub(crate) fn index_batch(
+    tx: &Transaction<'_>,
+    kind: HitKind,
+    conversation: Option<&str>,
+    records: &[(&str, &[String])],
+) -> rusqlite::Result<()> {
+    // Last write of a key wins, as in the records table.
+    let mut last: Vec<(&str, &[String])> = Vec::new();
+    for (i, r) in records.iter().enumerate() {
+        if !records[i + 1..].iter().any(|s| s.0 == r.0) {
+            last.push(*r);
+        }
+    }
+    last.sort_by_key(|r| r.0.starts_with("doc:"));
+    let mut seen = HashSet::new();
+    for (key, originals) in last {
+        clear_key(tx, key)?;
+        for (pos, text) in originals.iter().enumerate() {
+            if seen.insert(content_hash(text)) {
+                index_one(tx, kind, conversation, key, pos, text)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+fn clear_key(tx: &Connection, key: &str) -> rusqlite::Result<()> {
+    tx.prepare_cached(
+        "DELETE FROM search_fts WHERE rowid IN (SELECT id FROM search_docs WHERE key = ?1)",
+    )?
+    .execute([key])?;
+    tx.prepare_cached("DELETE FROM search_docs WHERE key = ?1")?
+        .execute([key])?;
+    Ok(())
+}
+
+fn index_one(
+    tx: &Connection,
+    kind: HitKind,
+    conversation: Option<&str>,
+    key: &str,
+    pos: usize,
+    source: &str,
+) -> rusqlite::Result<()> {
+    let (text, role) = searchable(source);
+    let pos = i64::try_from(pos).unwrap_or(i64::MAX);
+    tx.prepare_cached(
+        "INSERT INTO search_docs (kind, conversation, key, pos, role) VALUES (?1, ?2, ?3, ?4, ?5)",
+    )?
+    .execute(params![kind.as_str(), conversation, key, pos, role])?;
+    let id = tx.last_insert_rowid();
+    tx.prepare_cached("INSERT INTO search_fts (rowid, text) VALUES (?1, ?2)")?
+        .execute(params![id, text])?;
+    Ok(())
+}
+
+/// Index every record already in the archive (an archive written before the
+/// index existed; conversations unknown).
+pub(crate) fn backfill(tx: &Transaction<'_>) -> rusqlite::Result<()> {
+    let mut stmt = tx.prepare(
+        "SELECT rb.key, rb.pos, rb.hash, b.text FROM record_blobs rb \
+         JOIN blobs b ON b.hash = rb.hash \
+         ORDER BY rb.key LIKE 'doc:%', rb.key, rb.pos",
+    )?;
+    let mut rows = stmt.query([])?;
+    let mut seen = HashSet::new();
+    while let Some(row) = rows.next()? {
+        let (key, pos, hash, text): (String, i64, String, String) =
+            (row.get(0)?, row.get(1)?, row.get(2)?, row.get(3)?);
+        if seen.insert(hash) {
+            let pos = usize::try_from(pos).unwrap_or(0);
+            index_one(tx, HitKind::Original, None, &key, pos, &text)?;
+        }
+    }
+    Ok(())
+}
+
+/// Run a search (see [`SqliteArchive::search`](crate::SqliteArchive::search)).
+pub(crate) fn search(
+    conn: &Connection,
+    query: &str,
+    conversation: Option<&str>,
+    limit: usize,
+) -> rusqlite::Result<Vec<Hit>> {
+    let Some(q) = fts_query(query) else {
+        return Ok(Vec::new());
+    };
+    if limit == 0 {
+        return Ok(Vec::new());
+    }
+    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    let sql = format!(
+        "SELECT d.kind, d.conversation, d.key, d.pos, d.role, \
+         snippet(search_fts, 0, '{SNIPPET_OPEN}', '{SNIPPET_CLOSE}', '…', 16), bm25(search_fts) \
+         FROM search_fts JOIN search_docs d ON d.id = search_fts.rowid \
+         WHERE search_fts MATCH ?1 AND (?2 IS NULL OR d.conversation = ?2) \
+         ORDER BY bm25(search_fts), d.id LIMIT ?3"
+    );
+    let mut stmt = conn.prepare_cached(&sql)?;
+    let rows = stmt.query_map(params![q, conversation, limit], |r| {
+        let kind: String = r.get(0)?;
+        let pos: i64 = r.get(3)?;
+        let bm25: f64 = r.get(6)?;
+        Ok(Hit {
+            kind: HitKind::parse(&kind).unwrap_or(HitKind::Original),
+            conversation: r.get(1)?,
+            key: r.get(2)?,
+            pos: usize::try_from(pos).unwrap_or(0),
+            role: r.get(4)?,
+            snippet: r.get(5)?,
+            score: -bm25,
+        })
+    })?;
+    rows.collect()
+}
