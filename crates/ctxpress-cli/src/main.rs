@@ -1,6 +1,7 @@
 //! `ctxpress`: compress, expand, validate and inspect LLM conversation histories.
 
 mod io;
+mod search;
 mod trace;
 
 use anyhow::{Context, Result};
@@ -40,6 +41,8 @@ enum Cmd {
         #[arg(short, long)]
         output: Option<String>,
     },
+    /// Search the archived originals (ranked); exit 1 when nothing matches.
+    Search(search::SearchArgs),
     /// Check tool-call pairing and roles; exit 1 when violations are found.
     Validate {
         /// Input file or `-`.
@@ -141,6 +144,7 @@ fn main() -> ExitCode {
             archive,
             output,
         } => expand(&input, &archive, output.as_deref()),
+        Cmd::Search(a) => search::run(&a),
         Cmd::Validate { input } => validate(&input),
         Cmd::Classify { input, config } => classify(&input, config.as_deref()),
         Cmd::Stats {

@@ -1,0 +1,71 @@
+//! `ctxpress search`: full-text search over an archive's stored originals.
+
+use crate::usage;
+use anyhow::Result;
+use ctxpress::store::{Hit, SqliteArchive};
+use serde_json::json;
+use std::io::Write;
+use std::process::ExitCode;
+
+/// Arguments of `ctxpress search`.
+#[derive(clap::Args)]
+pub struct SearchArgs {
+    /// Words to find (all must occur; searched as plain text).
+    query: String,
+    /// The archive written by `compress --archive`.
+    #[arg(long, value_name = "DB")]
+    archive: String,
+    /// Only this conversation (its `id`).
+    #[arg(long, value_name = "ID")]
+    conversation: Option<String>,
+    /// At most this many hits, best first.
+    #[arg(long, default_value_t = 20, value_name = "N")]
+    limit: usize,
+    /// One JSON object a line.
+    #[arg(long)]
+    json: bool,
+}
+
+/// Print the hits; exit 1 (like grep) when there are none.
+pub fn run(a: &SearchArgs) -> Result<ExitCode> {
+    if !std::path::Path::new(&a.archive).is_file() {
+        return Err(usage(format!("{}: no such archive", a.archive)));
+    }
+    let arch = SqliteArchive::open(&a.archive)
+        .map_err(|e| usage(format!("{}: cannot open archive: {e}", a.archive)))?;
+    let hits = arch.search(&a.query, a.conversation.as_deref(), a.limit)?;
+    if hits.is_empty() {
+        eprintln!("no matches");
+        return Ok(ExitCode::from(1));
+    }
+    let mut out = std::io::stdout().lock();
+    for h in &hits {
+        let line = if a.json { to_json(h) } else { human(h) };
+        writeln!(out, "{line}")?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn human(h: &Hit) -> String {
+    let snippet: Vec<&str> = h.snippet.split_whitespace().collect();
+    format!(
+        "{}  {}  {}  {}",
+        h.conversation.as_deref().unwrap_or("-"),
+        h.key,
+        h.role.as_deref().unwrap_or("-"),
+        snippet.join(" ")
+    )
+}
+
+fn to_json(h: &Hit) -> String {
+    json!({
+        "conversation": h.conversation,
+        "key": h.key,
+        "pos": h.pos,
+        "role": h.role,
+        "kind": h.kind.as_str(),
+        "snippet": h.snippet,
+        "score": h.score,
+    })
+    .to_string()
+}
