@@ -32,6 +32,7 @@ pub use ctxpress_core::{
 pub use presets::{PRESETS, Preset, preset};
 
 pub use ctxpress_classifier as classifier;
+pub use ctxpress_compactor as compactor;
 pub use ctxpress_dedup as dedup;
 pub use ctxpress_llm as llm;
 pub use ctxpress_stale_pruner as stale_pruner;
@@ -380,6 +381,7 @@ mod tests {
     /// Strategies the facade must link in; extend as strategy crates land.
     const EXPECTED: &[&str] = &[
         "classifier",
+        "compactor",
         "dedup",
         "stale_pruner",
         "summarizer",

@@ -1,0 +1,933 @@
+//! ctxpress strategy `compactor` (spec 003): folds the old part of a history
+//! into summary batches, archives them, and puts one clip-archive message in
+//! their place.
+//!
+//! - **Chunk-and-fold.** The messages before the protected tail (never a
+//!   system message, which stays where it is) are cut into chunks of at most
+//!   `chunk_tokens` tokens, never inside a tool exchange. Each chunk is
+//!   summarized with the summary so far as context, through the summarizer
+//!   backend registered in core under `backend` (`extractive` by default). A
+//!   summary that is empty or not shorter than its chunk, a backend error, or
+//!   an async-only backend takes the deterministic path instead (a digest of
+//!   one line a message); a chunk the backend fails on is first split in two.
+//! - **Task state.** Every batch summary ends with a [`state::TaskState`]
+//!   block built from the messages themselves: first and latest request,
+//!   files read and modified, commands with their last status, unresolved
+//!   errors, open plan items. The next compaction updates it (anchored), it
+//!   does not regenerate it.
+//! - **Archive before delete.** The new batches, with the exact source texts
+//!   of the messages they cover, are stored in the [`BatchArchive`] before the
+//!   compacted history is returned; when that fails, the history comes back
+//!   unchanged with the error.
+//! - **Clip archive.** The compacted history starts (after the leading system
+//!   messages) with one message whose text begins with `[Context Summary`:
+//!   the first and last `clip_window` batches in full, and a line naming the
+//!   omitted middle (labels, time range, how to search it). It is a `system`
+//!   message, or a `user` message for Anthropic conversations.
+//! - **Recursive re-summarization.** When there are more than
+//!   `2 * clip_window + buffer` batches, the oldest are summarized again into
+//!   one batch of depth + 1 (fresh batches have depth 0).
+//!
+//! [`Compactor::compress`] never fails and never panics: any error returns
+//! the history unchanged with the error in the [`CompactionResult`].
+
+pub mod prompt;
+mod stage;
+pub mod state;
+
+pub use prompt::{DEFAULT_SUMMARIZATION_PROMPT, interpolate_prompt};
+pub use stage::{CompactorStage, NAME};
+pub use state::TaskState;
+
+use ctxpress_core::archive::ArchiveError;
+use ctxpress_core::compaction::{
+    BatchArchive, SummaryBatch, batch_header, batch_label, format_iso, message_time, now_millis,
+    parse_header, parse_iso,
+};
+use ctxpress_core::summarize::{Backend, Summarize, SummaryKind, SummaryRequest, build_backend};
+use ctxpress_core::tokens::{Heuristic, TokenCounter, count_message};
+use ctxpress_core::{ConfigError, Conversation, Format, Message, MessageId, Role};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use std::collections::HashSet;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
+
+/// Configuration of the compactor (the `compactor` stage's parameters).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct CompactionConfig {
+    /// Most tokens of messages in one chunk (a single larger tool exchange is
+    /// a chunk of its own).
+    pub chunk_tokens: usize,
+    /// Batches shown in full at each end of the clip-archive message (N).
+    pub clip_window: usize,
+    /// Batches allowed beyond `2 * clip_window` before the oldest are
+    /// summarized again into one deeper batch.
+    pub buffer: usize,
+    /// The last this many user/assistant messages are never folded (and the
+    /// last user message never is), as in the window's protection.
+    pub protected_tail: usize,
+    /// Summarization prompt for model backends, with `{{messages}}`,
+    /// `{{previous_summary}}` and `{{budget}}` (tokens).
+    pub prompt: String,
+    /// Summarizer backend in core's registry (`extractive`, `openai`, ...).
+    pub backend: String,
+    /// Parameters passed to the backend factory (a JSON object).
+    pub llm: Value,
+    /// Summary budget per chunk in tokens (about four characters each).
+    pub summary_tokens: usize,
+}
+
+impl Default for CompactionConfig {
+    fn default() -> Self {
+        CompactionConfig {
+            chunk_tokens: 4000,
+            clip_window: 2,
+            buffer: 2,
+            protected_tail: 5,
+            prompt: DEFAULT_SUMMARIZATION_PROMPT.to_string(),
+            backend: "extractive".into(),
+            llm: Value::Object(Map::new()),
+            summary_tokens: 500,
+        }
+    }
+}
+
+impl CompactionConfig {
+    /// Check the values; errors name the field.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        let bad = |field: &str, message: &str| ConfigError::InvalidField {
+            stage: None,
+            strategy: NAME.into(),
+            field: field.into(),
+            message: message.into(),
+        };
+        if self.chunk_tokens == 0 {
+            return Err(bad("chunk_tokens", "must be at least 1"));
+        }
+        if self.clip_window == 0 {
+            return Err(bad("clip_window", "must be at least 1"));
+        }
+        if self.summary_tokens == 0 {
+            return Err(bad("summary_tokens", "must be at least 1"));
+        }
+        if !self.llm.is_object() {
+            return Err(bad("llm", "must be a table (JSON object)"));
+        }
+        if !self.prompt.contains("{{messages}}") {
+            return Err(bad("prompt", "must contain {{messages}}"));
+        }
+        Ok(())
+    }
+
+    /// Most batches kept before re-summarization: `2 * clip_window + buffer`.
+    pub fn max_batches(&self) -> usize {
+        2 * self.clip_window + self.buffer
+    }
+}
+
+/// Why a compaction left the history unchanged.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum CompactionError {
+    /// The batch archive failed (nothing was removed from the history).
+    #[error("batch archive: {0}")]
+    Archive(#[from] ArchiveError),
+    /// Something inside the compactor went wrong (including a panic).
+    #[error("compaction failed: {0}")]
+    Failed(String),
+}
+
+/// What a compaction did.
+#[derive(Debug, Clone)]
+pub struct CompactionResult {
+    /// The compacted history, or the original when nothing was done or an
+    /// error occurred.
+    pub history: Conversation,
+    /// True when the history was compacted.
+    pub compacted: bool,
+    /// Original messages folded into new batches.
+    pub messages_folded: usize,
+    /// Labels of the batches added.
+    pub batches_added: Vec<String>,
+    /// Labels of the batches summarized again (removed from the archive).
+    pub resummarized: Vec<String>,
+    /// Chunks whose summary came from the deterministic path.
+    pub fallbacks: usize,
+    /// Tokens before (heuristic unless a counter was given).
+    pub tokens_before: usize,
+    /// Tokens after.
+    pub tokens_after: usize,
+    /// Remarks: fallbacks and their causes, why nothing was done.
+    pub notes: Vec<String>,
+    /// The error, when the history was left unchanged because of one.
+    pub error: Option<CompactionError>,
+}
+
+impl CompactionResult {
+    fn unchanged(history: &Conversation, tokens: usize) -> Self {
+        CompactionResult {
+            history: history.clone(),
+            compacted: false,
+            messages_folded: 0,
+            batches_added: Vec::new(),
+            resummarized: Vec::new(),
+            fallbacks: 0,
+            tokens_before: tokens,
+            tokens_after: tokens,
+            notes: Vec::new(),
+            error: None,
+        }
+    }
+}
+
+/// The primary summarizer: a sync backend, or none (deterministic only).
+#[derive(Clone)]
+enum Primary {
+    Backend(Arc<dyn Summarize>),
+    Digest,
+}
+
+/// The compactor.
+#[derive(Clone)]
+pub struct Compactor {
+    cfg: CompactionConfig,
+    primary: Primary,
+    /// True when the primary gets the rendered prompt (model backends) rather
+    /// than the bare messages (`extractive`).
+    prompted: bool,
+    notes: Vec<String>,
+    now: Option<i64>,
+}
+
+impl std::fmt::Debug for Compactor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Compactor")
+            .field("cfg", &self.cfg)
+            .field("prompted", &self.prompted)
+            .field("notes", &self.notes)
+            .finish()
+    }
+}
+
+/// Backend parameters for a model backend: its chunk template becomes the
+/// bare text, since the compactor sends the rendered prompt.
+fn prompted_params(llm: &Value) -> Value {
+    let mut p = llm.clone();
+    if let Value::Object(o) = &mut p {
+        let prompts = o
+            .entry("prompts")
+            .or_insert_with(|| Value::Object(Map::new()));
+        if let Value::Object(pr) = prompts {
+            pr.entry("chunk")
+                .or_insert_with(|| Value::String("{{text}}".into()));
+        }
+    }
+    p
+}
+
+impl Compactor {
+    /// Build from a config: the backend is looked up in core's registry.
+    /// An async-only backend, or `extractive` when no crate registering it is
+    /// linked, leaves the deterministic path (noted in every result).
+    pub fn new(cfg: CompactionConfig) -> Result<Self, ConfigError> {
+        cfg.validate()?;
+        let mut notes = Vec::new();
+        let prompted = cfg.backend != "extractive";
+        let built = if prompted {
+            build_backend(&cfg.backend, &prompted_params(&cfg.llm))
+                .or_else(|_| build_backend(&cfg.backend, &cfg.llm))
+        } else {
+            build_backend(&cfg.backend, &cfg.llm)
+        };
+        let primary = match built {
+            Ok(Backend::Sync(s)) => Primary::Backend(s),
+            Ok(Backend::Async(_)) => {
+                notes.push(format!(
+                    "backend `{}` is async-only: deterministic summaries used",
+                    cfg.backend
+                ));
+                Primary::Digest
+            }
+            Err(ConfigError::UnknownBackend { .. }) if !prompted => {
+                notes.push("backend `extractive` is not linked: deterministic digest used".into());
+                Primary::Digest
+            }
+            Err(e) => return Err(e),
+        };
+        Ok(Compactor {
+            cfg,
+            primary,
+            prompted,
+            notes,
+            now: None,
+        })
+    }
+
+    /// A compactor over a given backend (tests, library callers). With
+    /// `prompted`, the backend gets the rendered prompt as its text.
+    pub fn with_backend(
+        cfg: CompactionConfig,
+        backend: Arc<dyn Summarize>,
+        prompted: bool,
+    ) -> Self {
+        Compactor {
+            cfg,
+            primary: Primary::Backend(backend),
+            prompted,
+            notes: Vec::new(),
+            now: None,
+        }
+    }
+
+    /// Use this time (milliseconds since the epoch) for messages without one
+    /// of their own, instead of the clock.
+    pub fn with_now(mut self, millis: i64) -> Self {
+        self.now = Some(millis);
+        self
+    }
+
+    /// The configuration in use.
+    pub fn config(&self) -> &CompactionConfig {
+        &self.cfg
+    }
+
+    /// Compact now: fold everything before the protected tail into batches
+    /// stored in `archive`. Never fails: on any error the history comes back
+    /// unchanged with the error in the result.
+    pub fn compress(
+        &self,
+        history: &Conversation,
+        conversation_id: &str,
+        archive: &dyn BatchArchive,
+    ) -> CompactionResult {
+        self.compress_to(history, conversation_id, archive, None, &Heuristic)
+    }
+
+    /// Like [`Compactor::compress`]; with a `budget`, only the oldest chunks
+    /// needed to bring the history to `budget` tokens (counted with
+    /// `counter`) are folded, and nothing when it is already under it.
+    pub fn compress_to(
+        &self,
+        history: &Conversation,
+        conversation_id: &str,
+        archive: &dyn BatchArchive,
+        budget: Option<usize>,
+        counter: &dyn TokenCounter,
+    ) -> CompactionResult {
+        let before: usize = history
+            .messages
+            .iter()
+            .map(|m| count_message(counter, m))
+            .sum();
+        let run = catch_unwind(AssertUnwindSafe(|| {
+            self.run(history, conversation_id, archive, budget, counter, before)
+        }));
+        let mut r = match run {
+            Ok(Ok(r)) => r,
+            Ok(Err(e)) => {
+                let mut r = CompactionResult::unchanged(history, before);
+                r.error = Some(e);
+                r
+            }
+            Err(p) => {
+                let what = p
+                    .downcast_ref::<&str>()
+                    .map(|s| s.to_string())
+                    .or_else(|| p.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "panic".into());
+                let mut r = CompactionResult::unchanged(history, before);
+                r.error = Some(CompactionError::Failed(format!("panicked: {what}")));
+                r
+            }
+        };
+        let mut notes = self.notes.clone();
+        notes.append(&mut r.notes);
+        r.notes = notes;
+        r
+    }
+
+    fn now(&self) -> i64 {
+        self.now.unwrap_or_else(now_millis)
+    }
+
+    fn run(
+        &self,
+        history: &Conversation,
+        id: &str,
+        archive: &dyn BatchArchive,
+        budget: Option<usize>,
+        counter: &dyn TokenCounter,
+        before: usize,
+    ) -> Result<CompactionResult, CompactionError> {
+        let mut res = CompactionResult::unchanged(history, before);
+        if budget.is_some_and(|b| before <= b) {
+            res.notes.push("under the budget: nothing to fold".into());
+            return Ok(res);
+        }
+        let msgs = &history.messages;
+        let n = msgs.len();
+        let toks: Vec<usize> = msgs.iter().map(|m| count_message(counter, m)).collect();
+        let mut lead = leading_system(history);
+        let annotated = |i: usize| history.is_protected(i);
+        // The previous clip-archive message, regenerated from the batches
+        // (one annotated `protected` stays where it is, before the new one).
+        let mut old_clip = None;
+        if lead < n && is_clip(&msgs[lead]) {
+            if annotated(lead) {
+                lead += 1;
+            } else {
+                old_clip = Some(lead);
+            }
+        }
+        // Where folding stops: the first protected message (never inside an exchange).
+        let protected = ctxpress_core::window::protected_ids(history, self.cfg.protected_tail);
+        let mut limit = (lead..n)
+            .find(|&i| {
+                !msgs[i].role().is_system()
+                    && Some(i) != old_clip
+                    && (protected.contains(msgs[i].id()) || annotated(i))
+            })
+            .unwrap_or(n);
+        while limit > 0 && limit < n && msgs[limit].is_tool_result() {
+            limit -= 1;
+        }
+        // Units: whole exchanges or single messages.
+        let exchanges = history.exchanges();
+        let mut units: Vec<Vec<usize>> = Vec::new();
+        let mut i = lead;
+        while i < limit {
+            if Some(i) == old_clip || msgs[i].role().is_system() {
+                i += 1;
+                continue;
+            }
+            match exchanges.iter().find(|e| e.call == i) {
+                Some(e) => {
+                    let mut u = vec![i];
+                    u.extend(e.results.iter().copied().filter(|&r| r < limit));
+                    i = u.last().copied().unwrap_or(i) + 1;
+                    units.push(u);
+                }
+                None => {
+                    units.push(vec![i]);
+                    i += 1;
+                }
+            }
+        }
+        if units.is_empty() {
+            res.notes
+                .push("nothing before the protected tail to fold".into());
+            return Ok(res);
+        }
+        // Chunks by token budget.
+        let mut chunks: Vec<Vec<usize>> = Vec::new();
+        let mut cur: Vec<usize> = Vec::new();
+        let mut cur_t = 0;
+        for u in units {
+            let t: usize = u.iter().map(|&j| toks[j]).sum();
+            if !cur.is_empty() && cur_t + t > self.cfg.chunk_tokens {
+                chunks.push(std::mem::take(&mut cur));
+                cur_t = 0;
+            }
+            cur.extend(u);
+            cur_t += t;
+        }
+        if !cur.is_empty() {
+            chunks.push(cur);
+        }
+        let prev = archive.batches(id)?;
+        let mut running = prev
+            .last()
+            .and_then(|b| TaskState::parse(&b.summary))
+            .unwrap_or_default();
+        let mut summary_so_far = prev.last().map(batch_body).unwrap_or_default();
+        let mut last_end = prev
+            .last()
+            .and_then(|b| parse_iso(&b.end))
+            .unwrap_or(i64::MIN);
+        let old_clip_tokens = old_clip.map_or(0, |c| toks[c]);
+        let now = self.now();
+        let mut fresh: Vec<SummaryBatch> = Vec::new();
+        let mut folded: Vec<usize> = Vec::new();
+        let mut attempt = None;
+        for chunk in &chunks {
+            let cm: Vec<Message> = chunk.iter().map(|&j| msgs[j].clone()).collect();
+            let text = render_messages(&cm);
+            let (body, fell_back) = self.summarize_chunk(&cm, &text, &summary_so_far, 0, &mut res);
+            res.fallbacks += usize::from(fell_back);
+            running = running.merge(&TaskState::build(&cm));
+            let times: Vec<i64> = cm.iter().filter_map(message_time).collect();
+            let mut end = times.iter().copied().max().unwrap_or(now);
+            if end <= last_end {
+                end = last_end + 1;
+            }
+            let start = times.iter().copied().min().unwrap_or(end).min(end);
+            last_end = end;
+            let (start, end) = (format_iso(start), format_iso(end));
+            fresh.push(SummaryBatch {
+                label: batch_label(id, &end),
+                conversation: id.to_string(),
+                depth: 0,
+                summary: compose(&batch_header(0, &start, &end, cm.len()), &body, &running),
+                start,
+                end,
+                count: cm.len(),
+                originals: cm.iter().map(|m| history.message_json(m)).collect(),
+            });
+            summary_so_far = body;
+            folded.extend(chunk.iter().copied());
+            if let Some(b) = budget {
+                let plan = self.resummarize(&prev, &fresh, id)?;
+                let clip = clip_text(&plan.all, self.cfg.clip_window, id);
+                let probe = Message::text_message(MessageId::new(""), "system", &clip);
+                let folded_t: usize = folded.iter().map(|&j| toks[j]).sum();
+                let after = before - folded_t - old_clip_tokens + count_message(counter, &probe);
+                attempt = Some(plan);
+                if after <= b {
+                    break;
+                }
+            }
+        }
+        let plan = match attempt {
+            Some(p) => p,
+            None => self.resummarize(&prev, &fresh, id)?,
+        };
+        res.fallbacks += usize::from(plan.fallback);
+        // The compacted history.
+        let clip = clip_text(&plan.all, self.cfg.clip_window, id);
+        let mut out = history.clone();
+        let cid = out.fresh_id("compaction");
+        let role = if history.format == Format::Anthropic {
+            "user"
+        } else {
+            "system"
+        };
+        let clip_msg = Message::text_message(cid.clone(), role, &clip);
+        let gone: HashSet<usize> = folded.iter().copied().chain(old_clip).collect();
+        let mut replaces: Vec<MessageId> = old_clip.iter().map(|&c| msgs[c].id().clone()).collect();
+        replaces.extend(folded.iter().map(|&j| msgs[j].id().clone()));
+        let mut new_msgs: Vec<Message> = msgs[..lead].to_vec();
+        new_msgs.push(clip_msg);
+        new_msgs.extend(
+            (lead..n)
+                .filter(|j| !gone.contains(j))
+                .map(|j| msgs[j].clone()),
+        );
+        let after: usize = new_msgs.iter().map(|m| count_message(counter, m)).sum();
+        if after >= before {
+            res.notes.push(format!(
+                "compaction would not shorten the history ({after} >= {before} tokens): left unchanged"
+            ));
+            return Ok(res);
+        }
+        // Archive before the messages leave the history.
+        if let Some((removed, merged)) = &plan.replace {
+            archive.replace(id, removed, merged.clone())?;
+        }
+        if !plan.put.is_empty() {
+            archive.put_batches(&plan.put)?;
+        }
+        out.messages = new_msgs;
+        out.ann_mut(&cid).replaces = replaces;
+        res.history = out;
+        res.compacted = true;
+        res.messages_folded = folded.len();
+        res.batches_added = plan.put.iter().map(|b| b.label.clone()).collect();
+        if let Some((removed, merged)) = &plan.replace {
+            res.batches_added.push(merged.label.clone());
+            res.resummarized = removed.clone();
+        }
+        res.tokens_after = after;
+        Ok(res)
+    }
+
+    /// A chunk's summary body: the primary backend's when acceptable, else
+    /// (after splitting a failing multi-message chunk once or twice) the
+    /// deterministic digest. Returns whether the deterministic path was used.
+    fn summarize_chunk(
+        &self,
+        cm: &[Message],
+        text: &str,
+        previous: &str,
+        depth: usize,
+        res: &mut CompactionResult,
+    ) -> (String, bool) {
+        let budget_chars = self.cfg.summary_tokens * 4;
+        let Primary::Backend(b) = &self.primary else {
+            return (digest(cm, budget_chars.min(text.chars().count() / 2)), true);
+        };
+        let prompt;
+        let req_text = if self.prompted {
+            prompt = interpolate_prompt(&self.cfg.prompt, text, previous, self.cfg.summary_tokens);
+            prompt.as_str()
+        } else {
+            text
+        };
+        let req = SummaryRequest {
+            text: req_text,
+            kind: SummaryKind::Chunk,
+            budget_chars: Some(budget_chars),
+            context: (!previous.is_empty()).then_some(previous),
+        };
+        let answer = match catch_unwind(AssertUnwindSafe(|| b.summarize(&req))) {
+            Ok(r) => r.map_err(|e| e.to_string()),
+            Err(_) => Err("backend panicked".to_string()),
+        };
+        let answer = answer.and_then(|a| accept(text, &a));
+        match answer {
+            Ok(a) => (a, false),
+            Err(e) if cm.len() > 1 && depth < 2 => {
+                // Split further and fold the halves.
+                res.notes
+                    .push(format!("chunk of {} messages split: {e}", cm.len()));
+                let mid = split_point(cm);
+                let (l, r) = cm.split_at(mid);
+                let (lt, rt) = (render_messages(l), render_messages(r));
+                let (ls, lf) = self.summarize_chunk(l, &lt, previous, depth + 1, res);
+                let (rs, rf) = self.summarize_chunk(r, &rt, &ls, depth + 1, res);
+                let joined = format!("{ls}\n{rs}");
+                if joined.chars().count() < text.chars().count() {
+                    (joined, lf || rf)
+                } else {
+                    (digest(cm, budget_chars.min(text.chars().count() / 2)), true)
+                }
+            }
+            Err(e) => {
+                res.notes.push(format!("deterministic summary used: {e}"));
+                (digest(cm, budget_chars.min(text.chars().count() / 2)), true)
+            }
+        }
+    }
+
+    /// The archive writes: fresh batches, and when there are too many, the
+    /// oldest summarized again into one batch of depth + 1.
+    fn resummarize(
+        &self,
+        prev: &[SummaryBatch],
+        fresh: &[SummaryBatch],
+        id: &str,
+    ) -> Result<Plan, CompactionError> {
+        let mut all: Vec<SummaryBatch> = prev.iter().chain(fresh).cloned().collect();
+        let max = self.cfg.max_batches();
+        if all.len() <= max || all.len() < 2 {
+            return Ok(Plan {
+                all,
+                put: fresh.to_vec(),
+                replace: None,
+                fallback: false,
+            });
+        }
+        let k = (all.len() - max + 1).max(2);
+        let old: Vec<SummaryBatch> = all.drain(..k).collect();
+        let depth = old.iter().map(|b| b.depth).max().unwrap_or(0) + 1;
+        let bodies: Vec<String> = old.iter().map(batch_body).collect();
+        let text = bodies.join("\n\n");
+        let budget_chars = self.cfg.summary_tokens * 4;
+        let body = match &self.primary {
+            Primary::Backend(b) => {
+                let prompt;
+                let req_text = if self.prompted {
+                    prompt =
+                        interpolate_prompt(&self.cfg.prompt, &text, "", self.cfg.summary_tokens);
+                    prompt.as_str()
+                } else {
+                    text.as_str()
+                };
+                let req = SummaryRequest {
+                    text: req_text,
+                    kind: SummaryKind::Chunk,
+                    budget_chars: Some(budget_chars),
+                    context: None,
+                };
+                match catch_unwind(AssertUnwindSafe(|| b.summarize(&req))) {
+                    Ok(Ok(a)) => accept(&text, &a).ok(),
+                    _ => None,
+                }
+            }
+            Primary::Digest => None,
+        };
+        let fallback = body.is_none();
+        let body =
+            body.unwrap_or_else(|| clip_lines(&text, budget_chars.min(text.chars().count())));
+        let state = old
+            .last()
+            .and_then(|b| TaskState::parse(&b.summary))
+            .unwrap_or_default();
+        let (first, last) = (&old[0], &old[old.len() - 1]);
+        let count = old.iter().map(|b| b.count).sum();
+        let merged = SummaryBatch {
+            label: batch_label(id, &last.end),
+            conversation: id.to_string(),
+            depth,
+            start: first.start.clone(),
+            end: last.end.clone(),
+            count,
+            summary: compose(
+                &batch_header(depth, &first.start, &last.end, count),
+                &body,
+                &state,
+            ),
+            originals: old
+                .iter()
+                .flat_map(|b| b.originals.iter().cloned())
+                .collect(),
+        };
+        let stored: HashSet<&str> = prev.iter().map(|b| b.label.as_str()).collect();
+        let removed: Vec<String> = old
+            .iter()
+            .filter(|b| stored.contains(b.label.as_str()))
+            .map(|b| b.label.clone())
+            .collect();
+        let put: Vec<SummaryBatch> = fresh
+            .iter()
+            .filter(|b| !old.iter().any(|o| o.label == b.label))
+            .cloned()
+            .collect();
+        all.insert(0, merged.clone());
+        Ok(if removed.is_empty() {
+            let mut put = put;
+            put.insert(0, merged);
+            Plan {
+                all,
+                put,
+                replace: None,
+                fallback,
+            }
+        } else {
+            Plan {
+                all,
+                put,
+                replace: Some((removed, merged)),
+                fallback,
+            }
+        })
+    }
+}
+
+/// What a compaction writes to the archive, and the batches after it.
+struct Plan {
+    /// Every batch of the conversation after the writes, oldest first.
+    all: Vec<SummaryBatch>,
+    /// Batches to store.
+    put: Vec<SummaryBatch>,
+    /// Stored batches summarized again: their labels and the new batch.
+    replace: Option<(Vec<String>, SummaryBatch)>,
+    /// The re-summarized batch took the deterministic path.
+    fallback: bool,
+}
+
+/// Accept a backend's answer: non-empty and shorter (in characters) than the
+/// chunk it summarizes.
+fn accept(chunk: &str, answer: &str) -> Result<String, String> {
+    let a = answer.trim();
+    if a.is_empty() {
+        return Err("empty summary".into());
+    }
+    let (al, cl) = (a.chars().count(), chunk.chars().count());
+    if al >= cl {
+        return Err(format!(
+            "summary of {al} chars is not shorter than its chunk ({cl})"
+        ));
+    }
+    Ok(a.to_string())
+}
+
+/// True for a clip-archive message.
+fn is_clip(m: &Message) -> bool {
+    !m.is_tool_result() && state::is_clip_text(&m.text())
+}
+
+/// Number of leading system messages, a clip-archive message not counted
+/// (nor what follows it).
+pub fn leading_system(conv: &Conversation) -> usize {
+    conv.messages
+        .iter()
+        .take_while(|m| m.role().is_system() && !is_clip(m))
+        .count()
+}
+
+/// A split point near the middle that keeps tool exchanges whole.
+fn split_point(cm: &[Message]) -> usize {
+    let mid = cm.len() / 2;
+    (mid..cm.len())
+        .chain((1..mid).rev())
+        .find(|&i| !cm[i].is_tool_result())
+        .unwrap_or(mid.max(1))
+}
+
+/// The summary of a batch: header, body, task state block.
+fn compose(header: &str, body: &str, state: &TaskState) -> String {
+    format!("{header}\n{}\n\n{}", body.trim_end(), state.render())
+}
+
+/// A batch's body: its summary without header and task state block.
+fn batch_body(b: &SummaryBatch) -> String {
+    let after = parse_header(&b.summary).map_or(b.summary.as_str(), |(_, rest)| rest);
+    TaskState::strip(after)
+}
+
+const MSG_CHARS: usize = 2000;
+
+/// The messages of a chunk as text for a summarizer: one block a message.
+pub fn render_messages(msgs: &[Message]) -> String {
+    let mut out = String::new();
+    for m in msgs {
+        let t = m.text();
+        let t = t.trim();
+        if m.is_tool_result() {
+            for r in m.tool_results() {
+                out.push_str(&format!(
+                    "tool result: {}\n",
+                    clip_chars(r.text.trim(), MSG_CHARS)
+                ));
+            }
+            if m.role() == Role::User && !t.is_empty() {
+                out.push_str(&format!("user: {}\n", clip_chars(t, MSG_CHARS)));
+            }
+            continue;
+        }
+        if !t.is_empty() {
+            out.push_str(&format!("{}: {}\n", m.role_str(), clip_chars(t, MSG_CHARS)));
+        }
+        for c in m.tool_calls() {
+            out.push_str(&format!(
+                "{} called {}({})\n",
+                m.role_str(),
+                c.name,
+                clip_chars(&c.arguments, 300)
+            ));
+        }
+    }
+    out
+}
+
+fn clip_chars(s: &str, max: usize) -> String {
+    if s.chars().count() <= max {
+        return s.to_string();
+    }
+    let mut o: String = s.chars().take(max).collect();
+    o.push('…');
+    o
+}
+
+/// Whole lines of `text` up to `max` characters (a clipped first line when
+/// even it is longer).
+fn clip_lines(text: &str, max: usize) -> String {
+    let mut out = String::new();
+    for l in text.lines() {
+        let need = l.chars().count() + usize::from(!out.is_empty());
+        if out.chars().count() + need > max {
+            if out.is_empty() {
+                out = state::clip_line(l, max.max(2));
+            }
+            break;
+        }
+        if !out.is_empty() {
+            out.push('\n');
+        }
+        out.push_str(l);
+    }
+    out
+}
+
+/// The deterministic summary of a chunk: one line a message (requests and
+/// prose clipped, tool calls as name and path or command, results as status
+/// and first line), within `max` characters.
+pub fn digest(msgs: &[Message], max: usize) -> String {
+    let mut lines: Vec<String> = Vec::new();
+    for m in msgs {
+        if m.is_tool_result() {
+            for r in m.tool_results() {
+                let st = ctxpress_core::dialect::result_status(
+                    ctxpress_core::dialect::ExitReport::Unknown,
+                    &r.text,
+                    r.is_error,
+                );
+                let first = r.text.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
+                let word = match st {
+                    ctxpress_core::dialect::Status::Failure => "failed",
+                    _ => "result",
+                };
+                lines.push(format!("- {word}: {}", state::clip_line(first, 100)));
+            }
+            continue;
+        }
+        let t = m.text();
+        if !t.trim().is_empty() && !state::is_clip_text(&t) {
+            let n = if m.role() == Role::User { 200 } else { 160 };
+            lines.push(format!("- {}: {}", m.role_str(), state::clip_line(&t, n)));
+        }
+        for c in m.tool_calls() {
+            let what = match ctxpress_core::dialect::extract(&c) {
+                Some(op) => op.command.clone().unwrap_or_else(|| op.paths.join(", ")),
+                None => c.arguments.to_string(),
+            };
+            lines.push(format!(
+                "- call {} {}",
+                c.name,
+                state::clip_line(&what, 100)
+            ));
+        }
+    }
+    clip_lines(&lines.join("\n"), max.max(16))
+}
+
+/// The clip-archive message text: a `[Context Summary ...]` line, the first
+/// and last `n` batches in full (the task state block only in the last one
+/// shown), and the omitted middle named by labels and time range.
+pub fn clip_text(batches: &[SummaryBatch], n: usize, conversation: &str) -> String {
+    let total: usize = batches.iter().map(|b| b.count).sum();
+    let (start, end) = match (batches.first(), batches.last()) {
+        (Some(f), Some(l)) => (f.start.as_str(), l.end.as_str()),
+        _ => ("", ""),
+    };
+    let mut s = format!(
+        "[Context Summary: {} earlier messages of conversation {conversation} in {} batches, {start} to {end}]\n",
+        total,
+        batches.len()
+    );
+    let show = |b: &SummaryBatch, with_state: bool| {
+        let header = batch_header(b.depth, &b.start, &b.end, b.count);
+        let body = batch_body(b);
+        let st = if with_state {
+            TaskState::parse(&b.summary)
+                .map(|s| s.render())
+                .unwrap_or_default()
+        } else {
+            String::new()
+        };
+        format!(
+            "\n{header}\n{body}\n{}",
+            if st.is_empty() {
+                String::new()
+            } else {
+                format!("\n{st}")
+            }
+        )
+    };
+    let len = batches.len();
+    if len <= 2 * n {
+        for (i, b) in batches.iter().enumerate() {
+            s.push_str(&show(b, i + 1 == len));
+        }
+    } else {
+        for b in &batches[..n] {
+            s.push_str(&show(b, false));
+        }
+        let mid = &batches[n..len - n];
+        let labels: Vec<&str> = mid.iter().map(|b| b.label.as_str()).collect();
+        let count: usize = mid.iter().map(|b| b.count).sum();
+        s.push_str(&format!(
+            "\n[{} batches omitted ({count} messages, {} to {}): {}; `ctxpress search QUERY --conversation {conversation}` finds them, `ctxpress expand` restores the originals]\n",
+            mid.len(),
+            mid[0].start,
+            mid[mid.len() - 1].end,
+            labels.join(", ")
+        ));
+        for (i, b) in batches[len - n..].iter().enumerate() {
+            s.push_str(&show(b, i + 1 == n));
+        }
+    }
+    s.trim_end().to_string()
+}

@@ -1,0 +1,129 @@
+//! The `compactor` pipeline stage.
+
+use crate::{CompactionConfig, Compactor, state};
+use ctxpress_core::archive::content_hash;
+use ctxpress_core::compaction::{BatchArchive, MemoryBatchArchive, SummaryBatch};
+use ctxpress_core::{Conversation, StageContext, StageOutcome, Strategy, StrategyError};
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+/// Name under which the strategy is registered.
+pub const NAME: &str = "compactor";
+
+/// Most clip messages whose batches the stage remembers.
+const REMEMBERED: usize = 1024;
+
+/// The compactor as a pipeline stage. Without a budget in the context it
+/// compacts now (everything before the protected tail); with one, only when
+/// the conversation is over it, oldest chunks first until under it.
+///
+/// Batches are kept in memory, keyed by the text of the clip-archive message
+/// they stand behind, so a later run on the compacted conversation continues
+/// them (and reruns of a budget search on the same input start from the same
+/// batches). The clip message's `replaces` names every message it folded,
+/// so the run's archive of originals restores them (`ctxpress expand`).
+#[derive(Debug)]
+pub struct CompactorStage {
+    compactor: Compactor,
+    known: Mutex<HashMap<String, Vec<SummaryBatch>>>,
+}
+
+impl CompactorStage {
+    /// A stage over a compactor.
+    pub fn new(compactor: Compactor) -> Self {
+        CompactorStage {
+            compactor,
+            known: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The compactor.
+    pub fn compactor(&self) -> &Compactor {
+        &self.compactor
+    }
+}
+
+/// The conversation id for labels: the envelope's `id`, else a hash of the
+/// first message that is not a system or clip message.
+pub fn conversation_id(conv: &Conversation) -> String {
+    conv.id().unwrap_or_else(|| {
+        let first = conv
+            .messages
+            .iter()
+            .find(|m| !m.role().is_system() && !state::is_clip_text(&m.text()))
+            .map(|m| conv.message_json(m))
+            .unwrap_or_default();
+        format!("c{}", &content_hash(&first)[..12])
+    })
+}
+
+fn clip_key(text: &str) -> String {
+    content_hash(text)
+}
+
+ctxpress_core::register_strategy!(
+    "compactor",
+    "fold old messages into archived summary batches behind one [Context Summary] clip-archive message (chunk-and-fold, task state, recursive re-summarization)",
+    CompactionConfig,
+    |c| Compactor::new(c).map(CompactorStage::new)
+);
+
+impl Strategy for CompactorStage {
+    fn name(&self) -> &str {
+        NAME
+    }
+
+    fn apply(
+        &self,
+        conv: &mut Conversation,
+        ctx: &StageContext,
+    ) -> Result<StageOutcome, StrategyError> {
+        let mut out = StageOutcome::default();
+        let id = conversation_id(conv);
+        let archive = MemoryBatchArchive::new();
+        let lead = crate::leading_system(conv);
+        if let Some(m) = conv.messages.get(lead) {
+            let t = m.text();
+            if state::is_clip_text(&t) && !conv.is_protected(lead) {
+                let known = self
+                    .known
+                    .lock()
+                    .map_err(|_| StrategyError::Failed("lock poisoned".into()))?;
+                if let Some(b) = known.get(&clip_key(&t)) {
+                    archive
+                        .put_batches(b)
+                        .map_err(|e| StrategyError::Failed(e.to_string()))?;
+                }
+            }
+        }
+        let r = self
+            .compactor
+            .compress_to(conv, &id, &archive, ctx.budget, ctx.counter.as_ref());
+        out.notes.extend(r.notes.iter().cloned());
+        if let Some(e) = r.error {
+            return Err(StrategyError::Failed(e.to_string()));
+        }
+        if !r.compacted {
+            return Ok(out);
+        }
+        let batches = archive
+            .batches(&id)
+            .map_err(|e| StrategyError::Failed(e.to_string()))?;
+        if let Some(m) = r.history.messages.get(lead) {
+            let mut known = self
+                .known
+                .lock()
+                .map_err(|_| StrategyError::Failed("lock poisoned".into()))?;
+            if known.len() >= REMEMBERED {
+                known.clear();
+            }
+            known.insert(clip_key(&m.text()), batches);
+        }
+        out.count("messages_folded", r.messages_folded as u64);
+        out.count("batches_added", r.batches_added.len() as u64);
+        out.count("batches_resummarized", r.resummarized.len() as u64);
+        out.count("fallbacks", r.fallbacks as u64);
+        *conv = r.history;
+        Ok(out)
+    }
+}
