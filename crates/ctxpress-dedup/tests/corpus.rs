@@ -1,5 +1,5 @@
 //! Golden output on a small MIT excerpt shape, and a sampled run on the shared
-//! agent-session corpus (read at test time from ../shared; skipped when absent).
+//! agent-session corpus (read at test time from ../shared; a missing corpus fails the test).
 
 use ctxpress_core::archive::{archive, expand};
 use ctxpress_core::{Conversation, MemoryArchive, Pipeline, StageContext, StageStatus, validate};
@@ -37,10 +37,12 @@ fn golden_reread_session() {
 fn sampled_agent_sessions_round_trip() {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../../shared/corpus/coding_agent_sessions.jsonl");
-    let Ok(f) = std::fs::File::open(&path) else {
-        eprintln!("corpus not found at {}; skipped", path.display());
-        return;
-    };
+    let f = std::fs::File::open(&path).unwrap_or_else(|e| {
+        panic!(
+            "corpus file {} is missing ({e}): this test needs the shared corpus beside the repository",
+            path.display()
+        )
+    });
     // Every 12th conversation, at most 3, to stay fast in debug builds.
     let lines = std::io::BufReader::new(f)
         .lines()

@@ -1,5 +1,5 @@
 //! A sampled run on the shared agent-session corpus (read at test time from
-//! ../shared; skipped when absent): the stage applies, adds no violation,
+//! ../shared; a missing corpus fails the test): the stage applies, adds no violation,
 //! compresses, and `expand` restores every input line byte for byte.
 #![allow(missing_docs)]
 
@@ -13,10 +13,12 @@ fn sample(file: &str, step: usize, take: usize) -> Option<Vec<String>> {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../../shared/corpus")
         .join(file);
-    let Ok(f) = std::fs::File::open(&path) else {
-        eprintln!("corpus not found at {}; skipped", path.display());
-        return None;
-    };
+    let f = std::fs::File::open(&path).unwrap_or_else(|e| {
+        panic!(
+            "corpus file {} is missing ({e}): this test needs the shared corpus beside the repository",
+            path.display()
+        )
+    });
     Some(
         std::io::BufReader::new(f)
             .lines()
