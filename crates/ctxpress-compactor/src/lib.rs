@@ -7,9 +7,11 @@
 //!   `chunk_tokens` tokens, never inside a tool exchange. Each chunk is
 //!   summarized with the summary so far as context, through the summarizer
 //!   backend registered in core under `backend` (`extractive` by default). A
-//!   summary that is empty or not shorter than its chunk, a backend error, or
-//!   an async-only backend takes the deterministic path instead (a digest of
-//!   one line a message); a chunk the backend fails on is first split in two.
+//!   summary that is empty or not shorter than its chunk, or a backend
+//!   error, takes the deterministic path instead (a digest of one line a
+//!   message); a chunk the backend fails on is first split in two. An
+//!   async-only backend (an LLM) is not called yet: `extractive` stands in,
+//!   with a note.
 //! - **Task state.** Every batch summary ends with a [`state::TaskState`]
 //!   block built from the messages themselves: first and latest request,
 //!   files read and modified, commands with their last status, unresolved
@@ -234,21 +236,37 @@ impl Compactor {
     pub fn new(cfg: CompactionConfig) -> Result<Self, ConfigError> {
         cfg.validate()?;
         let mut notes = Vec::new();
-        let prompted = cfg.backend != "extractive";
+        let mut prompted = cfg.backend != "extractive";
         let built = if prompted {
             build_backend(&cfg.backend, &prompted_params(&cfg.llm))
                 .or_else(|_| build_backend(&cfg.backend, &cfg.llm))
         } else {
             build_backend(&cfg.backend, &cfg.llm)
         };
+        let extractive = || match build_backend("extractive", &Value::Object(Map::new())) {
+            Ok(Backend::Sync(s)) => Some(s),
+            _ => None,
+        };
         let primary = match built {
             Ok(Backend::Sync(s)) => Primary::Backend(s),
             Ok(Backend::Async(_)) => {
-                notes.push(format!(
-                    "backend `{}` is async-only: deterministic summaries used",
-                    cfg.backend
-                ));
-                Primary::Digest
+                prompted = false;
+                match extractive() {
+                    Some(s) => {
+                        notes.push(format!(
+                            "backend `{}` is async-only: extractive summaries used",
+                            cfg.backend
+                        ));
+                        Primary::Backend(s)
+                    }
+                    None => {
+                        notes.push(format!(
+                            "backend `{}` is async-only: deterministic digest used",
+                            cfg.backend
+                        ));
+                        Primary::Digest
+                    }
+                }
             }
             Err(ConfigError::UnknownBackend { .. }) if !prompted => {
                 notes.push("backend `extractive` is not linked: deterministic digest used".into());
@@ -514,7 +532,24 @@ impl Compactor {
                 .filter(|j| !gone.contains(j))
                 .map(|j| msgs[j].clone()),
         );
-        let after: usize = new_msgs.iter().map(|m| count_message(counter, m)).sum();
+        let mut after: usize = new_msgs.iter().map(|m| count_message(counter, m)).sum();
+        if let Some(b) = budget.filter(|&b| after > b) {
+            // Over the budget with every chunk folded: a shorter clip (the
+            // task state first, then the latest summary), the batches
+            // themselves archived in full.
+            let clip_t = count_message(counter, &new_msgs[lead]);
+            let allowed = b.saturating_sub(after - clip_t);
+            let small = fit_clip(&clip, &plan.all, id, allowed, counter);
+            let small_msg = Message::text_message(cid.clone(), role, &small);
+            let small_t = count_message(counter, &small_msg);
+            if small_t < clip_t {
+                new_msgs[lead] = small_msg;
+                after = after - clip_t + small_t;
+                res.notes.push(format!(
+                    "clip-archive message shortened to {small_t} tokens for the budget"
+                ));
+            }
+        }
         if after >= before {
             res.notes.push(format!(
                 "compaction would not shorten the history ({after} >= {before} tokens): left unchanged"
@@ -777,10 +812,7 @@ pub fn render_messages(msgs: &[Message]) -> String {
         let t = t.trim();
         if m.is_tool_result() {
             for r in m.tool_results() {
-                out.push_str(&format!(
-                    "tool result: {}\n",
-                    clip_chars(r.text.trim(), MSG_CHARS)
-                ));
+                out.push_str(&format!("tool result: {}\n", result_head(&r.text)));
             }
             if m.role() == Role::User && !t.is_empty() {
                 out.push_str(&format!("user: {}\n", clip_chars(t, MSG_CHARS)));
@@ -798,6 +830,22 @@ pub fn render_messages(msgs: &[Message]) -> String {
                 clip_chars(&c.arguments, 300)
             ));
         }
+    }
+    out
+}
+
+/// Lines of a tool result a summarizer sees, and characters.
+const RESULT_LINES: usize = 5;
+const RESULT_CHARS: usize = 400;
+
+/// The head of a tool result: its first lines, with the count of the rest.
+fn result_head(text: &str) -> String {
+    let t = text.trim();
+    let total = t.lines().count();
+    let head: Vec<&str> = t.lines().take(RESULT_LINES).collect();
+    let mut out = clip_chars(&head.join("\n"), RESULT_CHARS);
+    if total > head.len() {
+        out.push_str(&format!("\n[… {} more lines]", total - head.len()));
     }
     out
 }
@@ -871,6 +919,48 @@ pub fn digest(msgs: &[Message], max: usize) -> String {
         }
     }
     clip_lines(&lines.join("\n"), max.max(16))
+}
+
+/// A clip-archive text within `allowed` tokens (when it can be): its first
+/// line, where the batches are, the latest task state and the latest
+/// summary, clipped at a line.
+fn fit_clip(
+    full: &str,
+    batches: &[SummaryBatch],
+    conversation: &str,
+    allowed: usize,
+    counter: &dyn TokenCounter,
+) -> String {
+    let first = full.lines().next().unwrap_or("[Context Summary]");
+    let mut cand = format!("{first}\n");
+    if let (Some(f), Some(l)) = (batches.first(), batches.last()) {
+        cand.push_str(&format!(
+            "[batches {} to {}: `ctxpress search QUERY --conversation {conversation}` finds them, `ctxpress expand` restores the originals]\n",
+            f.label, l.label
+        ));
+        if let Some(st) = TaskState::parse(&l.summary) {
+            cand.push_str(&st.render());
+        }
+        cand.push_str(&batch_body(l));
+    }
+    let fits = |t: &str| {
+        count_message(
+            counter,
+            &Message::text_message(MessageId::new(""), "system", t),
+        ) <= allowed
+    };
+    if fits(&cand) {
+        return cand;
+    }
+    let mut chars = allowed.saturating_mul(3).min(cand.chars().count());
+    for _ in 0..8 {
+        let c = clip_lines(&cand, chars);
+        if fits(&c) || chars <= first.chars().count() {
+            return c;
+        }
+        chars = chars * 3 / 4;
+    }
+    clip_lines(&cand, first.chars().count())
 }
 
 /// The clip-archive message text: a `[Context Summary ...]` line, the first

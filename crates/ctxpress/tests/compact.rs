@@ -1,0 +1,122 @@
+//! The `compactor` stage (spec 003) through the facade, with the extractive
+//! backend linked: compact now, compact to a budget, expand back exactly.
+
+use ctxpress::{Compressor, Conversation, MemoryArchive, PipelineConfig, expand, validate};
+use serde_json::{Value, json};
+use std::sync::Arc;
+
+fn prose(i: usize) -> String {
+    format!(
+        "Turn {i}: we looked at how the queue hands work from the primary loop to the secondary \
+         loop and decided to keep the lock-free ring buffer for now, because it measured well \
+         under load and the alternative needs a rewrite of the scheduler."
+    )
+}
+
+/// A pipeline of the compactor alone (what a `compact` preset would run).
+fn compact() -> Compressor {
+    let cfg = PipelineConfig::from_toml("version = 1\n[[stages]]\ntype = \"compactor\"\n").unwrap();
+    Compressor::from_config(&cfg).unwrap()
+}
+
+fn session(anthropic: bool) -> String {
+    let mut msgs: Vec<Value> = Vec::new();
+    if !anthropic {
+        msgs.push(json!({"role": "system", "content": "You are a coding agent."}));
+    }
+    msgs.push(json!({"role": "user", "content": "Fix the flaky scheduler test in src/sched.rs."}));
+    for i in 0..12 {
+        let (id, path) = (format!("c{i}"), format!("/r/src/m{i}.rs"));
+        let body = (0..40)
+            .map(|l| format!("fn f{l}_{i}() -> u32 {{ {} }}\n", l * 7 + i))
+            .collect::<String>();
+        if anthropic {
+            msgs.push(json!({"role": "assistant", "content": [
+                {"type": "text", "text": prose(i)},
+                {"type": "tool_use", "id": id, "name": "Read", "input": {"file_path": path}}]}));
+            msgs.push(json!({"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": id, "content": body}]}));
+        } else {
+            msgs.push(
+                json!({"role": "assistant", "content": prose(i), "tool_calls": [
+                {"id": id, "type": "function", "function": {"name": "Read",
+                 "arguments": json!({"file_path": path}).to_string()}}]}),
+            );
+            msgs.push(json!({"role": "tool", "tool_call_id": id, "content": body}));
+        }
+    }
+    for i in 0..3 {
+        msgs.push(json!({"role": "user", "content": format!("next {i}")}));
+        msgs.push(json!({"role": "assistant", "content": format!("ok {i}")}));
+    }
+    json!({"id": "sess", "messages": msgs}).to_string()
+}
+
+#[test]
+fn compactor_stage_folds_the_old_part_and_expands_back() {
+    for anthropic in [false, true] {
+        let doc = session(anthropic);
+        let arch = Arc::new(MemoryArchive::new());
+        let c = compact().with_archive(Some(arch.clone()));
+        let mut conv = Conversation::parse(&doc).unwrap();
+        let report = c.compress(&mut conv).unwrap();
+        let st = &report.stages[0];
+        assert_eq!(st.name, "compactor");
+        assert!(
+            st.outcome
+                .counters
+                .get("messages_folded")
+                .copied()
+                .unwrap_or(0)
+                > 20,
+            "{st:?}"
+        );
+        assert!(
+            !st.outcome.notes.iter().any(|n| n.contains("not linked")),
+            "the facade links the extractive backend: {:?}",
+            st.outcome.notes
+        );
+        assert!(validate(&conv).is_empty(), "{:?}", validate(&conv));
+        let clip_at = usize::from(!anthropic);
+        let clip = conv.messages[clip_at].text().into_owned();
+        assert!(clip.starts_with("[Context Summary"), "{clip}");
+        assert!(clip.contains("[task state]\nfirst request: Fix the flaky scheduler test"));
+        assert!(clip.contains("read: /r/src/m0.rs"), "{clip}");
+        assert!(report.tokens_after < report.tokens_before / 2, "{report:?}");
+        assert_eq!(
+            expand(&conv, arch.as_ref()).unwrap().to_json_string(),
+            doc,
+            "anthropic: {anthropic}"
+        );
+    }
+}
+
+#[test]
+fn compactor_stage_with_a_budget_folds_only_what_it_must() {
+    let doc = session(false);
+    let full = Conversation::parse(&doc).unwrap();
+    let total = ctxpress::StageContext::default().tokens(&full);
+    let arch = Arc::new(MemoryArchive::new());
+    let c = compact()
+        .with_budget(Some(total * 3 / 4))
+        .with_archive(Some(arch.clone()));
+    let mut conv = full.clone();
+    let report = c.compress(&mut conv).unwrap();
+    let b = report.budget.as_ref().unwrap();
+    assert!(b.fits, "{b:?}");
+    assert!(b.rungs.is_empty(), "the compactor alone fits it: {b:?}");
+    assert!(validate(&conv).is_empty());
+    // Not everything was folded: some old exchanges are still verbatim.
+    assert!(
+        conv.messages
+            .iter()
+            .any(|m| m.text().starts_with("Turn 11:")),
+        "only the oldest chunks go"
+    );
+    assert_eq!(expand(&conv, arch.as_ref()).unwrap().to_json_string(), doc);
+    // Under the budget: byte-identical.
+    let c = compact().with_budget(Some(total + 1));
+    let mut same = full.clone();
+    c.compress(&mut same).unwrap();
+    assert_eq!(same.to_json_string(), doc);
+}
