@@ -42,6 +42,11 @@ pub const PRESETS: &[Preset] = &[
         summary: "spec 004: over 70% of a 128k window, down to 40%; display-only messages dropped, tool results by kind, old user/assistant messages summarized (LLM when configured)",
         toml: include_str!("../presets/hybrid.toml"),
     },
+    Preset {
+        name: "compact",
+        summary: "spec 003 compaction: everything before the recent tail folded into archived summary batches with a task state, behind one [Context Summary] message",
+        toml: include_str!("../presets/compact.toml"),
+    },
 ];
 
 /// The preset named `name`, parsed.

@@ -1,4 +1,4 @@
-//! The `compactor` stage (spec 003) through the facade, with the extractive
+//! The `compact` preset (the `compactor` stage, spec 003) through the facade, with the extractive
 //! backend linked: compact now, compact to a budget, expand back exactly.
 
 use ctxpress::{Compressor, Conversation, MemoryArchive, PipelineConfig, expand, validate};
@@ -13,9 +13,12 @@ fn prose(i: usize) -> String {
     )
 }
 
-/// A pipeline of the compactor alone (what a `compact` preset would run).
+/// The `compact` preset; it is the compactor stage alone.
 fn compact() -> Compressor {
-    let cfg = PipelineConfig::from_toml("version = 1\n[[stages]]\ntype = \"compactor\"\n").unwrap();
+    let cfg = ctxpress::preset("compact").unwrap();
+    let alone =
+        PipelineConfig::from_toml("version = 1\n[[stages]]\ntype = \"compactor\"\n").unwrap();
+    assert_eq!(cfg.stages.len(), alone.stages.len());
     Compressor::from_config(&cfg).unwrap()
 }
 
