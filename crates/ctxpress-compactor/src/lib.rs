@@ -1021,3 +1021,118 @@ pub fn clip_text(batches: &[SummaryBatch], n: usize, conversation: &str) -> Stri
     }
     s.trim_end().to_string()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ctxpress_core::compaction::batch_header;
+
+    fn batch(i: usize, depth: u32) -> SummaryBatch {
+        let (start, end) = (
+            format_iso(i as i64 * 60_000),
+            format_iso(i as i64 * 60_000 + 1),
+        );
+        let mut st = TaskState::default();
+        st.first_request = Some(format!("request {i}"));
+        SummaryBatch {
+            label: batch_label("c", &end),
+            conversation: "c".into(),
+            depth,
+            summary: compose(
+                &batch_header(depth, &start, &end, 2),
+                &format!("body {i}"),
+                &st,
+            ),
+            start,
+            end,
+            count: 2,
+            originals: vec!["{}".into(), "{}".into()],
+        }
+    }
+
+    #[test]
+    fn clip_text_shows_both_ends_and_names_the_middle() {
+        let b: Vec<SummaryBatch> = (0..5).map(|i| batch(i, u32::from(i == 0))).collect();
+        let t = clip_text(&b, 2, "c");
+        assert!(t.starts_with(
+            "[Context Summary: 10 earlier messages of conversation c in 5 batches, 1970-01-01T00:00:00.000Z to 1970-01-01T00:04:00.001Z]"
+        ), "{t}");
+        for i in [0, 1, 3, 4] {
+            assert!(t.contains(&format!("\nbody {i}\n")), "{t}");
+        }
+        assert!(!t.contains("body 2"));
+        assert!(t.contains(&format!(
+            "[1 batches omitted (2 messages, 1970-01-01T00:02:00.000Z to 1970-01-01T00:02:00.001Z): {}; `ctxpress search QUERY --conversation c` finds them",
+            b[2].label
+        )), "{t}");
+        assert!(t.contains("[depth:1|start:1970-01-01T00:00:00.000Z|"));
+        // Only the last batch shown carries its task state.
+        assert_eq!(t.matches(state::BEGIN).count(), 1);
+        assert!(
+            t.ends_with(&format!("first request: request 4\n{}", state::END)),
+            "{t}"
+        );
+        // Few batches: all shown, nothing omitted.
+        let t = clip_text(&b[..3], 2, "c");
+        assert!(t.contains("body 0") && t.contains("body 2") && !t.contains("omitted"));
+    }
+
+    #[test]
+    fn batch_body_drops_header_and_state() {
+        assert_eq!(batch_body(&batch(3, 0)), "body 3");
+    }
+
+    #[test]
+    fn digest_and_accept_bounds() {
+        let msgs: Vec<Message> = (0..30)
+            .map(|i| {
+                Message::text_message(
+                    MessageId::new(format!("m{i}")),
+                    "user",
+                    &"a long line of text ".repeat(20),
+                )
+            })
+            .collect();
+        let d = digest(&msgs, 500);
+        assert!(d.chars().count() <= 500, "{}", d.chars().count());
+        assert!(d.starts_with("- user: a long line"));
+        assert!(accept("abcdef", " abc ").is_ok());
+        assert!(accept("abc", "abcd").is_err());
+        assert!(accept("abc", "  ").is_err());
+    }
+
+    #[test]
+    fn fit_clip_stays_within_the_allowance() {
+        let b: Vec<SummaryBatch> = (0..5).map(|i| batch(i, 0)).collect();
+        let full = clip_text(&b, 2, "c");
+        for allowed in [20, 60, 120, 400] {
+            let s = fit_clip(&full, &b, "c", allowed, &Heuristic);
+            assert!(s.starts_with("[Context Summary"), "{s}");
+            let t = count_message(
+                &Heuristic,
+                &Message::text_message(MessageId::new(""), "system", &s),
+            );
+            assert!(
+                t <= allowed.max(count_message(
+                    &Heuristic,
+                    &Message::text_message(
+                        MessageId::new(""),
+                        "system",
+                        full.lines().next().unwrap()
+                    )
+                )),
+                "{allowed}: {t}"
+            );
+        }
+    }
+
+    #[test]
+    fn leading_system_stops_at_a_clip_message() {
+        let c = Conversation::new(vec![
+            Message::text_message(MessageId::new("s"), "system", "sys"),
+            Message::text_message(MessageId::new("c"), "system", "[Context Summary: x]"),
+            Message::text_message(MessageId::new("u"), "user", "hi"),
+        ]);
+        assert_eq!(leading_system(&c), 1);
+    }
+}
