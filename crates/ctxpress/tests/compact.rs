@@ -123,3 +123,92 @@ fn compactor_stage_with_a_budget_folds_only_what_it_must() {
     c.compress(&mut same).unwrap();
     assert_eq!(same.to_json_string(), doc);
 }
+
+/// Every conversation of `../shared/corpus` through the `compact` preset:
+/// no new pairing or role violation, never more tokens, and `expand`
+/// restores the input byte for byte; so does a second compaction after two
+/// more messages are appended.
+#[test]
+fn compact_preset_round_trips_the_corpus() {
+    let dir = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/corpus");
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("the shared corpus is missing at {}: {e}", dir.display()))
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
+        .collect();
+    files.sort();
+    assert!(!files.is_empty(), "no corpus files in {}", dir.display());
+    let (mut convs, mut folded) = (0, 0);
+    for f in files {
+        let name = f.file_name().unwrap().to_string_lossy().into_owned();
+        let text = std::fs::read_to_string(&f).unwrap();
+        for (n, line) in text
+            .lines()
+            .enumerate()
+            .filter(|(_, l)| !l.trim().is_empty())
+        {
+            let at = format!("{name}:{}", n + 1);
+            let input = Conversation::parse(line).unwrap();
+            let arch = Arc::new(MemoryArchive::new());
+            let c = compact().with_archive(Some(arch.clone()));
+            let mut out = input.clone();
+            let r = c.compress(&mut out).unwrap();
+            assert!(
+                !ctxpress::core::validate::introduces_violations(
+                    &validate(&input),
+                    &validate(&out)
+                ),
+                "{at}: new violations {:?}",
+                validate(&out)
+            );
+            assert!(r.tokens_after <= r.tokens_before, "{at}");
+            let written = out.to_json_string();
+            let out = Conversation::parse(&written).unwrap();
+            assert!(
+                expand(&out, arch.as_ref()).unwrap().to_json_string() == line,
+                "{at}: expand differs"
+            );
+            convs += 1;
+            folded += r.stages[0]
+                .outcome
+                .counters
+                .get("messages_folded")
+                .copied()
+                .unwrap_or(0);
+            // A second round after two more messages (appended to the
+            // written output, which keeps its bytes).
+            let mut more = out.clone();
+            for (i, (role, text)) in [
+                ("user", "One more thing: summarize the status."),
+                ("assistant", "Status: done, tests pass."),
+            ]
+            .into_iter()
+            .enumerate()
+            {
+                more.messages.push(ctxpress::core::Message::text_message(
+                    ctxpress::core::MessageId::new(format!("appended-{i}")),
+                    role,
+                    text,
+                ));
+            }
+            let second = Conversation::parse(&more.to_json_string()).unwrap();
+            let mut out2 = second.clone();
+            c.compress(&mut out2).unwrap();
+            let out2 = Conversation::parse(&out2.to_json_string()).unwrap();
+            let back = expand(&out2, arch.as_ref()).unwrap();
+            let back_msgs = back.to_value();
+            let want: Value = serde_json::from_str(line).unwrap();
+            let want_msgs = want["messages"].as_array().unwrap();
+            let got = back_msgs.as_array().unwrap();
+            assert_eq!(got.len(), want_msgs.len() + 2, "{at}: second round");
+            assert!(
+                got[..want_msgs.len()] == want_msgs[..],
+                "{at}: second round differs"
+            );
+        }
+    }
+    assert!(
+        convs > 0 && folded > 0,
+        "{convs} conversations, {folded} folded"
+    );
+}
