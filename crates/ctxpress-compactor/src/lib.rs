@@ -474,7 +474,7 @@ impl Compactor {
             let text = render_messages(&cm);
             let (body, fell_back) = self.summarize_chunk(&cm, &text, &summary_so_far, 0, &mut res);
             res.fallbacks += usize::from(fell_back);
-            running = running.merge(&TaskState::build(&cm));
+            running = running.update(&cm);
             let times: Vec<i64> = cm.iter().filter_map(message_time).collect();
             let mut end = times.iter().copied().max().unwrap_or(now);
             if end <= last_end {
@@ -1032,8 +1032,10 @@ mod tests {
             format_iso(i as i64 * 60_000),
             format_iso(i as i64 * 60_000 + 1),
         );
-        let mut st = TaskState::default();
-        st.first_request = Some(format!("request {i}"));
+        let st = TaskState {
+            first_request: Some(format!("request {i}")),
+            ..TaskState::default()
+        };
         SummaryBatch {
             label: batch_label("c", &end),
             conversation: "c".into(),

@@ -12,7 +12,8 @@
 //! modified: <path>                  (one line per file written or edited)
 //! command: <ok|failed|unknown>: <command>   (last status of each command)
 //! error: <key>\t<first line of the error>   (failures not yet resolved)
-//! open: <item>                      (open items of the last plan/todo call)
+//! open: <item>                      (open plan/todo items; `#N <item>` for
+//!                                    a task created with id N)
 //! [/task state]
 //! ```
 //!
@@ -20,6 +21,11 @@
 //! exactly. The `key` of an error is `command <command>` or `file <path>` (a
 //! later success of the same command or on the same path resolves it) or
 //! `tool <name>`.
+//!
+//! Open items follow the plan tools: a whole list (TodoWrite, update_plan,
+//! write_todos) replaces them with its items not completed; a created task
+//! (TaskCreate) is added with the id its result reports; an update of that
+//! id to completed (TaskUpdate) closes it.
 
 use ctxpress_core::dialect::{self, ExitReport, OpKind, Status, result_payload, result_status};
 use ctxpress_core::{Message, Role};
@@ -55,12 +61,9 @@ pub struct TaskState {
     pub commands: Vec<(String, String)>,
     /// Unresolved errors: key and first line.
     pub errors: Vec<(String, String)>,
-    /// Open plan/todo items.
+    /// Open plan/todo items; a task created with an id (`Task #3 created`)
+    /// starts with `#3 `, so a later update of that id can close it.
     pub open: Vec<String>,
-    /// Keys that succeeded in the material (resolve earlier errors); not rendered.
-    succeeded: Vec<String>,
-    /// True when the material held a plan/todo call; not rendered.
-    plan_seen: bool,
 }
 
 /// One line, white space collapsed, clipped to `max` characters (with `…`).
@@ -102,13 +105,21 @@ fn norm(name: &str) -> String {
         .collect()
 }
 
-/// True for plan/todo tools (TodoWrite, update_plan, TaskCreate, write_todos, ...).
+/// True for plan/todo tools (TodoWrite, update_plan, write_todos,
+/// TaskCreate, TaskUpdate, ...).
 pub fn is_plan_tool(name: &str) -> bool {
     let n = norm(name);
-    n.contains("todo") || n == "updateplan" || n == "plan" || n == "taskcreate"
+    n.contains("todo") || n == "updateplan" || n == "plan" || n == "taskcreate" || n == "taskupdate"
 }
 
-const DONE: &[&str] = &["completed", "complete", "done", "cancelled", "canceled"];
+const DONE: &[&str] = &[
+    "completed",
+    "complete",
+    "done",
+    "cancelled",
+    "canceled",
+    "deleted",
+];
 
 fn item_text(v: &Value) -> Option<String> {
     match v {
@@ -140,9 +151,20 @@ fn item_open(v: &Value) -> bool {
     !done_flag && !DONE.contains(&st.to_ascii_lowercase().as_str())
 }
 
-/// The open items of a plan/todo call's arguments, and whether the call
-/// replaces the list (a whole list) or adds to it (one task).
-fn plan_items(args: &Value) -> (Vec<String>, bool) {
+/// What a plan/todo call does to the open items.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum PlanOp {
+    /// A whole list (TodoWrite, update_plan): its open items replace the old.
+    Replace(Vec<String>),
+    /// One new open task (TaskCreate); its id comes with the result.
+    Add(String),
+    /// A task closed by id (TaskUpdate to completed or deleted).
+    Close(String),
+    /// Nothing to do.
+    None,
+}
+
+fn plan_op(args: &Value) -> PlanOp {
     for key in ["todos", "plan", "tasks", "items", "steps"] {
         if let Some(Value::Array(a)) = args.get(key) {
             let open = a
@@ -152,13 +174,37 @@ fn plan_items(args: &Value) -> (Vec<String>, bool) {
                 .map(|t| clip_line(&t, VALUE_CHARS))
                 .filter(|t| !t.is_empty())
                 .collect();
-            return (open, true);
+            return PlanOp::Replace(open);
         }
     }
-    match item_text(args) {
-        Some(t) if item_open(args) => (vec![clip_line(&t, VALUE_CHARS)], false),
-        _ => (Vec::new(), false),
+    let id = ["taskId", "task_id", "id"]
+        .iter()
+        .find_map(|k| match args.get(*k) {
+            Some(Value::String(s)) => Some(s.clone()),
+            Some(Value::Number(n)) => Some(n.to_string()),
+            _ => None,
+        });
+    if let Some(id) = id {
+        return if item_open(args) {
+            PlanOp::None
+        } else {
+            PlanOp::Close(id)
+        };
     }
+    match item_text(args) {
+        Some(t) if item_open(args) => PlanOp::Add(clip_line(&t, VALUE_CHARS)),
+        _ => PlanOp::None,
+    }
+}
+
+/// The id a task-creating tool's result reports (`Task #3 created ...`).
+fn created_id(result: &str) -> Option<String> {
+    let p = result.find('#')?;
+    let digits: String = result[p + 1..]
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
+    (!digits.is_empty()).then_some(digits)
 }
 
 /// True for the text of a clip-archive message.
@@ -169,14 +215,24 @@ pub fn is_clip_text(t: &str) -> bool {
 impl TaskState {
     /// Build the state of `msgs` (in order) from the messages themselves.
     pub fn build(msgs: &[Message]) -> TaskState {
-        let mut s = TaskState::default();
-        // call id -> (error key, what it records)
+        TaskState::default().update(msgs)
+    }
+
+    /// The anchored update: this state carried forward through newer
+    /// messages, applied in order. The first request stays; the latest is
+    /// the newest; paths and commands accumulate (a modified file leaves the
+    /// read list); an error stays until a later success of the same command
+    /// or on the same path; a whole plan list replaces the open items, a
+    /// created task is added, a task updated to completed (by id) is closed.
+    pub fn update(&self, msgs: &[Message]) -> TaskState {
+        let mut s = self.clone();
         struct Pending {
             key: String,
             exit: ExitReport,
             op: Option<dialect::Operation>,
         }
         let mut pending: HashMap<String, Pending> = HashMap::new();
+        let mut pending_tasks: Vec<(String, String)> = Vec::new();
         for m in msgs {
             if m.role() == Role::User && !m.is_tool_result_carrier() {
                 let t = m.text();
@@ -191,19 +247,20 @@ impl TaskState {
             }
             for c in m.tool_calls() {
                 if is_plan_tool(&c.name) {
-                    let (items, replace) = plan_items(&c.args());
-                    if replace || !s.plan_seen {
-                        s.open.clear();
-                    }
-                    s.plan_seen = true;
-                    for i in items {
-                        push_unique(&mut s.open, &i);
+                    match plan_op(&c.args()) {
+                        PlanOp::Replace(items) => s.open = items,
+                        PlanOp::Add(t) => pending_tasks.push((c.id.to_string(), t)),
+                        PlanOp::Close(id) => {
+                            let prefix = format!("#{id} ");
+                            s.open.retain(|o| !o.starts_with(&prefix));
+                        }
+                        PlanOp::None => {}
                     }
                     continue;
                 }
                 let op = dialect::extract(&c);
                 let key = match &op {
-                    Some(op) if op.kind == OpKind::Command || op.is_shell() => {
+                    Some(op) if op.kind == OpKind::Command => {
                         format!("command {}", op.command.clone().unwrap_or_default())
                     }
                     Some(op) if !op.paths.is_empty() => format!("file {}", op.paths[0]),
@@ -213,12 +270,27 @@ impl TaskState {
                 pending.insert(c.id.to_string(), Pending { key, exit, op });
             }
             for r in m.tool_results() {
+                if let Some(i) = pending_tasks
+                    .iter()
+                    .position(|(id, _)| id == r.call_id.as_ref())
+                {
+                    let (_, t) = pending_tasks.remove(i);
+                    let item = match created_id(&r.text) {
+                        Some(id) => format!("#{id} {t}"),
+                        None => t,
+                    };
+                    push_unique(&mut s.open, &item);
+                    continue;
+                }
                 let Some(p) = pending.remove(r.call_id.as_ref()) else {
                     continue;
                 };
                 let status = result_status(p.exit, &r.text, r.is_error);
                 s.record(&p.key, p.op.as_ref(), status, &r.text);
             }
+        }
+        for (_, t) in pending_tasks {
+            push_unique(&mut s.open, &t);
         }
         // Calls without a result (yet): what they touch, status unknown.
         let mut rest: Vec<Pending> = pending.into_values().collect();
@@ -235,6 +307,7 @@ impl TaskState {
                 for p in op.modified_paths() {
                     push_unique(&mut self.modified, p);
                 }
+                self.read.retain(|p| !self.modified.contains(p));
                 if op.kind == OpKind::Read {
                     for p in &op.paths {
                         if !self.modified.contains(p) {
@@ -243,7 +316,9 @@ impl TaskState {
                     }
                 }
             }
-            if let Some(cmd) = &op.command {
+            if op.kind == OpKind::Command
+                && let Some(cmd) = &op.command
+            {
                 set_pair(
                     &mut self.commands,
                     &clip_line(cmd, VALUE_CHARS),
@@ -260,52 +335,10 @@ impl TaskState {
                     .find(|l| !l.trim().is_empty())
                     .unwrap_or("failed");
                 set_pair(&mut self.errors, &key, &clip_line(first, VALUE_CHARS));
-                self.succeeded.retain(|k| k != &key);
             }
-            Status::Success => {
-                self.errors.retain(|(k, _)| k != &key);
-                push_unique(&mut self.succeeded, &key);
-            }
+            Status::Success => self.errors.retain(|(k, _)| k != &key),
             Status::Unknown => {}
         }
-    }
-
-    /// The anchored update: this (earlier) state carried forward with the
-    /// state of newer material. The first request stays, the latest one is
-    /// the newer one's when it has one; paths and commands are merged (newer
-    /// last); earlier errors stay unless the newer material succeeded at the
-    /// same command or path; the open items are the newer plan's when it has
-    /// one, else the earlier ones.
-    pub fn merge(&self, newer: &TaskState) -> TaskState {
-        let mut s = self.clone();
-        if s.first_request.is_none() {
-            s.first_request = newer.first_request.clone();
-        }
-        if newer.latest_request.is_some() {
-            s.latest_request = newer.latest_request.clone();
-        }
-        for p in &newer.modified {
-            push_unique(&mut s.modified, p);
-        }
-        for p in &newer.read {
-            push_unique(&mut s.read, p);
-        }
-        s.read.retain(|p| !s.modified.contains(p));
-        for (c, st) in &newer.commands {
-            set_pair(&mut s.commands, c, st);
-        }
-        s.errors.retain(|(k, _)| !newer.succeeded.contains(k));
-        for (k, e) in &newer.errors {
-            set_pair(&mut s.errors, k, e);
-        }
-        for k in &newer.succeeded {
-            push_unique(&mut s.succeeded, k);
-        }
-        if newer.plan_seen {
-            s.open = newer.open.clone();
-            s.plan_seen = true;
-        }
-        s
     }
 
     /// The block (see the module docs), ending with a newline.
@@ -371,10 +404,7 @@ impl TaskState {
                         s.errors.push((key.to_string(), e.to_string()));
                     }
                 }
-                "open" => {
-                    s.open.push(v.to_string());
-                    s.plan_seen = true;
-                }
+                "open" => s.open.push(v.to_string()),
                 _ => {}
             }
         }
@@ -412,13 +442,10 @@ mod tests {
             modified: vec!["/r/b.rs".into()],
             commands: vec![("cargo test | tail -5".into(), "failed".into())],
             errors: vec![("command cargo test".into(), "error: x: y".into())],
-            open: vec!["write docs".into()],
-            ..TaskState::default()
+            open: vec!["#2 write docs".into()],
         };
         let text = format!("summary\n\n{}", s.render());
-        let mut back = TaskState::parse(&text).unwrap();
-        back.plan_seen = false;
-        assert_eq!(back, s);
+        assert_eq!(TaskState::parse(&text).unwrap(), s);
         assert_eq!(TaskState::strip(&text), "summary");
     }
 
@@ -429,17 +456,28 @@ mod tests {
     }
 
     #[test]
-    fn plan_items_open_only() {
+    fn plan_calls() {
         let args = serde_json::json!({"todos": [
             {"content": "a", "status": "completed"},
             {"content": "b", "status": "in_progress"},
             {"content": "c", "status": "pending"}]});
-        assert_eq!(plan_items(&args), (vec!["b".into(), "c".into()], true));
+        assert_eq!(
+            plan_op(&args),
+            PlanOp::Replace(vec!["b".into(), "c".into()])
+        );
         let plan = serde_json::json!({"plan": [{"step": "x", "status": "done"}, {"step": "y", "status": "pending"}]});
-        assert_eq!(plan_items(&plan).0, vec!["y".to_string()]);
+        assert_eq!(plan_op(&plan), PlanOp::Replace(vec!["y".into()]));
         let one = serde_json::json!({"subject": "ship it", "description": "d"});
-        assert_eq!(plan_items(&one), (vec!["ship it".into()], false));
+        assert_eq!(plan_op(&one), PlanOp::Add("ship it".into()));
+        let done = serde_json::json!({"taskId": "3", "status": "completed"});
+        assert_eq!(plan_op(&done), PlanOp::Close("3".into()));
+        let busy = serde_json::json!({"taskId": 3, "status": "in_progress"});
+        assert_eq!(plan_op(&busy), PlanOp::None);
+        assert_eq!(
+            created_id("Task #12 created successfully: x"),
+            Some("12".into())
+        );
         assert!(is_plan_tool("TodoWrite") && is_plan_tool("update_plan"));
-        assert!(is_plan_tool("TaskCreate") && !is_plan_tool("Read"));
+        assert!(is_plan_tool("TaskCreate") && is_plan_tool("TaskUpdate") && !is_plan_tool("Read"));
     }
 }

@@ -621,3 +621,79 @@ fn config_errors_name_the_field() {
         .unwrap();
     assert!(e.to_string().contains("nope"), "{e}");
 }
+
+#[test]
+fn created_tasks_stay_open_until_updated_across_compactions() {
+    let call = |id: &str, name: &str, args: Value| {
+        json!({"role": "assistant", "content": "", "tool_calls": [{"id": id, "type": "function",
+            "function": {"name": name, "arguments": args.to_string()}}]})
+    };
+    let res = |id: &str, text: &str| json!({"role": "tool", "tool_call_id": id, "content": text});
+    let mut msgs = vec![json!({"role": "user", "content": "Fix the three audit findings."})];
+    for (i, subject) in ["scope bypass", "task listing", "encrypted leak"]
+        .iter()
+        .enumerate()
+    {
+        let id = format!("t{i}");
+        msgs.push(call(
+            &id,
+            "TaskCreate",
+            json!({"subject": subject, "description": "d"}),
+        ));
+        msgs.push(res(
+            &id,
+            &format!("Task #{} created successfully: {subject}", i + 1),
+        ));
+    }
+    msgs.push(call(
+        "u1",
+        "TaskUpdate",
+        json!({"taskId": "1", "status": "completed"}),
+    ));
+    msgs.push(res("u1", "Updated task #1 status"));
+    for i in 0..6 {
+        msgs.push(json!({"role": "user", "content": prose(i)}));
+        msgs.push(json!({"role": "assistant", "content": prose(i + 50)}));
+    }
+    let arch = MemoryBatchArchive::new();
+    let c = compactor(4000);
+    let r1 = c.compress(&parse(&json!(msgs)), "t", &arch);
+    assert!(r1.compacted, "{:?}", r1.notes);
+    assert_eq!(
+        state_of(&arch, "t").open,
+        vec!["#2 task listing", "#3 encrypted leak"]
+    );
+    // Later: task 2 is done; a second compaction closes it in the carried state.
+    let mut more = r1.history.clone();
+    let extra = [
+        call(
+            "u2",
+            "TaskUpdate",
+            json!({"taskId": "2", "status": "completed"}),
+        ),
+        res("u2", "Updated task #2 status"),
+    ];
+    for (i, v) in extra.into_iter().enumerate() {
+        let fields = v.as_object().unwrap().clone();
+        more.messages.push(ctxpress_core::Message::from_fields(
+            ctxpress_core::MessageId::new(format!("x{i}")),
+            fields,
+        ));
+    }
+    for i in 0..6 {
+        more.messages.push(ctxpress_core::Message::text_message(
+            ctxpress_core::MessageId::new(format!("p{i}")),
+            if i % 2 == 0 { "user" } else { "assistant" },
+            &prose(900 + i),
+        ));
+    }
+    let more = parse(&serde_json::from_str::<Value>(&more.to_json_string()).unwrap());
+    let r2 = c.compress(&more, "t", &arch);
+    assert!(r2.compacted, "{:?}", r2.notes);
+    let s = state_of(&arch, "t");
+    assert_eq!(s.open, vec!["#3 encrypted leak"]);
+    assert_eq!(
+        s.first_request.as_deref(),
+        Some("Fix the three audit findings.")
+    );
+}
