@@ -454,7 +454,22 @@ impl Compactor {
         if !cur.is_empty() {
             chunks.push(cur);
         }
-        let prev = archive.batches(id)?;
+        let mut prev = archive.batches(id)?;
+        if prev.is_empty()
+            && let Some(c) = old_clip
+        {
+            // A clip message this archive does not know (another process,
+            // another archive): carry on from the batches it shows.
+            let seeded = batches_from_clip(&msgs[c].text(), id);
+            if !seeded.is_empty() {
+                archive.put_batches(&seeded)?;
+                res.notes.push(format!(
+                    "{} batches recovered from the clip-archive message",
+                    seeded.len()
+                ));
+                prev = seeded;
+            }
+        }
         let mut running = prev
             .last()
             .and_then(|b| TaskState::parse(&b.summary))
@@ -963,6 +978,100 @@ fn fit_clip(
     clip_lines(&cand, first.chars().count())
 }
 
+/// The batches a clip-archive message shows (see [`clip_text`]), rebuilt
+/// from its text: each `[depth:...]` header starts one (the task state
+/// block stays with the batch that carries it); the omitted middle becomes
+/// one batch that names the omitted labels; a shortened clip without
+/// headers becomes one batch of its whole text. Originals are not in the
+/// text: they are left empty (the archive of originals has them).
+pub fn batches_from_clip(text: &str, conversation: &str) -> Vec<SummaryBatch> {
+    if !state::is_clip_text(text) {
+        return Vec::new();
+    }
+    let mut lines = text.lines();
+    let first = lines.next().unwrap_or("");
+    let rest: Vec<&str> = lines.collect();
+    let make = |depth: u32, start: &str, end: &str, count: usize, body: &str| SummaryBatch {
+        label: batch_label(conversation, end),
+        conversation: conversation.to_string(),
+        depth,
+        start: start.to_string(),
+        end: end.to_string(),
+        count,
+        summary: format!(
+            "{}\n{}",
+            batch_header(depth, start, end, count),
+            body.trim()
+        ),
+        originals: Vec::new(),
+    };
+    let mut out = Vec::new();
+    let mut cur: Option<(ctxpress_core::compaction::Header, Vec<&str>)> = None;
+    let flush = |cur: &mut Option<(ctxpress_core::compaction::Header, Vec<&str>)>,
+                 out: &mut Vec<SummaryBatch>| {
+        if let Some((h, body)) = cur.take() {
+            out.push(make(h.depth, &h.start, &h.end, h.count, &body.join("\n")));
+        }
+    };
+    for l in &rest {
+        if let Some((h, "")) = parse_header(l) {
+            flush(&mut cur, &mut out);
+            cur = Some((h, Vec::new()));
+            continue;
+        }
+        if let Some((count, start, end, labels)) = parse_omitted(l) {
+            flush(&mut cur, &mut out);
+            let body = format!(
+                "[{} earlier batches: {}; their summaries are in the batch archive]",
+                labels.len(),
+                labels.join(", ")
+            );
+            out.push(make(0, start, end, count, &body));
+            continue;
+        }
+        if let Some((_, b)) = cur.as_mut() {
+            b.push(l);
+        }
+    }
+    flush(&mut cur, &mut out);
+    if out.is_empty() {
+        // `[Context Summary: N earlier messages ... START to END]`
+        let count = first
+            .strip_prefix("[Context Summary: ")
+            .and_then(|t| t.split(' ').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0);
+        let range = first
+            .trim_end_matches(']')
+            .rsplit(", ")
+            .next()
+            .unwrap_or("");
+        if let Some((start, end)) = range.split_once(" to ")
+            && parse_iso(start).is_some()
+            && parse_iso(end).is_some()
+        {
+            out.push(make(0, start, end, count, &rest.join("\n")));
+        }
+    }
+    out
+}
+
+/// The omitted-middle line of a clip: messages, start, end, labels.
+fn parse_omitted(l: &str) -> Option<(usize, &str, &str, Vec<&str>)> {
+    let t = l.strip_prefix('[')?;
+    let (_, after) = t.split_once(" batches omitted (")?;
+    let (count, after) = after.split_once(" messages, ")?;
+    let (start, after) = after.split_once(" to ")?;
+    let (end, after) = after.split_once("): ")?;
+    let (labels, _) = after.split_once("; ")?;
+    Some((
+        count.parse().ok()?,
+        start,
+        end,
+        labels.split(", ").collect(),
+    ))
+}
+
 /// The clip-archive message text: a `[Context Summary ...]` line, the first
 /// and last `n` batches in full (the task state block only in the last one
 /// shown), and the omitted middle named by labels and time range.
@@ -1077,6 +1186,37 @@ mod tests {
         // Few batches: all shown, nothing omitted.
         let t = clip_text(&b[..3], 2, "c");
         assert!(t.contains("body 0") && t.contains("body 2") && !t.contains("omitted"));
+    }
+
+    #[test]
+    fn batches_come_back_from_a_clip_text() {
+        let b: Vec<SummaryBatch> = (0..5).map(|i| batch(i, u32::from(i == 0))).collect();
+        let back = batches_from_clip(&clip_text(&b, 2, "c"), "c");
+        assert_eq!(back.len(), 5);
+        for i in [0, 1, 3, 4] {
+            assert_eq!(back[i].label, b[i].label);
+            assert_eq!(
+                (back[i].depth, back[i].count, &back[i].start),
+                (b[i].depth, 2, &b[i].start)
+            );
+            assert_eq!(batch_body(&back[i]), format!("body {i}"));
+        }
+        // The omitted middle: one batch naming it.
+        assert_eq!(back[2].label, b[2].label);
+        assert!(batch_body(&back[2]).contains(&b[2].label));
+        assert_eq!(
+            TaskState::parse(&back[4].summary)
+                .unwrap()
+                .first_request
+                .as_deref(),
+            Some("request 4")
+        );
+        // A shortened clip: one batch of its text.
+        let short = fit_clip(&clip_text(&b, 2, "c"), &b, "c", 150, &Heuristic);
+        let one = batches_from_clip(&short, "c");
+        assert_eq!(one.len(), 1, "{short}");
+        assert_eq!((one[0].count, one[0].end.as_str()), (10, b[4].end.as_str()));
+        assert!(batches_from_clip("no clip", "c").is_empty());
     }
 
     #[test]

@@ -697,3 +697,60 @@ fn created_tasks_stay_open_until_updated_across_compactions() {
         Some("Fix the three audit findings.")
     );
 }
+
+#[test]
+fn a_clip_from_another_run_is_carried_on_not_dropped() {
+    // Two stage instances (two processes): the second knows nothing of the
+    // first one's batches but rebuilds them from its clip message.
+    let input = parse(&session(6));
+    let mut once = input.clone();
+    stage(json!({"chunk_tokens": 300})).run(&mut once, &StageContext::default());
+    let first_clip = once.messages[1].text().into_owned();
+    let mut v: Value = serde_json::from_str(&once.to_json_string()).unwrap();
+    let msgs = v["messages"].as_array_mut().unwrap();
+    for i in 0..4 {
+        msgs.push(json!({"role": "user", "content": prose(700 + i)}));
+        msgs.push(json!({"role": "assistant", "content": prose(800 + i)}));
+    }
+    let mut twice = parse(&v);
+    let r = stage(json!({"chunk_tokens": 300})).run(&mut twice, &StageContext::default());
+    assert_eq!(r.stages[0].status, StageStatus::Applied, "{r:?}");
+    assert!(
+        r.stages[0]
+            .outcome
+            .notes
+            .iter()
+            .any(|n| n.contains("recovered")),
+        "{:?}",
+        r.stages[0].outcome.notes
+    );
+    let clip = twice.messages[1].text().into_owned();
+    assert_eq!(
+        twice
+            .messages
+            .iter()
+            .filter(|m| m.text().starts_with("[Context Summary"))
+            .count(),
+        1
+    );
+    // The first run's first batch is still shown, and the task state carried.
+    let first_batch = first_clip
+        .split("\n\n")
+        .nth(1)
+        .unwrap()
+        .lines()
+        .next()
+        .unwrap();
+    assert!(first_batch.starts_with("[depth:0|"), "{first_clip}");
+    assert!(clip.contains(first_batch), "{clip}");
+    let s = TaskState::parse(&clip).unwrap();
+    assert_eq!(
+        s.first_request.as_deref(),
+        Some("Fix the failing parser test in src/parse.rs please.")
+    );
+    assert_eq!(
+        s.open,
+        vec!["add a regression test", "update the changelog"]
+    );
+    assert!(validate(&twice).is_empty());
+}
