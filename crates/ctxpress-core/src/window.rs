@@ -521,27 +521,36 @@ pub struct EvictOldest;
 /// Registered name of [`EvictOldest`].
 pub const EVICT: &str = "evict";
 
-/// Most paths a note lists as edited, and as only read.
-const NOTE_EDITED: usize = 12;
+/// Paths an evict note lists as only read (edited ones come first and, at
+/// full detail, all of them).
 const NOTE_READ: usize = 6;
 /// Characters of the first user request a note quotes.
 const NOTE_REQUEST: usize = 160;
+/// Detail levels of a note, most first: the most edited paths it lists.
+const NOTE_DETAIL: [usize; 4] = [usize::MAX, 40, 12, 0];
 
-fn push_new(v: &mut Vec<String>, p: &str, cap: usize) {
-    if v.len() < cap && !v.iter().any(|x| x == p) {
+fn push_new(v: &mut Vec<String>, p: &str) {
+    if !v.iter().any(|x| x == p) {
         v.push(p.to_string());
     }
 }
 
-/// The note that stands for `msgs`: what they were (roles, tools), the files
-/// they edited and read, and the prose of the first user request they held
-/// (before any code fence), clipped.
-fn note_for(msgs: &[Message]) -> String {
-    let mut roles: BTreeMap<&str, usize> = BTreeMap::new();
-    let mut tools: BTreeMap<String, usize> = BTreeMap::new();
-    let (mut edited, mut read) = (Vec::new(), Vec::new());
-    let mut request = None;
-    for m in msgs {
+/// What the messages an evict note stands for were, gathered one message at
+/// a time: roles, tools, the files they edited and read, and the prose of the
+/// first user request (before any code fence), clipped.
+#[derive(Debug, Default)]
+struct NoteBuilder {
+    count: usize,
+    roles: BTreeMap<&'static str, usize>,
+    tools: BTreeMap<String, usize>,
+    edited: Vec<String>,
+    read: Vec<String>,
+    request: Option<String>,
+}
+
+impl NoteBuilder {
+    fn add(&mut self, m: &Message) {
+        self.count += 1;
         let role = if m.is_tool_result() {
             "tool result"
         } else {
@@ -551,8 +560,8 @@ fn note_for(msgs: &[Message]) -> String {
                 _ => "other",
             }
         };
-        *roles.entry(role).or_default() += 1;
-        if role == "user" && request.is_none() {
+        *self.roles.entry(role).or_default() += 1;
+        if role == "user" && self.request.is_none() {
             let t = m.text();
             let prose = t.split("```").next().unwrap_or("");
             let words: Vec<&str> = prose.split_whitespace().collect();
@@ -564,45 +573,115 @@ fn note_for(msgs: &[Message]) -> String {
                 } else {
                     ""
                 };
-                request = Some(format!("{clipped}{more}"));
+                self.request = Some(format!("{clipped}{more}"));
             }
         }
         for c in m.tool_calls() {
-            *tools.entry(c.name.to_string()).or_default() += 1;
+            *self.tools.entry(c.name.to_string()).or_default() += 1;
             if let Some(op) = crate::dialect::extract(&c) {
                 for p in op.modified_paths() {
-                    push_new(&mut edited, p, NOTE_EDITED);
+                    push_new(&mut self.edited, p);
                 }
                 for p in &op.paths {
                     if !op.modified_paths().contains(p) {
-                        push_new(&mut read, p, NOTE_READ);
+                        push_new(&mut self.read, p);
                     }
                 }
             }
         }
     }
-    read.retain(|p| !edited.contains(p));
-    let mut s = format!("[{} earlier messages archived: ", msgs.len());
-    let parts: Vec<String> = roles.iter().map(|(r, n)| format!("{n} {r}")).collect();
-    s.push_str(&parts.join(", "));
-    if !tools.is_empty() {
-        let mut t: Vec<(&String, &usize)> = tools.iter().collect();
-        t.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
-        let t: Vec<String> = t.iter().take(6).map(|(k, v)| format!("{k}×{v}")).collect();
-        s.push_str("; tools: ");
-        s.push_str(&t.join(", "));
+
+    /// The note, listing at most `max_edited` edited paths (and the number
+    /// left out).
+    fn render(&self, max_edited: usize) -> String {
+        // Paths relative to the folder they all share, named once.
+        let base = common_dir(self.edited.iter().chain(&self.read));
+        let rel = |p: &str| p.get(base.len()..).unwrap_or(p).to_string();
+        let mut s = format!("[{} earlier messages archived: ", self.count);
+        let parts: Vec<String> = self.roles.iter().map(|(r, n)| format!("{n} {r}")).collect();
+        s.push_str(&parts.join(", "));
+        if !self.tools.is_empty() {
+            let mut t: Vec<(&String, &usize)> = self.tools.iter().collect();
+            t.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+            let t: Vec<String> = t.iter().take(6).map(|(k, v)| format!("{k}×{v}")).collect();
+            s.push_str("; tools: ");
+            s.push_str(&t.join(", "));
+        }
+        if !self.edited.is_empty() && max_edited > 0 {
+            let shown: Vec<String> = self
+                .edited
+                .iter()
+                .take(max_edited)
+                .map(|p| rel(p))
+                .collect();
+            if !base.is_empty() {
+                s.push_str(&format!("; in {base}"));
+            }
+            s.push_str(&format!("; edited: {}", shown.join(", ")));
+            if shown.len() < self.edited.len() {
+                s.push_str(&format!(" (+{} more)", self.edited.len() - shown.len()));
+            }
+        }
+        let read: Vec<String> = self
+            .read
+            .iter()
+            .filter(|p| !self.edited.contains(p))
+            .take(if max_edited == 0 { 0 } else { NOTE_READ })
+            .map(|p| rel(p))
+            .collect();
+        if !read.is_empty() {
+            if !base.is_empty() && (self.edited.is_empty() || max_edited == 0) {
+                s.push_str(&format!("; in {base}"));
+            }
+            s.push_str(&format!("; read: {}", read.join(", ")));
+        }
+        if let Some(r) = &self.request {
+            s.push_str(&format!("; first request: \"{r}\""));
+        }
+        s.push_str("; ctxpress expand restores them]");
+        s
     }
-    for (label, paths) in [("edited", &edited), ("read", &read)] {
-        if !paths.is_empty() {
-            s.push_str(&format!("; {label}: {}", paths.join(", ")));
+
+    /// The most detailed rendering whose tokens stay within `limit` (the
+    /// least detailed one otherwise), with its tokens.
+    fn render_within(&self, limit: usize, ctx: &StageContext) -> (String, usize) {
+        let mut last = (String::new(), usize::MAX);
+        for cap in NOTE_DETAIL {
+            let text = self.render(cap);
+            let probe = Message::text_message(MessageId::new(""), "user", &text);
+            let t = count_message(ctx.counter.as_ref(), &probe);
+            last = (text, t);
+            if t <= limit {
+                break;
+            }
+        }
+        last
+    }
+}
+
+/// The longest folder (ending in `/`, at least two segments deep) that
+/// every path starts with; empty when there is none or just one path.
+fn common_dir<'a>(mut paths: impl Iterator<Item = &'a String>) -> String {
+    let Some(first) = paths.next() else {
+        return String::new();
+    };
+    let mut len = first.rfind('/').map_or(0, |i| i + 1);
+    let mut n = 1;
+    for p in paths {
+        n += 1;
+        while len > 0 && !(p.len() > len && p.is_char_boundary(len) && p[..len] == first[..len]) {
+            len = first[..len - 1].rfind('/').map_or(0, |i| i + 1);
         }
     }
-    if let Some(r) = request {
-        s.push_str(&format!("; first request: \"{r}\""));
+    let dir = &first[..len];
+    if n < 2 || dir.matches('/').count() < 3 {
+        return String::new();
     }
-    s.push_str("; ctxpress expand restores them]");
-    s
+    dir.to_string()
 }
+
+/// At most this share of the target goes to one evict note.
+const NOTE_SHARE: usize = 4;
 
 impl Strategy for EvictOldest {
     fn name(&self) -> &str {
@@ -637,13 +716,14 @@ impl Strategy for EvictOldest {
             }
             let mut best = None;
             let (mut e, mut saved) = (i, 0usize);
+            let mut note = NoteBuilder::default();
+            let limit = (target / NOTE_SHARE).max(64);
             while e < n && !locked[e] {
                 saved += toks[e];
+                note.add(&conv.messages[e]);
                 e += 1;
                 if cut(e) {
-                    let note = note_for(&conv.messages[i..e]);
-                    let probe = Message::text_message(MessageId::new(""), "user", &note);
-                    let nt = count_message(ctx.counter.as_ref(), &probe);
+                    let (note, nt) = note.render_within(limit, ctx);
                     if saved > nt {
                         best = Some((e, saved - nt, note));
                         if total - (saved - nt) <= target {
@@ -782,6 +862,43 @@ mod tests {
         assert_eq!(c.ann(c.messages[1].id()).unwrap().replaces.len(), 6);
         assert_eq!(c.messages.last().unwrap().text(), "last");
         assert_eq!(c.messages[2].text(), format!("task 2 {big}"));
+    }
+
+    #[test]
+    fn notes_name_paths_under_their_shared_folder_and_shrink_to_fit() {
+        let p = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            common_dir(p(&["/w/repo/a.rs", "/w/repo/src/b.rs"]).iter()),
+            "/w/repo/"
+        );
+        assert_eq!(common_dir(p(&["/w/repo/a.rs"]).iter()), "", "one path");
+        assert_eq!(common_dir(p(&["/a.rs", "/b.rs"]).iter()), "", "too shallow");
+        assert_eq!(common_dir(p(&["/w/x/é.rs", "/w/x/éa.rs"]).iter()), "/w/x/");
+        let mut b = NoteBuilder::default();
+        for i in 0..50 {
+            let args = format!("{{\"file_path\":\"/w/repo/src/module_{i}.rs\",\"content\":\"x\"}}");
+            let m = serde_json::json!({"role": "assistant", "content": "", "tool_calls": [
+                {"id": format!("c{i}"), "type": "function", "function": {"name": "Write", "arguments": args}}]});
+            b.add(&Message::from_fields(
+                MessageId::new(format!("m{i}")),
+                m.as_object().unwrap().clone(),
+            ));
+        }
+        let ctx = StageContext::default();
+        let (full, t_full) = b.render_within(usize::MAX, &ctx);
+        assert!(
+            full.contains("in /w/repo/src/; edited: module_0.rs, module_1.rs"),
+            "{full}"
+        );
+        assert!(
+            full.contains("module_49.rs") && !full.contains("more)"),
+            "{full}"
+        );
+        let (short, t_short) = b.render_within(t_full - 1, &ctx);
+        assert!(t_short < t_full);
+        assert!(short.contains("(+10 more)"), "40 listed: {short}");
+        let (bare, _) = b.render_within(1, &ctx);
+        assert!(!bare.contains("edited"), "{bare}");
     }
 
     #[test]

@@ -978,7 +978,7 @@ fn golden_rung_evict_anthropic_parallel_calls() {
         c.added,
         [(
             0,
-            "[3 earlier messages archived: 1 assistant, 1 tool result, 1 user; tools: Read×2; read: /repo/src/a.rs, /repo/src/b.rs; first request: \"Compare these two readers:\"; ctxpress expand restores them]".to_string()
+            "[3 earlier messages archived: 1 assistant, 1 tool result, 1 user; tools: Read×2; in /repo/src/; read: a.rs, b.rs; first request: \"Compare these two readers:\"; ctxpress expand restores them]".to_string()
         )]
     );
     assert_eq!(out.messages[1].role_str(), "assistant");
