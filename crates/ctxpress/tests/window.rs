@@ -1213,7 +1213,7 @@ fn spec004_3_sixty_k_tokens_compress_to_the_target() {
         match i % 6 {
             0 => Step::User {
                 words: 60,
-                fence: i % 12 == 0,
+                fence: i.is_multiple_of(12),
             },
             1 => Step::Tools(vec![(0, (i % 5) as u8, Body::Source(110))]),
             2 => Step::Assistant {
