@@ -9,9 +9,9 @@
 //!   backend registered in core under `backend` (`extractive` by default). A
 //!   summary that is empty or not shorter than its chunk, or a backend
 //!   error, takes the deterministic path instead (a digest of one line a
-//!   message); a chunk the backend fails on is first split in two. An
-//!   async-only backend (an LLM) is not called yet: `extractive` stands in,
-//!   with a note.
+//!   message); a chunk the backend fails on is first split in two. With an
+//!   async backend (an LLM) use [`Compactor::compress_to_async`]; the stage
+//!   is then registered async.
 //! - **Task state.** Every batch summary ends with a [`state::TaskState`]
 //!   block built from the messages themselves: first and latest request,
 //!   files read and modified, commands with their last status, unresolved
@@ -46,14 +46,36 @@ use ctxpress_core::compaction::{
     BatchArchive, SummaryBatch, batch_header, batch_label, format_iso, message_time, now_millis,
     parse_header, parse_iso,
 };
-use ctxpress_core::summarize::{Backend, Summarize, SummaryKind, SummaryRequest, build_backend};
+use ctxpress_core::summarize::{
+    Backend, Summarize, SummarizeAsync, SummaryKind, SummaryRequest, build_backend,
+};
 use ctxpress_core::tokens::{Heuristic, TokenCounter, count_message};
 use ctxpress_core::{ConfigError, Conversation, Format, Message, MessageId, Role};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use std::collections::HashSet;
+use std::future::Future;
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
+
+type BoxFut<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// Polls a future, turning a panic inside it into `None`.
+struct CatchUnwind<'a, T>(BoxFut<'a, T>);
+
+impl<T> Future for CatchUnwind<'_, T> {
+    type Output = Option<T>;
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<T>> {
+        let inner = &mut self.get_mut().0;
+        match catch_unwind(AssertUnwindSafe(|| inner.as_mut().poll(cx))) {
+            Ok(Poll::Ready(v)) => Poll::Ready(Some(v)),
+            Ok(Poll::Pending) => Poll::Pending,
+            Err(_) => Poll::Ready(None),
+        }
+    }
+}
 
 /// Configuration of the compactor (the `compactor` stage's parameters).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -184,10 +206,11 @@ impl CompactionResult {
     }
 }
 
-/// The primary summarizer: a sync backend, or none (deterministic only).
+/// The primary summarizer: a sync or async backend, or none (deterministic only).
 #[derive(Clone)]
 enum Primary {
     Backend(Arc<dyn Summarize>),
+    Async(Arc<dyn SummarizeAsync>),
     Digest,
 }
 
@@ -236,38 +259,16 @@ impl Compactor {
     pub fn new(cfg: CompactionConfig) -> Result<Self, ConfigError> {
         cfg.validate()?;
         let mut notes = Vec::new();
-        let mut prompted = cfg.backend != "extractive";
+        let prompted = cfg.backend != "extractive";
         let built = if prompted {
             build_backend(&cfg.backend, &prompted_params(&cfg.llm))
                 .or_else(|_| build_backend(&cfg.backend, &cfg.llm))
         } else {
             build_backend(&cfg.backend, &cfg.llm)
         };
-        let extractive = || match build_backend("extractive", &Value::Object(Map::new())) {
-            Ok(Backend::Sync(s)) => Some(s),
-            _ => None,
-        };
         let primary = match built {
             Ok(Backend::Sync(s)) => Primary::Backend(s),
-            Ok(Backend::Async(_)) => {
-                prompted = false;
-                match extractive() {
-                    Some(s) => {
-                        notes.push(format!(
-                            "backend `{}` is async-only: extractive summaries used",
-                            cfg.backend
-                        ));
-                        Primary::Backend(s)
-                    }
-                    None => {
-                        notes.push(format!(
-                            "backend `{}` is async-only: deterministic digest used",
-                            cfg.backend
-                        ));
-                        Primary::Digest
-                    }
-                }
-            }
+            Ok(Backend::Async(a)) => Primary::Async(a),
             Err(ConfigError::UnknownBackend { .. }) if !prompted => {
                 notes.push("backend `extractive` is not linked: deterministic digest used".into());
                 Primary::Digest
@@ -297,6 +298,28 @@ impl Compactor {
             notes: Vec::new(),
             now: None,
         }
+    }
+
+    /// A compactor over an async backend (an LLM): use
+    /// [`Compactor::compress_to_async`].
+    pub fn with_async_backend(
+        cfg: CompactionConfig,
+        backend: Arc<dyn SummarizeAsync>,
+        prompted: bool,
+    ) -> Self {
+        Compactor {
+            cfg,
+            primary: Primary::Async(backend),
+            prompted,
+            notes: Vec::new(),
+            now: None,
+        }
+    }
+
+    /// True when the backend is async: the sync entry points then fail
+    /// (history unchanged) and [`Compactor::compress_to_async`] is the one to use.
+    pub fn is_async(&self) -> bool {
+        matches!(self.primary, Primary::Async(_))
     }
 
     /// Use this time (milliseconds since the epoch) for messages without one
@@ -340,21 +363,64 @@ impl Compactor {
             .map(|m| count_message(counter, m))
             .sum();
         let run = catch_unwind(AssertUnwindSafe(|| {
-            self.run(history, conversation_id, archive, budget, counter, before)
+            ctxpress_core::window::ready(self.run(
+                history,
+                conversation_id,
+                archive,
+                budget,
+                counter,
+                before,
+            ))
         }));
-        let mut r = match run {
+        let outcome = match run {
+            Ok(Some(r)) => Ok(r),
+            Ok(None) => Ok(Err(CompactionError::Failed(
+                "the summarizer backend is async: use compress_to_async".into(),
+            ))),
+            Err(p) => Err(p
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| p.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "panic".into())),
+        };
+        self.finish(history, before, outcome)
+    }
+
+    /// [`Compactor::compress_to`] for async backends (any backend works).
+    /// Never fails.
+    pub async fn compress_to_async(
+        &self,
+        history: &Conversation,
+        conversation_id: &str,
+        archive: &dyn BatchArchive,
+        budget: Option<usize>,
+        counter: &dyn TokenCounter,
+    ) -> CompactionResult {
+        let before: usize = history
+            .messages
+            .iter()
+            .map(|m| count_message(counter, m))
+            .sum();
+        let fut: BoxFut<'_, _> =
+            Box::pin(self.run(history, conversation_id, archive, budget, counter, before));
+        let outcome = CatchUnwind(fut).await.ok_or_else(|| "panic".to_string());
+        self.finish(history, before, outcome)
+    }
+
+    fn finish(
+        &self,
+        history: &Conversation,
+        before: usize,
+        outcome: Result<Result<CompactionResult, CompactionError>, String>,
+    ) -> CompactionResult {
+        let mut r = match outcome {
             Ok(Ok(r)) => r,
             Ok(Err(e)) => {
                 let mut r = CompactionResult::unchanged(history, before);
                 r.error = Some(e);
                 r
             }
-            Err(p) => {
-                let what = p
-                    .downcast_ref::<&str>()
-                    .map(|s| s.to_string())
-                    .or_else(|| p.downcast_ref::<String>().cloned())
-                    .unwrap_or_else(|| "panic".into());
+            Err(what) => {
                 let mut r = CompactionResult::unchanged(history, before);
                 r.error = Some(CompactionError::Failed(format!("panicked: {what}")));
                 r
@@ -366,11 +432,26 @@ impl Compactor {
         r
     }
 
+    /// Ask the primary backend; errors and panics as text.
+    async fn ask(&self, req: &SummaryRequest<'_>) -> Result<String, String> {
+        match &self.primary {
+            Primary::Backend(b) => match catch_unwind(AssertUnwindSafe(|| b.summarize(req))) {
+                Ok(r) => r.map_err(|e| e.to_string()),
+                Err(_) => Err("backend panicked".into()),
+            },
+            Primary::Async(a) => match CatchUnwind(a.summarize_async(req)).await {
+                Some(r) => r.map_err(|e| e.to_string()),
+                None => Err("backend panicked".into()),
+            },
+            Primary::Digest => Err("no backend".into()),
+        }
+    }
+
     fn now(&self) -> i64 {
         self.now.unwrap_or_else(now_millis)
     }
 
-    fn run(
+    async fn run(
         &self,
         history: &Conversation,
         id: &str,
@@ -487,7 +568,9 @@ impl Compactor {
         for chunk in &chunks {
             let cm: Vec<Message> = chunk.iter().map(|&j| msgs[j].clone()).collect();
             let text = render_messages(&cm);
-            let (body, fell_back) = self.summarize_chunk(&cm, &text, &summary_so_far, 0, &mut res);
+            let (body, fell_back) = self
+                .summarize_chunk(&cm, &text, &summary_so_far, 0, &mut res)
+                .await;
             res.fallbacks += usize::from(fell_back);
             running = running.update(&cm);
             let times: Vec<i64> = cm.iter().filter_map(message_time).collect();
@@ -511,7 +594,7 @@ impl Compactor {
             summary_so_far = body;
             folded.extend(chunk.iter().copied());
             if let Some(b) = budget {
-                let plan = self.resummarize(&prev, &fresh, id)?;
+                let plan = self.resummarize(&prev, &fresh, id).await?;
                 let clip = clip_text(&plan.all, self.cfg.clip_window, id);
                 let probe = Message::text_message(MessageId::new(""), "system", &clip);
                 let folded_t: usize = folded.iter().map(|&j| toks[j]).sum();
@@ -524,7 +607,7 @@ impl Compactor {
         }
         let plan = match attempt {
             Some(p) => p,
-            None => self.resummarize(&prev, &fresh, id)?,
+            None => self.resummarize(&prev, &fresh, id).await?,
         };
         res.fallbacks += usize::from(plan.fallback);
         // The compacted history.
@@ -595,64 +678,63 @@ impl Compactor {
     /// A chunk's summary body: the primary backend's when acceptable, else
     /// (after splitting a failing multi-message chunk once or twice) the
     /// deterministic digest. Returns whether the deterministic path was used.
-    fn summarize_chunk(
-        &self,
-        cm: &[Message],
-        text: &str,
-        previous: &str,
+    fn summarize_chunk<'s>(
+        &'s self,
+        cm: &'s [Message],
+        text: &'s str,
+        previous: &'s str,
         depth: usize,
-        res: &mut CompactionResult,
-    ) -> (String, bool) {
-        let budget_chars = self.cfg.summary_tokens * 4;
-        let Primary::Backend(b) = &self.primary else {
-            return (digest(cm, budget_chars.min(text.chars().count() / 2)), true);
-        };
-        let prompt;
-        let req_text = if self.prompted {
-            prompt = interpolate_prompt(&self.cfg.prompt, text, previous, self.cfg.summary_tokens);
-            prompt.as_str()
-        } else {
-            text
-        };
-        let req = SummaryRequest {
-            text: req_text,
-            kind: SummaryKind::Chunk,
-            budget_chars: Some(budget_chars),
-            context: (!previous.is_empty()).then_some(previous),
-        };
-        let answer = match catch_unwind(AssertUnwindSafe(|| b.summarize(&req))) {
-            Ok(r) => r.map_err(|e| e.to_string()),
-            Err(_) => Err("backend panicked".to_string()),
-        };
-        let answer = answer.and_then(|a| accept(text, &a));
-        match answer {
-            Ok(a) => (a, false),
-            Err(e) if cm.len() > 1 && depth < 2 => {
-                // Split further and fold the halves.
-                res.notes
-                    .push(format!("chunk of {} messages split: {e}", cm.len()));
-                let mid = split_point(cm);
-                let (l, r) = cm.split_at(mid);
-                let (lt, rt) = (render_messages(l), render_messages(r));
-                let (ls, lf) = self.summarize_chunk(l, &lt, previous, depth + 1, res);
-                let (rs, rf) = self.summarize_chunk(r, &rt, &ls, depth + 1, res);
-                let joined = format!("{ls}\n{rs}");
-                if joined.chars().count() < text.chars().count() {
-                    (joined, lf || rf)
-                } else {
+        res: &'s mut CompactionResult,
+    ) -> BoxFut<'s, (String, bool)> {
+        Box::pin(async move {
+            let budget_chars = self.cfg.summary_tokens * 4;
+            if matches!(self.primary, Primary::Digest) {
+                return (digest(cm, budget_chars.min(text.chars().count() / 2)), true);
+            }
+            let prompt;
+            let req_text = if self.prompted {
+                prompt =
+                    interpolate_prompt(&self.cfg.prompt, text, previous, self.cfg.summary_tokens);
+                prompt.as_str()
+            } else {
+                text
+            };
+            let req = SummaryRequest {
+                text: req_text,
+                kind: SummaryKind::Chunk,
+                budget_chars: Some(budget_chars),
+                context: (!previous.is_empty()).then_some(previous),
+            };
+            let answer = self.ask(&req).await.and_then(|a| accept(text, &a));
+            match answer {
+                Ok(a) => (a, false),
+                Err(e) if cm.len() > 1 && depth < 2 => {
+                    // Split further and fold the halves.
+                    res.notes
+                        .push(format!("chunk of {} messages split: {e}", cm.len()));
+                    let mid = split_point(cm);
+                    let (l, r) = cm.split_at(mid);
+                    let (lt, rt) = (render_messages(l), render_messages(r));
+                    let (ls, lf) = self.summarize_chunk(l, &lt, previous, depth + 1, res).await;
+                    let (rs, rf) = self.summarize_chunk(r, &rt, &ls, depth + 1, res).await;
+                    let joined = format!("{ls}\n{rs}");
+                    if joined.chars().count() < text.chars().count() {
+                        (joined, lf || rf)
+                    } else {
+                        (digest(cm, budget_chars.min(text.chars().count() / 2)), true)
+                    }
+                }
+                Err(e) => {
+                    res.notes.push(format!("deterministic summary used: {e}"));
                     (digest(cm, budget_chars.min(text.chars().count() / 2)), true)
                 }
             }
-            Err(e) => {
-                res.notes.push(format!("deterministic summary used: {e}"));
-                (digest(cm, budget_chars.min(text.chars().count() / 2)), true)
-            }
-        }
+        })
     }
 
     /// The archive writes: fresh batches, and when there are too many, the
     /// oldest summarized again into one batch of depth + 1.
-    fn resummarize(
+    async fn resummarize(
         &self,
         prev: &[SummaryBatch],
         fresh: &[SummaryBatch],
@@ -674,28 +756,26 @@ impl Compactor {
         let bodies: Vec<String> = old.iter().map(batch_body).collect();
         let text = bodies.join("\n\n");
         let budget_chars = self.cfg.summary_tokens * 4;
-        let body = match &self.primary {
-            Primary::Backend(b) => {
-                let prompt;
-                let req_text = if self.prompted {
-                    prompt =
-                        interpolate_prompt(&self.cfg.prompt, &text, "", self.cfg.summary_tokens);
-                    prompt.as_str()
-                } else {
-                    text.as_str()
-                };
-                let req = SummaryRequest {
-                    text: req_text,
-                    kind: SummaryKind::Chunk,
-                    budget_chars: Some(budget_chars),
-                    context: None,
-                };
-                match catch_unwind(AssertUnwindSafe(|| b.summarize(&req))) {
-                    Ok(Ok(a)) => accept(&text, &a).ok(),
-                    _ => None,
-                }
-            }
-            Primary::Digest => None,
+        let body = if matches!(self.primary, Primary::Digest) {
+            None
+        } else {
+            let prompt;
+            let req_text = if self.prompted {
+                prompt = interpolate_prompt(&self.cfg.prompt, &text, "", self.cfg.summary_tokens);
+                prompt.as_str()
+            } else {
+                text.as_str()
+            };
+            let req = SummaryRequest {
+                text: req_text,
+                kind: SummaryKind::Chunk,
+                budget_chars: Some(budget_chars),
+                context: None,
+            };
+            self.ask(&req)
+                .await
+                .ok()
+                .and_then(|a| accept(&text, &a).ok())
         };
         let fallback = body.is_none();
         let body =

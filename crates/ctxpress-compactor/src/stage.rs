@@ -1,10 +1,18 @@
 //! The `compactor` pipeline stage.
 
-use crate::{CompactionConfig, Compactor, state};
+use crate::{CompactionConfig, CompactionResult, Compactor, state};
 use ctxpress_core::archive::content_hash;
 use ctxpress_core::compaction::{BatchArchive, MemoryBatchArchive, SummaryBatch};
-use ctxpress_core::{Conversation, StageContext, StageOutcome, Strategy, StrategyError};
+use ctxpress_core::registry::StrategyFactory;
+use ctxpress_core::strategy::BuiltStrategy;
+use ctxpress_core::{
+    AsyncStrategy, ConfigError, Conversation, StageContext, StageOutcome, Strategy, StrategyError,
+    parse_params,
+};
+use serde_json::Value;
 use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Mutex;
 
 /// Name under which the strategy is registered.
@@ -13,7 +21,8 @@ pub const NAME: &str = "compactor";
 /// Most clip messages whose batches the stage remembers.
 const REMEMBERED: usize = 1024;
 
-/// The compactor as a pipeline stage. Without a budget in the context it
+/// The compactor as a pipeline stage (sync, or async when its backend is an
+/// async one such as an LLM). Without a budget in the context it
 /// compacts now (everything before the protected tail); with one, only when
 /// the conversation is over it, oldest chunks first until under it.
 ///
@@ -61,24 +70,39 @@ fn clip_key(text: &str) -> String {
     content_hash(text)
 }
 
-ctxpress_core::register_strategy!(
-    "compactor",
-    "fold old messages into archived summary batches behind one [Context Summary] clip-archive message (chunk-and-fold, task state, recursive re-summarization)",
-    CompactionConfig,
-    |c| Compactor::new(c).map(CompactorStage::new)
-);
+fn build(params: &Value) -> Result<BuiltStrategy, ConfigError> {
+    let cfg: CompactionConfig = parse_params(NAME, params)?;
+    let c = Compactor::new(cfg)?;
+    Ok(if c.is_async() {
+        BuiltStrategy::Async(Box::new(CompactorStage::new(c)))
+    } else {
+        BuiltStrategy::Sync(Box::new(CompactorStage::new(c)))
+    })
+}
 
-impl Strategy for CompactorStage {
-    fn name(&self) -> &str {
-        NAME
+fn default_config() -> Value {
+    serde_json::to_value(CompactionConfig::default()).unwrap_or_default()
+}
+
+ctxpress_core::inventory::submit! {
+    StrategyFactory {
+        name: NAME,
+        summary: "fold old messages into archived summary batches behind one [Context Summary] clip-archive message (chunk-and-fold, task state, recursive re-summarization; LLM backends async)",
+        default_config,
+        build,
     }
+}
 
-    fn apply(
+type BoxFut<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+impl CompactorStage {
+    /// The conversation id, an archive seeded with the batches behind the
+    /// conversation's clip message (when this stage made it), and the
+    /// index where the clip message goes.
+    fn prepare(
         &self,
-        conv: &mut Conversation,
-        ctx: &StageContext,
-    ) -> Result<StageOutcome, StrategyError> {
-        let mut out = StageOutcome::default();
+        conv: &Conversation,
+    ) -> Result<(String, MemoryBatchArchive, usize), StrategyError> {
         let id = conversation_id(conv);
         let archive = MemoryBatchArchive::new();
         let lead = crate::leading_system(conv);
@@ -96,9 +120,18 @@ impl Strategy for CompactorStage {
                 }
             }
         }
-        let r = self
-            .compactor
-            .compress_to(conv, &id, &archive, ctx.budget, ctx.counter.as_ref());
+        Ok((id, archive, lead))
+    }
+
+    fn finish(
+        &self,
+        conv: &mut Conversation,
+        r: CompactionResult,
+        archive: &MemoryBatchArchive,
+        id: &str,
+        lead: usize,
+    ) -> Result<StageOutcome, StrategyError> {
+        let mut out = StageOutcome::default();
         out.notes.extend(r.notes.iter().cloned());
         if let Some(e) = r.error {
             return Err(StrategyError::Failed(e.to_string()));
@@ -107,7 +140,7 @@ impl Strategy for CompactorStage {
             return Ok(out);
         }
         let batches = archive
-            .batches(&id)
+            .batches(id)
             .map_err(|e| StrategyError::Failed(e.to_string()))?;
         if let Some(m) = r.history.messages.get(lead) {
             let mut known = self
@@ -125,5 +158,50 @@ impl Strategy for CompactorStage {
         out.count("fallbacks", r.fallbacks as u64);
         *conv = r.history;
         Ok(out)
+    }
+}
+
+impl Strategy for CompactorStage {
+    fn name(&self) -> &str {
+        NAME
+    }
+
+    fn apply(
+        &self,
+        conv: &mut Conversation,
+        ctx: &StageContext,
+    ) -> Result<StageOutcome, StrategyError> {
+        let (id, archive, lead) = self.prepare(conv)?;
+        let r = self
+            .compactor
+            .compress_to(conv, &id, &archive, ctx.budget, ctx.counter.as_ref());
+        self.finish(conv, r, &archive, &id, lead)
+    }
+}
+
+impl AsyncStrategy for CompactorStage {
+    fn name(&self) -> &str {
+        NAME
+    }
+
+    fn apply_async<'life0, 'life1, 'life2, 'async_trait>(
+        &'life0 self,
+        conv: &'life1 mut Conversation,
+        ctx: &'life2 StageContext,
+    ) -> BoxFut<'async_trait, Result<StageOutcome, StrategyError>>
+    where
+        'life0: 'async_trait,
+        'life1: 'async_trait,
+        'life2: 'async_trait,
+        Self: 'async_trait,
+    {
+        Box::pin(async move {
+            let (id, archive, lead) = self.prepare(conv)?;
+            let r = self
+                .compactor
+                .compress_to_async(conv, &id, &archive, ctx.budget, ctx.counter.as_ref())
+                .await;
+            self.finish(conv, r, &archive, &id, lead)
+        })
     }
 }

@@ -754,3 +754,106 @@ fn a_clip_from_another_run_is_carried_on_not_dropped() {
     );
     assert!(validate(&twice).is_empty());
 }
+
+/// A future that is pending once.
+struct YieldOnce(bool);
+impl std::future::Future for YieldOnce {
+    type Output = ();
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<()> {
+        if self.0 {
+            std::task::Poll::Ready(())
+        } else {
+            self.0 = true;
+            cx.waker().wake_by_ref();
+            std::task::Poll::Pending
+        }
+    }
+}
+
+/// An async backend (as an LLM is) that waits once, then answers.
+struct Slow;
+impl ctxpress_core::SummarizeAsync for Slow {
+    fn summarize_async<'a, 'b, 'c, 'f>(
+        &'a self,
+        _req: &'b SummaryRequest<'c>,
+    ) -> std::pin::Pin<
+        Box<dyn std::future::Future<Output = Result<String, SummarizeError>> + Send + 'f>,
+    >
+    where
+        'a: 'f,
+        'b: 'f,
+        'c: 'f,
+        Self: 'f,
+    {
+        Box::pin(async {
+            YieldOnce(false).await;
+            Ok("SLOW SUMMARY".to_string())
+        })
+    }
+}
+
+fn block_on<F: std::future::Future>(f: F) -> F::Output {
+    let mut f = std::pin::pin!(f);
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    loop {
+        if let std::task::Poll::Ready(v) = f.as_mut().poll(&mut cx) {
+            return v;
+        }
+    }
+}
+
+fn build_slow(_: &Value) -> Result<ctxpress_core::Backend, ctxpress_core::ConfigError> {
+    Ok(ctxpress_core::Backend::Async(Arc::new(Slow)))
+}
+
+ctxpress_core::inventory::submit! {
+    ctxpress_core::BackendFactory {
+        name: "test_slow",
+        summary: "an async test backend",
+        build: build_slow,
+    }
+}
+
+#[test]
+fn an_async_backend_runs_on_the_async_path_and_the_stage_is_async() {
+    let input = parse(&session(6));
+    let c = Compactor::with_async_backend(cfg(300), Arc::new(Slow), true);
+    assert!(c.is_async());
+    // The sync entry point cannot wait: unchanged, with the error.
+    let r = c.compress(&input, "s1", &MemoryBatchArchive::new());
+    assert!(!r.compacted);
+    assert!(r.error.unwrap().to_string().contains("async"));
+    assert_eq!(r.history.to_json_string(), input.to_json_string());
+    let arch = MemoryBatchArchive::new();
+    let r = block_on(c.compress_to_async(&input, "s1", &arch, None, &ctxpress_core::Heuristic));
+    assert!(r.compacted && r.error.is_none(), "{:?}", r.notes);
+    assert_eq!(r.fallbacks, 0, "{:?}", r.notes);
+    assert!(
+        arch.batches("s1").unwrap()[0]
+            .summary
+            .contains("\nSLOW SUMMARY\n")
+    );
+
+    // Through the registry: an async stage.
+    let built = ctxpress_core::registry::build(
+        "compactor",
+        &json!({"backend": "test_slow", "chunk_tokens": 300}),
+    )
+    .unwrap();
+    let ctxpress_core::BuiltStrategy::Async(s) = built else {
+        panic!("an async backend makes an async stage");
+    };
+    let mut p = Pipeline::default();
+    p.push_async(s);
+    let doc = session(6).to_string();
+    let mut conv = Conversation::parse(&doc).unwrap();
+    let report = block_on(p.run_async(&mut conv, &StageContext::default()));
+    assert_eq!(report.stages[0].status, StageStatus::Applied, "{report:?}");
+    assert!(conv.messages[1].text().contains("SLOW SUMMARY"));
+    let originals = MemoryArchive::new();
+    archive(&Conversation::parse(&doc).unwrap(), &conv, &originals).unwrap();
+    assert_eq!(expand(&conv, &originals).unwrap().to_json_string(), doc);
+}
