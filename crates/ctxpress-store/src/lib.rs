@@ -10,18 +10,26 @@
 //! * `cache`: summarizer results by cache key;
 //! * `search_fts` + `search_docs`: an FTS5 index of every archived message
 //!   (see [`search`](mod@search)), written in the same transaction as the records,
-//!   queried with [`SqliteArchive::search`].
+//!   queried with [`SqliteArchive::search`];
+//! * `batches`: compaction summary batches
+//!   ([`BatchArchive`](ctxpress_core::compaction::BatchArchive)), one row per
+//!   label with its originals, kept in order per conversation; their
+//!   summaries are indexed in `search_fts` with kind `batch` in the same
+//!   transaction.
 //!
 //! The file runs in WAL mode with `synchronous = NORMAL` and a busy timeout, so
 //! several processes (or several [`SqliteArchive`] values) can read while one
 //! writes. Every [`Archive::put`] is one transaction: a batch is stored whole or
 //! not at all. The schema version lives in `PRAGMA user_version`; a file written
 //! by a newer ctxpress is refused rather than misread; one written before the
-//! search index (version 1) gets it, filled from the stored texts, on open.
+//! search index (version 1) gets it, filled from the stored texts, on open, and
+//! one written before the batch archive (versions 1 and 2) gets the empty
+//! `batches` table.
 
 use ctxpress_core::archive::{Archive, ArchiveError, Record, content_hash};
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
+mod batches;
 pub mod search;
 pub use search::{Hit, HitKind};
 use std::path::{Path, PathBuf};
@@ -29,10 +37,13 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// Schema version this crate writes and reads (`PRAGMA user_version`).
-pub const SCHEMA_VERSION: i64 = 2;
+pub const SCHEMA_VERSION: i64 = 3;
 
 /// Schema version of archives written before the search index (upgraded on open).
 const SCHEMA_VERSION_NO_SEARCH: i64 = 1;
+
+/// Schema version of archives written before the batch archive (upgraded on open).
+const SCHEMA_VERSION_NO_BATCHES: i64 = 2;
 
 /// Busy timeout used by [`SqliteArchive::open`].
 pub const DEFAULT_BUSY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -246,9 +257,15 @@ impl SqliteArchive {
         Ok(search::search(&self.lock(), query, conversation, limit)?)
     }
 
-    /// The originals recorded under `key` (a [`Hit::key`]), in order.
+    /// The originals recorded under `key` (a [`Hit::key`]: a chain key, a
+    /// `doc:` key, or a batch label), in order. The whole batch of a label is
+    /// [`BatchArchive::read`](ctxpress_core::compaction::BatchArchive::read).
     pub fn read(&self, key: &str) -> Result<Option<Vec<String>>, StoreError> {
-        Ok(get_record(&self.lock(), key)?)
+        let conn = self.lock();
+        match get_record(&conn, key)? {
+            Some(originals) => Ok(Some(originals)),
+            None => Ok(batches::read(&conn, key)?.map(|b| b.originals)),
+        }
     }
 
     /// Delete texts no record refers to any more (left by overwritten keys);
@@ -271,12 +288,11 @@ fn migrate(conn: &mut Connection, path: &Path) -> Result<(), StoreError> {
     let version = |c: &Connection| -> Result<i64, rusqlite::Error> {
         c.query_row("PRAGMA user_version", [], |r| r.get(0))
     };
-    // Some(true): current; Some(false): version 1, needs the search index;
-    // None: no schema yet.
-    let check = |v: i64| -> Result<Option<bool>, StoreError> {
+    // Some(v): an archive of version v (current or upgradable); None: no
+    // schema yet.
+    let check = |v: i64| -> Result<Option<i64>, StoreError> {
         match v {
-            SCHEMA_VERSION => Ok(Some(true)),
-            SCHEMA_VERSION_NO_SEARCH => Ok(Some(false)),
+            SCHEMA_VERSION | SCHEMA_VERSION_NO_BATCHES | SCHEMA_VERSION_NO_SEARCH => Ok(Some(v)),
             0 => Ok(None),
             v if v > SCHEMA_VERSION => Err(StoreError::NewerSchema {
                 path: path.to_path_buf(),
@@ -289,7 +305,7 @@ fn migrate(conn: &mut Connection, path: &Path) -> Result<(), StoreError> {
             }),
         }
     };
-    if check(version(conn).map_err(open_err)?)? == Some(true) {
+    if check(version(conn).map_err(open_err)?)? == Some(SCHEMA_VERSION) {
         return Ok(());
     }
     // New or old file (or one being set up by another process right now):
@@ -299,10 +315,14 @@ fn migrate(conn: &mut Connection, path: &Path) -> Result<(), StoreError> {
         .transaction_with_behavior(TransactionBehavior::Immediate)
         .map_err(open_err)?;
     match check(version(&tx).map_err(open_err)?)? {
-        Some(true) => return Ok(()),
-        Some(false) => {
-            tx.execute_batch(search::SCHEMA).map_err(open_err)?;
-            search::backfill(&tx).map_err(open_err)?;
+        Some(SCHEMA_VERSION) => return Ok(()),
+        Some(v) => {
+            // Each step upgrades one version; all in this one transaction.
+            if v < SCHEMA_VERSION_NO_BATCHES {
+                tx.execute_batch(search::SCHEMA).map_err(open_err)?;
+                search::backfill(&tx).map_err(open_err)?;
+            }
+            tx.execute_batch(batches::SCHEMA).map_err(open_err)?;
             tx.pragma_update(None, "user_version", SCHEMA_VERSION)
                 .map_err(open_err)?;
             return tx.commit().map_err(open_err);
@@ -325,6 +345,7 @@ fn migrate(conn: &mut Connection, path: &Path) -> Result<(), StoreError> {
     }
     tx.execute_batch(SCHEMA).map_err(open_err)?;
     tx.execute_batch(search::SCHEMA).map_err(open_err)?;
+    tx.execute_batch(batches::SCHEMA).map_err(open_err)?;
     tx.pragma_update(None, "user_version", SCHEMA_VERSION)
         .map_err(open_err)?;
     tx.commit().map_err(open_err)
@@ -484,3 +505,6 @@ mod tests;
 
 #[cfg(test)]
 mod search_tests;
+
+#[cfg(test)]
+mod batch_tests;

@@ -4,9 +4,12 @@
 //! its searchable text (the string values of its JSON: text content,
 //! tool-call names and arguments, tool results; not ids, types, signatures or
 //! inline images) in the FTS5 table `search_fts`, and what it is in
-//! `search_docs` (same rowid): `kind` (`original` now; `batch` for compaction
-//! summaries later), the conversation id when the writer knew it, the record
-//! key and position, and the message's role.
+//! `search_docs` (same rowid): `kind` (`original`, or `batch` for a compaction
+//! summary batch), the conversation id when the writer knew it, the record
+//! key (for a batch: its label) and position, and the message's role.
+//!
+//! A summary batch (see [`BatchArchive`](ctxpress_core::compaction::BatchArchive))
+//! gets one row: its summary text, key = its label, position 0, no role.
 //!
 //! Within one batch a text is indexed once: first under the per-position
 //! record that stands for it (what left the context), else under the batch's
@@ -22,7 +25,7 @@ pub const SNIPPET_OPEN: &str = "«";
 /// Marker put after each matched term in [`Hit::snippet`].
 pub const SNIPPET_CLOSE: &str = "»";
 
-/// The search tables (schema version 2).
+/// The search tables (added in schema version 2).
 pub(crate) const SCHEMA: &str = "
 CREATE TABLE search_docs (
     id INTEGER PRIMARY KEY,
@@ -175,7 +178,7 @@ pub(crate) fn index_batch(
     Ok(())
 }
 
-fn clear_key(tx: &Connection, key: &str) -> rusqlite::Result<()> {
+pub(crate) fn clear_key(tx: &Connection, key: &str) -> rusqlite::Result<()> {
     tx.prepare_cached(
         "DELETE FROM search_fts WHERE rowid IN (SELECT id FROM search_docs WHERE key = ?1)",
     )?

@@ -31,7 +31,7 @@ fn anthropic_result(text: &str) -> String {
     .to_string()
 }
 
-fn check_integrity(a: &SqliteArchive) {
+pub(crate) fn check_integrity(a: &SqliteArchive) {
     let conn = a.lock();
     let ok: String = conn
         .query_row("PRAGMA integrity_check", [], |r| r.get(0))
@@ -250,7 +250,8 @@ fn version_1_archive_is_upgraded_and_backfilled() {
         .unwrap();
         let conn = a.lock();
         conn.execute_batch(
-            "DROP TABLE search_fts; DROP TABLE search_docs; PRAGMA user_version = 1;",
+            "DROP TABLE search_fts; DROP TABLE search_docs; DROP TABLE batches; \
+             PRAGMA user_version = 1;",
         )
         .unwrap();
     }
