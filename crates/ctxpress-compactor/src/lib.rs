@@ -386,6 +386,18 @@ impl Compactor {
         self.finish(history, before, outcome)
     }
 
+    /// [`Compactor::compress`] for async backends (any backend works).
+    /// Never fails.
+    pub async fn compress_async(
+        &self,
+        history: &Conversation,
+        conversation_id: &str,
+        archive: &dyn BatchArchive,
+    ) -> CompactionResult {
+        self.compress_to_async(history, conversation_id, archive, None, &Heuristic)
+            .await
+    }
+
     /// [`Compactor::compress_to`] for async backends (any backend works).
     /// Never fails.
     pub async fn compress_to_async(
@@ -576,7 +588,7 @@ impl Compactor {
             let times: Vec<i64> = cm.iter().filter_map(message_time).collect();
             let mut end = times.iter().copied().max().unwrap_or(now);
             if end <= last_end {
-                end = last_end + 1;
+                end = last_end.saturating_add(1);
             }
             let start = times.iter().copied().min().unwrap_or(end).min(end);
             last_end = end;

@@ -828,7 +828,7 @@ fn an_async_backend_runs_on_the_async_path_and_the_stage_is_async() {
     assert!(r.error.unwrap().to_string().contains("async"));
     assert_eq!(r.history.to_json_string(), input.to_json_string());
     let arch = MemoryBatchArchive::new();
-    let r = block_on(c.compress_to_async(&input, "s1", &arch, None, &ctxpress_core::Heuristic));
+    let r = block_on(c.compress_async(&input, "s1", &arch));
     assert!(r.compacted && r.error.is_none(), "{:?}", r.notes);
     assert_eq!(r.fallbacks, 0, "{:?}", r.notes);
     assert!(
