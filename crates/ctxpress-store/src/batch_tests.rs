@@ -317,3 +317,27 @@ fn versions_1_and_2_are_upgraded_and_keep_working() {
         check_integrity(&a);
     }
 }
+
+#[test]
+fn two_handles_on_one_file_share_the_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("shared.db");
+    let (a, b) = (
+        SqliteArchive::open(&path).unwrap(),
+        SqliteArchive::open(&path).unwrap(),
+    );
+    let times = [T1, T2, T3, T4];
+    for (i, t) in times.iter().enumerate() {
+        let h = if i % 2 == 0 { &a } else { &b };
+        h.put_batches(&[batch("c1", t, "alternating writers")])
+            .unwrap();
+    }
+    let want: Vec<String> = times
+        .iter()
+        .map(|t| ctxpress_core::compaction::batch_label("c1", t))
+        .collect();
+    assert_eq!(labels(&a, "c1"), want);
+    assert_eq!(labels(&b, "c1"), want);
+    assert_eq!(b.search("alternating", Some("c1"), 10).unwrap().len(), 4);
+    check_integrity(&a);
+}

@@ -244,8 +244,10 @@ impl SqliteArchive {
         })
     }
 
-    /// Search the archived messages (of one conversation, or of all) for
-    /// `query`, best first by bm25, at most `limit` hits. The query is plain
+    /// Search the archived messages and the summaries of stored batches (of
+    /// one conversation, or of all) for `query`, best first by bm25, at most
+    /// `limit` hits; a batch hit has kind [`HitKind::Batch`] and its label as
+    /// [`Hit::key`]. The query is plain
     /// words, all of which must occur (any string is accepted: FTS5 syntax in
     /// it means nothing; one with no letter or digit finds nothing).
     pub fn search(
