@@ -1,5 +1,6 @@
 //! `ctxpress`: compress, expand, validate and inspect LLM conversation histories.
 
+mod compact;
 mod io;
 mod search;
 mod trace;
@@ -30,11 +31,14 @@ struct Cli {
 enum Cmd {
     /// Compress conversations (.json document or .jsonl batch; `-` for stdin).
     Compress(Box<CompressArgs>),
+    /// Compact now, as an agent's `/compact` does: fold everything before the
+    /// protected tail into summary batches archived in DB.
+    Compact(Box<compact::CompactArgs>),
     /// Restore the originals of compressed conversations from an archive.
     Expand {
         /// Compressed input.
         input: String,
-        /// The archive written by `compress --archive`.
+        /// The archive written by `compress --archive` or `compact`.
         #[arg(long)]
         archive: String,
         /// Output file (default stdout).
@@ -139,6 +143,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let r = match cli.cmd {
         Cmd::Compress(a) => compress(*a),
+        Cmd::Compact(a) => compact::run(&a),
         Cmd::Expand {
             input,
             archive,

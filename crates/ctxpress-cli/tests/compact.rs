@@ -1,0 +1,321 @@
+//! `ctxpress compact`: compact now into a SQLite archive, then `expand` and
+//! `search` over it.
+#![allow(missing_docs)]
+
+use assert_cmd::Command;
+use ctxpress::Conversation;
+use ctxpress::core::{Message, MessageId};
+use predicates::prelude::*;
+use std::path::{Path, PathBuf};
+
+fn bin() -> Command {
+    Command::cargo_bin("ctxpress").unwrap()
+}
+
+fn data(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../examples/data")
+        .join(name)
+}
+
+/// Tokens of a conversation (the heuristic counter).
+fn tokens(c: &Conversation) -> usize {
+    let h = ctxpress::core::Heuristic;
+    c.messages
+        .iter()
+        .map(|m| ctxpress::core::tokens::count_message(&h, m))
+        .sum()
+}
+
+/// The message after the leading system prompt: the clip-archive message
+/// when the conversation was compacted.
+fn after_system(c: &Conversation) -> String {
+    let i = ctxpress::compactor::leading_system(c);
+    c.messages
+        .get(i)
+        .map(|m| m.text().into_owned())
+        .unwrap_or_default()
+}
+
+#[test]
+fn compacts_a_batch_that_expands_back_and_is_searchable() {
+    let dir = tempfile::tempdir().unwrap();
+    let (db, out, back) = (
+        dir.path().join("a.db"),
+        dir.path().join("out.jsonl"),
+        dir.path().join("back.jsonl"),
+    );
+    let input = data("swe_agent.jsonl");
+    bin()
+        .arg("compact")
+        .arg(&input)
+        .arg("--archive")
+        .arg(&db)
+        .arg("-o")
+        .arg(&out)
+        .arg("--stats")
+        .assert()
+        .success()
+        .stderr(
+            predicate::str::contains("sweagent-dcb4fae88692")
+                .and(predicate::str::contains("depth"))
+                .and(predicate::str::contains("total: 13 conversations")),
+        );
+
+    let (a, b) = (
+        std::fs::read_to_string(&input).unwrap(),
+        std::fs::read_to_string(&out).unwrap(),
+    );
+    let (mut before, mut after, mut compacted) = (0, 0, Vec::new());
+    assert_eq!(a.lines().count(), b.lines().count());
+    for (x, y) in a.lines().zip(b.lines()) {
+        let (x, y) = (
+            Conversation::parse(x).unwrap(),
+            Conversation::parse(y).unwrap(),
+        );
+        assert_eq!(x.id(), y.id());
+        // No new pairing violation.
+        assert!(!ctxpress::core::validate::introduces_violations(
+            &ctxpress::validate(&x),
+            &ctxpress::validate(&y)
+        ));
+        before += tokens(&x);
+        after += tokens(&y);
+        if x.messages.len() != y.messages.len() || after_system(&x) != after_system(&y) {
+            assert!(
+                after_system(&y).starts_with("[Context Summary"),
+                "{:?}: {}",
+                y.id(),
+                after_system(&y)
+            );
+            assert!(tokens(&y) < tokens(&x), "{:?}", y.id());
+            compacted.push(y.id().unwrap());
+        }
+    }
+    assert!(!compacted.is_empty(), "some conversation was compacted");
+    assert!(after < before, "{after} < {before}");
+
+    // expand restores the input byte for byte.
+    bin()
+        .arg("expand")
+        .arg(&out)
+        .arg("--archive")
+        .arg(&db)
+        .arg("-o")
+        .arg(&back)
+        .assert()
+        .success();
+    assert_eq!(
+        std::fs::read(&back).unwrap(),
+        std::fs::read(&input).unwrap()
+    );
+
+    // A word of a batch summary is found, with kind `batch`.
+    let archive = ctxpress::store::SqliteArchive::open(&db).unwrap();
+    let conv = &compacted[0];
+    let batches = ctxpress::core::compaction::BatchArchive::batches(&archive, conv).unwrap();
+    assert!(!batches.is_empty());
+    let word = batches[0]
+        .body()
+        .split(|c: char| !c.is_ascii_alphabetic())
+        .find(|w| w.len() >= 7)
+        .unwrap()
+        .to_string();
+    drop(archive);
+    let o = bin()
+        .args(["search", &word, "--json", "--limit", "100", "--archive"])
+        .arg(&db)
+        .args(["--conversation", conv])
+        .assert()
+        .success();
+    let text = String::from_utf8(o.get_output().stdout.clone()).unwrap();
+    let hits: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(
+        hits.iter().any(|h| h["kind"] == "batch"
+            && h["key"]
+                .as_str()
+                .unwrap()
+                .starts_with(&format!("compaction-batch-{conv}-"))),
+        "{word}: {text}"
+    );
+}
+
+#[test]
+fn a_second_compaction_after_appending_expands_exactly() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = |n: &str| dir.path().join(n);
+    // One conversation with several user turns, as a single document.
+    let line = std::fs::read_to_string(data("taubench_airline.jsonl"))
+        .unwrap()
+        .lines()
+        .nth(1)
+        .unwrap()
+        .to_string();
+    std::fs::write(p("in.json"), &line).unwrap();
+    let id = Conversation::parse(&line).unwrap().id().unwrap();
+
+    let compact = |input: &Path, out: &Path| {
+        bin()
+            .arg("compact")
+            .arg(input)
+            .arg("--archive")
+            .arg(p("a.db"))
+            .arg("-o")
+            .arg(out)
+            .assert()
+            .success();
+    };
+    let expand = |input: &Path, out: &Path| {
+        bin()
+            .arg("expand")
+            .arg(input)
+            .arg("--archive")
+            .arg(p("a.db"))
+            .arg("-o")
+            .arg(out)
+            .assert()
+            .success();
+        std::fs::read_to_string(out).unwrap()
+    };
+
+    compact(&p("in.json"), &p("out1.json"));
+    let out1 = Conversation::parse(&std::fs::read_to_string(p("out1.json")).unwrap()).unwrap();
+    assert!(after_system(&out1).starts_with("[Context Summary"));
+    assert_eq!(expand(&p("out1.json"), &p("back1.json")), line);
+
+    // The agent goes on: a pasted log (long enough to be worth folding
+    // next time) and a few short turns, appended to the compacted history.
+    let log: Vec<String> = (0..60)
+        .map(|i| {
+            format!(
+                "line {i}: warning in module_{i}.py: retry {} of the booking sync",
+                i * 7
+            )
+        })
+        .collect();
+    let turns = [
+        ("user", format!("Here is the sync log:\n{}", log.join("\n"))),
+        (
+            "assistant",
+            "Noted, the sync retried but finished.".to_string(),
+        ),
+        (
+            "user",
+            "Please also add a checked bag to the reservation.".to_string(),
+        ),
+        (
+            "assistant",
+            "Done: one checked bag added, no extra charge.".to_string(),
+        ),
+        ("user", "Thanks.".to_string()),
+        ("assistant", "You're welcome.".to_string()),
+    ];
+    let append = |c: &mut Conversation, n: usize| {
+        for (i, (role, text)) in turns.iter().enumerate() {
+            c.messages.push(Message::text_message(
+                MessageId::new(format!("more{n}-{i}")),
+                role,
+                text,
+            ));
+        }
+    };
+    let mut next = out1.clone();
+    append(&mut next, 0);
+    std::fs::write(p("in2.json"), next.to_json_string()).unwrap();
+    compact(&p("in2.json"), &p("out2.json"));
+    let out2 = Conversation::parse(&std::fs::read_to_string(p("out2.json")).unwrap()).unwrap();
+    assert!(after_system(&out2).starts_with("[Context Summary"));
+    assert_eq!(
+        out2.messages
+            .iter()
+            .filter(|m| m.text().starts_with("[Context Summary"))
+            .count(),
+        1,
+        "one clip-archive message"
+    );
+
+    // Expanding undoes both rounds: the original input, then what was appended.
+    let mut want = Conversation::parse(&line).unwrap();
+    append(&mut want, 0);
+    let got = Conversation::parse(&expand(&p("out2.json"), &p("back2.json"))).unwrap();
+    let texts = |c: &Conversation| -> Vec<String> {
+        c.messages.iter().map(|m| c.message_json(m)).collect()
+    };
+    assert_eq!(texts(&got), texts(&want));
+    assert_eq!(got.to_json_string(), want.to_json_string());
+    // The batches of both runs are in the archive, under the document's id.
+    let archive = ctxpress::store::SqliteArchive::open(p("a.db")).unwrap();
+    let batches = ctxpress::core::compaction::BatchArchive::batches(&archive, &id).unwrap();
+    assert!(batches.len() >= 2, "{}", batches.len());
+}
+
+#[test]
+fn a_bad_archive_path_exits_2_and_writes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out.jsonl");
+    let file = dir.path().join("file");
+    std::fs::write(&file, "x").unwrap();
+    for db in [
+        dir.path().join("missing/a.db"),
+        // A directory cannot be opened as a database; a path under a file
+        // cannot be created.
+        dir.path().to_path_buf(),
+        file.join("a.db"),
+    ] {
+        bin()
+            .arg("compact")
+            .arg(data("swe_agent.jsonl"))
+            .arg("--archive")
+            .arg(&db)
+            .arg("-o")
+            .arg(&out)
+            .assert()
+            .code(2)
+            .stderr(predicate::str::contains("cannot open archive"));
+        assert!(!out.exists(), "{}: no output", db.display());
+    }
+}
+
+#[test]
+fn conversation_flag_is_for_single_documents() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("a.db");
+    bin()
+        .arg("compact")
+        .arg(data("swe_agent.jsonl"))
+        .arg("--archive")
+        .arg(&db)
+        .args(["--conversation", "x"])
+        .assert()
+        .code(2)
+        .stdout("")
+        .stderr(predicate::str::contains(
+            "--conversation is for a single document",
+        ));
+
+    // A document takes the name given (its batches are labelled with it).
+    let line = std::fs::read_to_string(data("taubench_airline.jsonl"))
+        .unwrap()
+        .lines()
+        .nth(1)
+        .unwrap()
+        .to_string();
+    let input = dir.path().join("doc.json");
+    std::fs::write(&input, &line).unwrap();
+    bin()
+        .arg("compact")
+        .arg(&input)
+        .arg("--archive")
+        .arg(&db)
+        .args(["--conversation", "session-7", "-o"])
+        .arg(dir.path().join("o.json"))
+        .assert()
+        .success();
+    let archive = ctxpress::store::SqliteArchive::open(&db).unwrap();
+    let b = ctxpress::core::compaction::BatchArchive::batches(&archive, "session-7").unwrap();
+    assert!(!b.is_empty());
+    assert!(b[0].label.starts_with("compaction-batch-session-7-"));
+}
