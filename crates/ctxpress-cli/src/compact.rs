@@ -184,6 +184,7 @@ pub fn run(a: &CompactArgs) -> Result<ExitCode> {
     };
     let mut rows = Vec::with_capacity(ids.len());
     for ((line, conv), id) in input.items.iter_mut().zip(&ids) {
+        warn_if_continuing_elsewhere(&archive, conv, id, &input.name, *line)?;
         let r = match &runtime {
             Some(rt) => rt.block_on(compactor.compress_async(conv, id, &archive)),
             None => compactor.compress(conv, id, &archive),
@@ -218,6 +219,38 @@ pub fn run(a: &CompactArgs) -> Result<ExitCode> {
         eprint!("{}", table(&rows));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Warn when the archive already holds batches for `id` but the input is not
+/// a compacted history (no clip-archive message after the system prompt):
+/// the new batches follow the stored ones, which then show in its clip
+/// message although they may cover the same messages (the same input
+/// compacted twice, or another conversation with the same id).
+fn warn_if_continuing_elsewhere(
+    archive: &SqliteArchive,
+    conv: &Conversation,
+    id: &str,
+    name: &str,
+    line: usize,
+) -> Result<()> {
+    let lead = ctxpress::compactor::leading_system(conv);
+    let clipped = conv
+        .messages
+        .get(lead)
+        .is_some_and(|m| is_clip_text(&m.text()));
+    if clipped {
+        return Ok(());
+    }
+    let n = archive
+        .batches(id)
+        .with_context(|| format!("reading the batches of {id}"))?
+        .len();
+    if n > 0 {
+        eprintln!(
+            "warning: {name}:{line}: the archive already holds {n} batches of conversation `{id}` but this input has no [Context Summary] message: the new batches follow them (compact the previous output instead, or use another conversation id)"
+        );
+    }
+    Ok(())
 }
 
 /// One conversation's line of `--stats`.

@@ -250,6 +250,62 @@ fn a_second_compaction_after_appending_expands_exactly() {
     let archive = ctxpress::store::SqliteArchive::open(p("a.db")).unwrap();
     let batches = ctxpress::core::compaction::BatchArchive::batches(&archive, &id).unwrap();
     assert!(batches.len() >= 2, "{}", batches.len());
+    drop(archive);
+
+    // The uncompacted input again: its batches would follow the stored ones.
+    bin()
+        .arg("compact")
+        .arg(p("in.json"))
+        .arg("--archive")
+        .arg(p("a.db"))
+        .arg("-o")
+        .arg(p("out3.json"))
+        .assert()
+        .success()
+        .stderr(predicate::str::contains(
+            "already holds 2 batches of conversation `taubench-airline-gpt4o-t2-r0` but this input has no [Context Summary] message",
+        ));
+}
+
+/// With a real model (the local server `.ci/run` starts:
+/// `scripts/llm-server.sh start PORT`, then `CTXPRESS_LLM_URL=$(scripts/llm-server.sh url)`).
+#[test]
+#[ignore = "needs the local model server (CTXPRESS_LLM_URL)"]
+fn compacts_with_a_real_model() {
+    let url = std::env::var("CTXPRESS_LLM_URL").expect("CTXPRESS_LLM_URL");
+    let dir = tempfile::tempdir().unwrap();
+    let p = |n: &str| dir.path().join(n);
+    let line = std::fs::read_to_string(data("taubench_airline.jsonl"))
+        .unwrap()
+        .lines()
+        .nth(1)
+        .unwrap()
+        .to_string();
+    std::fs::write(p("in.json"), &line).unwrap();
+    bin()
+        .arg("compact")
+        .arg(p("in.json"))
+        .arg("--archive")
+        .arg(p("a.db"))
+        .args(["--llm-url", &url, "--llm-model", "smollm2", "--stats", "-o"])
+        .arg(p("out.json"))
+        .assert()
+        .success()
+        .stderr(predicate::str::contains("1 compacted"));
+    let out = Conversation::parse(&std::fs::read_to_string(p("out.json")).unwrap()).unwrap();
+    let input = Conversation::parse(&line).unwrap();
+    assert!(after_system(&out).starts_with("[Context Summary"));
+    assert!(tokens(&out) < tokens(&input));
+    bin()
+        .arg("expand")
+        .arg(p("out.json"))
+        .arg("--archive")
+        .arg(p("a.db"))
+        .arg("-o")
+        .arg(p("back.json"))
+        .assert()
+        .success();
+    assert_eq!(std::fs::read_to_string(p("back.json")).unwrap(), line);
 }
 
 #[test]
