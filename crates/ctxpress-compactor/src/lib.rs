@@ -24,8 +24,9 @@
 //! - **Clip archive.** The compacted history starts (after the leading system
 //!   messages) with one message whose text begins with `[Context Summary`:
 //!   the first and last `clip_window` batches in full, and a line naming the
-//!   omitted middle (labels, time range, how to search it). It is a `system`
-//!   message, or a `user` message for Anthropic conversations.
+//!   omitted middle (labels, time range, how to search it). It is a `user`
+//!   message in both dialects (spec 003 says system message; here the system
+//!   messages stay byte-identical, and Anthropic has no system role).
 //! - **Recursive re-summarization.** When there are more than
 //!   `2 * clip_window + buffer` batches, the oldest are summarized again into
 //!   one batch of depth + 1 (fresh batches have depth 0).
@@ -50,7 +51,7 @@ use ctxpress_core::summarize::{
     Backend, Summarize, SummarizeAsync, SummaryKind, SummaryRequest, build_backend,
 };
 use ctxpress_core::tokens::{Heuristic, TokenCounter, count_message};
-use ctxpress_core::{ConfigError, Conversation, Format, Message, MessageId, Role};
+use ctxpress_core::{ConfigError, Conversation, Message, MessageId, Role};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use std::collections::HashSet;
@@ -608,7 +609,7 @@ impl Compactor {
             if let Some(b) = budget {
                 let plan = self.resummarize(&prev, &fresh, id).await?;
                 let clip = clip_text(&plan.all, self.cfg.clip_window, id);
-                let probe = Message::text_message(MessageId::new(""), "system", &clip);
+                let probe = Message::text_message(MessageId::new(""), "user", &clip);
                 let folded_t: usize = folded.iter().map(|&j| toks[j]).sum();
                 let after = before - folded_t - old_clip_tokens + count_message(counter, &probe);
                 attempt = Some(plan);
@@ -626,12 +627,9 @@ impl Compactor {
         let clip = clip_text(&plan.all, self.cfg.clip_window, id);
         let mut out = history.clone();
         let cid = out.fresh_id("compaction");
-        let role = if history.format == Format::Anthropic {
-            "user"
-        } else {
-            "system"
-        };
-        let clip_msg = Message::text_message(cid.clone(), role, &clip);
+        // A user message in both dialects: the system messages stay exactly
+        // as they were (invariant 2), and Anthropic has no system role.
+        let clip_msg = Message::text_message(cid.clone(), "user", &clip);
         let gone: HashSet<usize> = folded.iter().copied().chain(old_clip).collect();
         let mut replaces: Vec<MessageId> = old_clip.iter().map(|&c| msgs[c].id().clone()).collect();
         replaces.extend(folded.iter().map(|&j| msgs[j].id().clone()));
@@ -650,7 +648,7 @@ impl Compactor {
             let clip_t = count_message(counter, &new_msgs[lead]);
             let allowed = b.saturating_sub(after - clip_t);
             let small = fit_clip(&clip, &plan.all, id, allowed, counter);
-            let small_msg = Message::text_message(cid.clone(), role, &small);
+            let small_msg = Message::text_message(cid.clone(), "user", &small);
             let small_t = count_message(counter, &small_msg);
             if small_t < clip_t {
                 new_msgs[lead] = small_msg;

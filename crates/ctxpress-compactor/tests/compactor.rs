@@ -138,14 +138,15 @@ fn batches_have_labels_headers_depth_zero_and_the_originals() {
 }
 
 #[test]
-fn clip_archive_message_comes_first_system_or_user_by_dialect() {
+fn clip_archive_message_comes_first_as_a_user_message_in_both_dialects() {
     let input = parse(&session(4));
     let arch = MemoryBatchArchive::new();
     let r = compactor(4000).compress(&input, "s1", &arch);
     let h = &r.history;
     assert_eq!(h.messages[0].role(), Role::System);
     assert_eq!(h.messages[0].text(), "You are a coding agent.");
-    assert_eq!(h.messages[1].role(), Role::System);
+    // The system messages stay exactly as they were: the clip is a user message.
+    assert_eq!(h.messages[1].role(), Role::User);
     assert!(h.messages[1].text().starts_with("[Context Summary"));
     assert!(validate(h).is_empty(), "{:?}", validate(h));
     // The protected tail (last 5 user/assistant messages) is untouched.
