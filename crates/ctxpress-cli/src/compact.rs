@@ -184,7 +184,8 @@ pub fn run(a: &CompactArgs) -> Result<ExitCode> {
     };
     let mut rows = Vec::with_capacity(ids.len());
     for ((line, conv), id) in input.items.iter_mut().zip(&ids) {
-        warn_if_continuing_elsewhere(&archive, conv, id, &input.name, *line)?;
+        let tail = compactor.config().protected_tail;
+        warn_if_continuing_elsewhere(&archive, conv, id, tail, &input.name, *line)?;
         let r = match &runtime {
             Some(rt) => rt.block_on(compactor.compress_async(conv, id, &archive)),
             None => compactor.compress(conv, id, &archive),
@@ -230,10 +231,11 @@ fn warn_if_continuing_elsewhere(
     archive: &SqliteArchive,
     conv: &Conversation,
     id: &str,
+    protected_tail: usize,
     name: &str,
     line: usize,
 ) -> Result<()> {
-    let lead = ctxpress::compactor::leading_system(conv);
+    let lead = ctxpress::compactor::clip_position(conv, protected_tail);
     let clipped = conv
         .messages
         .get(lead)

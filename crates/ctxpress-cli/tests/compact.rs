@@ -27,10 +27,11 @@ fn tokens(c: &Conversation) -> usize {
         .sum()
 }
 
-/// The message after the leading system prompt: the clip-archive message
-/// when the conversation was compacted.
+/// The message after the leading system prompt (and an agent's protected
+/// task right after it): the clip-archive message when the conversation was
+/// compacted.
 fn after_system(c: &Conversation) -> String {
-    let i = ctxpress::compactor::leading_system(c);
+    let i = ctxpress::compactor::clip_position(c, 5);
     c.messages
         .get(i)
         .map(|m| m.text().into_owned())

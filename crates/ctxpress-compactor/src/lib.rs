@@ -481,7 +481,7 @@ impl Compactor {
         let msgs = &history.messages;
         let n = msgs.len();
         let toks: Vec<usize> = msgs.iter().map(|m| count_message(counter, m)).collect();
-        let mut lead = leading_system(history);
+        let mut lead = clip_position(history, self.cfg.protected_tail);
         let annotated = |i: usize| history.is_protected(i);
         // The previous clip-archive message, regenerated from the batches
         // (one annotated `protected` stays where it is, before the new one).
@@ -876,6 +876,22 @@ fn accept(chunk: &str, answer: &str) -> Result<String, String> {
 /// True for a clip-archive message.
 fn is_clip(m: &Message) -> bool {
     !m.is_tool_result() && state::is_clip_text(&m.text())
+}
+
+/// Where the clip-archive message goes (or is): after the leading system
+/// messages and the protected messages right after them (an agent's task,
+/// which is often its only, and so its last, user message), so that what
+/// follows them can still be folded.
+pub fn clip_position(conv: &Conversation, protected_tail: usize) -> usize {
+    let protected = ctxpress_core::window::protected_ids(conv, protected_tail);
+    let mut at = leading_system(conv);
+    while let Some(m) = conv.messages.get(at) {
+        if is_clip(m) || m.is_tool_result() || m.has_tool_calls() || !protected.contains(m.id()) {
+            break;
+        }
+        at += 1;
+    }
+    at
 }
 
 /// Number of leading system messages, a clip-archive message not counted

@@ -105,7 +105,7 @@ impl CompactorStage {
     ) -> Result<(String, MemoryBatchArchive, usize), StrategyError> {
         let id = conversation_id(conv);
         let archive = MemoryBatchArchive::new();
-        let lead = crate::leading_system(conv);
+        let lead = crate::clip_position(conv, self.compactor.config().protected_tail);
         if let Some(m) = conv.messages.get(lead) {
             let t = m.text();
             if state::is_clip_text(&t) && !conv.is_protected(lead) {

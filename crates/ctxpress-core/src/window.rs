@@ -236,8 +236,8 @@ fn tokens_of(conv: &Conversation, ctx: &StageContext) -> Vec<usize> {
 }
 
 /// Ids of the messages the ladder never touches: system messages, the last
-/// user message and the last `tail` user/assistant messages (tool-result
-/// carriers do not count, as in spec 004).
+/// user message (not counting ctxpress's own notes) and the last `tail`
+/// user/assistant messages (tool-result carriers do not count, as in spec 004).
 pub fn protected_ids(conv: &Conversation, tail: usize) -> HashSet<MessageId> {
     let mut out = HashSet::new();
     let conversational = |m: &Message| {
@@ -248,12 +248,9 @@ pub fn protected_ids(conv: &Conversation, tail: usize) -> HashSet<MessageId> {
             out.insert(m.id().clone());
         }
     }
-    if let Some(m) = conv
-        .messages
-        .iter()
-        .rev()
-        .find(|m| m.role() == Role::User && !m.is_tool_result_carrier())
-    {
+    if let Some(m) = conv.messages.iter().rev().find(|m| {
+        m.role() == Role::User && !m.is_tool_result_carrier() && !is_generated_note(&m.text())
+    }) {
         out.insert(m.id().clone());
     }
     for m in conv
@@ -266,6 +263,14 @@ pub fn protected_ids(conv: &Conversation, tail: usize) -> HashSet<MessageId> {
         out.insert(m.id().clone());
     }
     out
+}
+
+/// True for the user-role notes ctxpress writes in place of what it moved
+/// out (an evict note, a compaction's `[Context Summary`): they are not the
+/// user's requests, so the "last user message" rule looks past them.
+pub fn is_generated_note(text: &str) -> bool {
+    text.starts_with("[Context Summary")
+        || (text.starts_with('[') && text.contains(" earlier messages archived: "))
 }
 
 /// Mark `ids` protected; returns the ids that were not already.
@@ -899,6 +904,23 @@ mod tests {
         assert!(short.contains("(+10 more)"), "40 listed: {short}");
         let (bare, _) = b.render_within(1, &ctx);
         assert!(!bare.contains("edited"), "{bare}");
+    }
+
+    #[test]
+    fn the_last_user_message_is_a_request_not_a_note() {
+        let c = conv(json!([
+            {"role": "system", "content": "s"},
+            {"role": "user", "content": "the task"},
+            {"role": "user", "content": "[Context Summary: 9 earlier messages]"},
+            {"role": "assistant", "content": "a"}
+        ]));
+        let p = protected_ids(&c, 0);
+        assert!(p.contains(c.messages[1].id()), "{p:?}");
+        assert!(!p.contains(c.messages[2].id()));
+        assert!(is_generated_note(
+            "[3 earlier messages archived: 1 user; ctxpress expand restores them]"
+        ));
+        assert!(!is_generated_note("[WIP] fix the parser"));
     }
 
     #[test]
