@@ -17,13 +17,16 @@ fn data(name: &str) -> PathBuf {
 
 const TOOL_DOC: &str = r#"[{"role": "user", "content": "run it"}, {"role": "assistant", "content": "", "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "bash", "arguments": "{\"command\": \"ls\"}"}}]}, {"role": "tool", "tool_call_id": "c1", "content": "a.txt"}]"#;
 
-#[test]
-fn identity_keeps_documents_and_jsonl_byte_identical() {
+/// `compress ARGS -o OUT FILE` on the shipped document and batch writes
+/// each input back byte for byte.
+fn assert_compress_writes_input_back(args: &[&str]) {
     let dir = tempfile::tempdir().unwrap();
     for name in ["single.json", "swe_agent.jsonl"] {
         let out = dir.path().join(name);
         bin()
-            .args(["compress", "--preset", "identity", "-o"])
+            .arg("compress")
+            .args(args)
+            .arg("-o")
             .arg(&out)
             .arg(data(name))
             .assert()
@@ -31,9 +34,14 @@ fn identity_keeps_documents_and_jsonl_byte_identical() {
         assert_eq!(
             std::fs::read(&out).unwrap(),
             std::fs::read(data(name)).unwrap(),
-            "{name}"
+            "{args:?} {name}"
         );
     }
+}
+
+#[test]
+fn identity_keeps_documents_and_jsonl_byte_identical() {
+    assert_compress_writes_input_back(&["--preset", "identity"]);
 }
 
 #[test]
@@ -326,22 +334,8 @@ fn classify_prints_one_json_line_per_message() {
 
 #[test]
 fn under_the_budget_the_output_is_the_input_byte_for_byte() {
-    let dir = tempfile::tempdir().unwrap();
-    for name in ["single.json", "swe_agent.jsonl"] {
-        let out = dir.path().join(name);
-        // No --preset: the default (agent) runs, but nothing is over the trigger.
-        bin()
-            .args(["compress", "--budget", "100000000", "-o"])
-            .arg(&out)
-            .arg(data(name))
-            .assert()
-            .success();
-        assert_eq!(
-            std::fs::read(&out).unwrap(),
-            std::fs::read(data(name)).unwrap(),
-            "{name}"
-        );
-    }
+    // No --preset: the default (agent) runs, but nothing is over the trigger.
+    assert_compress_writes_input_back(&["--budget", "100000000"]);
 }
 
 #[test]
