@@ -37,10 +37,12 @@
 pub mod prompt;
 mod stage;
 pub mod state;
+mod stored;
 
 pub use prompt::{DEFAULT_SUMMARIZATION_PROMPT, interpolate_prompt};
 pub use stage::{CompactorStage, NAME};
 pub use state::TaskState;
+pub use stored::expand_stored;
 
 use ctxpress_core::archive::ArchiveError;
 use ctxpress_core::compaction::{

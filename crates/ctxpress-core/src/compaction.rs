@@ -10,6 +10,10 @@
 //! among them plus one. Times are UTC, written like JavaScript's
 //! `toISOString` (`2026-11-24T21:35:09.000Z`), by the small calendar
 //! functions below ([`format_iso`], [`parse_iso`], [`message_time`]).
+//!
+//! The live history a compactor folds may also be kept by the application:
+//! [`Persistence`] is what the compactor deletes from, after the batches that
+//! hold the messages are committed to the [`BatchArchive`].
 
 use crate::archive::ArchiveError;
 use crate::message::Message;
@@ -232,6 +236,130 @@ impl<A: BatchArchive + ?Sized> BatchArchive for std::sync::Arc<A> {
     }
 }
 
+/// A message a [`Persistence`] keeps: its key (which orders the
+/// conversation) and its exact JSON text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredMessage {
+    /// Position key: the conversation is its messages by ascending key.
+    pub key: i64,
+    /// The message's JSON text, as appended.
+    pub json: String,
+}
+
+/// Where an application keeps the live histories of its conversations (the
+/// messages a compactor reads and, after the archive commit, deletes from).
+/// [`MemoryPersistence`] keeps them in memory, `ctxpress-store`'s
+/// `SqliteArchive` in a `messages` table beside the batches; library users
+/// bring their own. Each call is atomic (all or nothing).
+pub trait Persistence: Send + Sync {
+    /// The messages of a conversation, by ascending key.
+    fn load(&self, conversation: &str) -> Result<Vec<StoredMessage>, ArchiveError>;
+    /// Append messages after the last one (one transaction); their keys.
+    fn append(&self, conversation: &str, messages: &[String]) -> Result<Vec<i64>, ArchiveError>;
+    /// One transaction: delete the messages keyed `removed` and store
+    /// `insert` in their place, in order, under the smallest removed keys
+    /// (so `insert` may not be longer than `removed`). A key in `removed`
+    /// that is not stored is an error and changes nothing.
+    fn fold(
+        &self,
+        conversation: &str,
+        removed: &[i64],
+        insert: &[String],
+    ) -> Result<(), ArchiveError>;
+}
+
+/// An in-memory [`Persistence`].
+#[derive(Debug, Default)]
+pub struct MemoryPersistence {
+    conversations: Mutex<std::collections::BTreeMap<String, Vec<StoredMessage>>>,
+}
+
+impl MemoryPersistence {
+    /// Nothing stored.
+    pub fn new() -> Self {
+        Self::default()
+    }
+}
+
+/// The keys `insert` gets in [`Persistence::fold`]: the smallest of
+/// `removed`, ascending; an error when `insert` is longer.
+pub fn fold_keys(removed: &[i64], insert: usize) -> Result<Vec<i64>, ArchiveError> {
+    if insert > removed.len() {
+        return Err(ArchiveError::Backend(format!(
+            "fold: {insert} messages to insert in the place of {} removed",
+            removed.len()
+        )));
+    }
+    let mut keys = removed.to_vec();
+    keys.sort_unstable();
+    keys.dedup();
+    keys.truncate(insert);
+    Ok(keys)
+}
+
+impl Persistence for MemoryPersistence {
+    fn load(&self, conversation: &str) -> Result<Vec<StoredMessage>, ArchiveError> {
+        let all = self.conversations.lock().map_err(poisoned)?;
+        Ok(all.get(conversation).cloned().unwrap_or_default())
+    }
+
+    fn append(&self, conversation: &str, messages: &[String]) -> Result<Vec<i64>, ArchiveError> {
+        let mut all = self.conversations.lock().map_err(poisoned)?;
+        let conv = all.entry(conversation.to_string()).or_default();
+        let first = conv.last().map_or(1, |m| m.key + 1);
+        let keys: Vec<i64> = (first..).take(messages.len()).collect();
+        conv.extend(keys.iter().zip(messages).map(|(&key, json)| StoredMessage {
+            key,
+            json: json.clone(),
+        }));
+        Ok(keys)
+    }
+
+    fn fold(
+        &self,
+        conversation: &str,
+        removed: &[i64],
+        insert: &[String],
+    ) -> Result<(), ArchiveError> {
+        let keys = fold_keys(removed, insert.len())?;
+        let mut all = self.conversations.lock().map_err(poisoned)?;
+        let conv = all.entry(conversation.to_string()).or_default();
+        if let Some(k) = removed.iter().find(|k| !conv.iter().any(|m| m.key == **k)) {
+            return Err(ArchiveError::Corrupt(format!(
+                "message {k} of conversation `{conversation}` is not stored"
+            )));
+        }
+        conv.retain(|m| !removed.contains(&m.key));
+        conv.extend(
+            keys.into_iter()
+                .zip(insert)
+                .map(|(key, json)| StoredMessage {
+                    key,
+                    json: json.clone(),
+                }),
+        );
+        conv.sort_by_key(|m| m.key);
+        Ok(())
+    }
+}
+
+impl<P: Persistence + ?Sized> Persistence for std::sync::Arc<P> {
+    fn load(&self, conversation: &str) -> Result<Vec<StoredMessage>, ArchiveError> {
+        (**self).load(conversation)
+    }
+    fn append(&self, conversation: &str, messages: &[String]) -> Result<Vec<i64>, ArchiveError> {
+        (**self).append(conversation, messages)
+    }
+    fn fold(
+        &self,
+        conversation: &str,
+        removed: &[i64],
+        insert: &[String],
+    ) -> Result<(), ArchiveError> {
+        (**self).fold(conversation, removed, insert)
+    }
+}
+
 // Calendar (proleptic Gregorian, UTC), after H. Hinnant's `days_from_civil`.
 
 /// Days since 1970-01-01 of a civil date.
@@ -380,6 +508,25 @@ fn epoch_number(n: f64) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn memory_persistence_folds_in_place_and_refuses_unknown_keys() {
+        let p = MemoryPersistence::new();
+        let s = |v: &[&str]| v.iter().map(|x| x.to_string()).collect::<Vec<_>>();
+        assert_eq!(p.append("a", &s(&["1", "2", "3"])).unwrap(), [1, 2, 3]);
+        p.fold("a", &[2, 1], &s(&["c"])).unwrap();
+        let got: Vec<(i64, String)> = p
+            .load("a")
+            .unwrap()
+            .into_iter()
+            .map(|m| (m.key, m.json))
+            .collect();
+        assert_eq!(got, [(1, "c".to_string()), (3, "3".to_string())]);
+        assert!(p.fold("a", &[7], &[]).is_err());
+        assert!(p.fold("a", &[3], &s(&["x", "y"])).is_err());
+        assert_eq!(p.load("a").unwrap().len(), 2);
+        assert!(p.load("none").unwrap().is_empty());
+    }
     use crate::message::MessageId;
 
     fn batch(label: &str, conv: &str) -> SummaryBatch {

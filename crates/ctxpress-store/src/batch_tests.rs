@@ -258,7 +258,10 @@ fn failing_put_batches_stores_nothing() {
 /// and no batch tables; 2: no batch table).
 fn downgrade(path: &Path, version: i64) {
     let conn = Connection::open(path).unwrap();
-    conn.execute_batch("DROP TABLE batches;").unwrap();
+    conn.execute_batch("DROP TABLE messages;").unwrap();
+    if version < 3 {
+        conn.execute_batch("DROP TABLE batches;").unwrap();
+    }
     if version < 2 {
         conn.execute_batch("DROP TABLE search_fts; DROP TABLE search_docs;")
             .unwrap();
@@ -267,8 +270,8 @@ fn downgrade(path: &Path, version: i64) {
 }
 
 #[test]
-fn versions_1_and_2_are_upgraded_and_keep_working() {
-    for version in [1, 2] {
+fn versions_1_2_and_3_are_upgraded_and_keep_working() {
+    for version in [1, 2, 3] {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("old.db");
         {
@@ -293,7 +296,7 @@ fn versions_1_and_2_are_upgraded_and_keep_working() {
             .query_row("PRAGMA user_version", [], |r| r.get(0))
             .unwrap();
         assert_eq!(v, SCHEMA_VERSION);
-        assert_eq!(SCHEMA_VERSION, 3);
+        assert_eq!(SCHEMA_VERSION, 4);
         // What was stored is still there and searchable.
         assert_eq!(a.get("k1").unwrap().unwrap().len(), 1);
         assert_eq!(a.cache_get("ck").unwrap().as_deref(), Some("cv"));
@@ -308,6 +311,9 @@ fn versions_1_and_2_are_upgraded_and_keep_working() {
             a.search("wombat", None, 10).unwrap()[0].kind,
             HitKind::Batch
         );
+        // So does the messages table.
+        let p: &dyn ctxpress_core::compaction::Persistence = &a;
+        assert_eq!(p.append("c9", &["{}".into()]).unwrap(), [1]);
         check_integrity(&a);
         drop(a);
         // Opening again changes nothing.

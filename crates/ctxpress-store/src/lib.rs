@@ -30,6 +30,7 @@ use ctxpress_core::archive::{Archive, ArchiveError, Record, content_hash};
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 mod batches;
+mod persist;
 pub mod search;
 pub use search::{Hit, HitKind};
 use std::path::{Path, PathBuf};
@@ -37,13 +38,16 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// Schema version this crate writes and reads (`PRAGMA user_version`).
-pub const SCHEMA_VERSION: i64 = 3;
+pub const SCHEMA_VERSION: i64 = 4;
 
 /// Schema version of archives written before the search index (upgraded on open).
 const SCHEMA_VERSION_NO_SEARCH: i64 = 1;
 
 /// Schema version of archives written before the batch archive (upgraded on open).
 const SCHEMA_VERSION_NO_BATCHES: i64 = 2;
+
+/// Schema version of archives written before the messages table (upgraded on open).
+const SCHEMA_VERSION_NO_MESSAGES: i64 = 3;
 
 /// Busy timeout used by [`SqliteArchive::open`].
 pub const DEFAULT_BUSY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -294,7 +298,10 @@ fn migrate(conn: &mut Connection, path: &Path) -> Result<(), StoreError> {
     // schema yet.
     let check = |v: i64| -> Result<Option<i64>, StoreError> {
         match v {
-            SCHEMA_VERSION | SCHEMA_VERSION_NO_BATCHES | SCHEMA_VERSION_NO_SEARCH => Ok(Some(v)),
+            SCHEMA_VERSION
+            | SCHEMA_VERSION_NO_MESSAGES
+            | SCHEMA_VERSION_NO_BATCHES
+            | SCHEMA_VERSION_NO_SEARCH => Ok(Some(v)),
             0 => Ok(None),
             v if v > SCHEMA_VERSION => Err(StoreError::NewerSchema {
                 path: path.to_path_buf(),
@@ -324,7 +331,10 @@ fn migrate(conn: &mut Connection, path: &Path) -> Result<(), StoreError> {
                 tx.execute_batch(search::SCHEMA).map_err(open_err)?;
                 search::backfill(&tx).map_err(open_err)?;
             }
-            tx.execute_batch(batches::SCHEMA).map_err(open_err)?;
+            if v < SCHEMA_VERSION_NO_MESSAGES {
+                tx.execute_batch(batches::SCHEMA).map_err(open_err)?;
+            }
+            tx.execute_batch(persist::SCHEMA).map_err(open_err)?;
             tx.pragma_update(None, "user_version", SCHEMA_VERSION)
                 .map_err(open_err)?;
             return tx.commit().map_err(open_err);
@@ -348,6 +358,7 @@ fn migrate(conn: &mut Connection, path: &Path) -> Result<(), StoreError> {
     tx.execute_batch(SCHEMA).map_err(open_err)?;
     tx.execute_batch(search::SCHEMA).map_err(open_err)?;
     tx.execute_batch(batches::SCHEMA).map_err(open_err)?;
+    tx.execute_batch(persist::SCHEMA).map_err(open_err)?;
     tx.pragma_update(None, "user_version", SCHEMA_VERSION)
         .map_err(open_err)?;
     tx.commit().map_err(open_err)

@@ -1,0 +1,295 @@
+//! Compaction of a conversation an application keeps in a
+//! [`Persistence`]: load, fold, archive, then delete.
+//!
+//! The order is what makes a crash harmless. The batches holding the folded
+//! originals are committed to the [`BatchArchive`] first; only then does one
+//! [`Persistence::fold`] transaction delete the originals and put the
+//! clip-archive message in their place. A process killed between the two
+//! leaves every original in both places; the next run sees the archive's
+//! newest batches hold exactly the messages that still follow the clip
+//! position, finishes the deletion (no second summary of the same messages)
+//! and goes on.
+
+use crate::{CompactionError, CompactionResult, Compactor, clip_position, clip_text, is_clip};
+use ctxpress_core::compaction::{BatchArchive, Persistence, StoredMessage};
+use ctxpress_core::tokens::{Heuristic, count_message};
+use ctxpress_core::{Conversation, Message, MessageId};
+use std::collections::{HashMap, HashSet};
+
+/// The stored messages as a conversation (message `i` is `stored[i]`).
+fn parse(stored: &[StoredMessage]) -> Result<Conversation, CompactionError> {
+    let mut text = String::from("[");
+    for (i, m) in stored.iter().enumerate() {
+        if i > 0 {
+            text.push(',');
+        }
+        text.push_str(&m.json);
+    }
+    text.push(']');
+    Conversation::parse(&text)
+        .map_err(|e| CompactionError::Failed(format!("the stored messages do not parse: {e}")))
+}
+
+fn tokens(conv: &Conversation) -> usize {
+    conv.messages
+        .iter()
+        .map(|m| count_message(&Heuristic, m))
+        .sum()
+}
+
+impl Compactor {
+    /// Compact the conversation `conversation_id` kept in `persistence` now
+    /// (as [`Compactor::compress`] does): batches go to `archive` first, then
+    /// the folded messages are deleted from `persistence` and the
+    /// clip-archive message takes their place, in one transaction. A
+    /// previous run killed between the two is finished first. Never fails:
+    /// on any error `persistence` is left as it was (or as the recovery left
+    /// it) and the error is in the result.
+    pub fn compress_stored(
+        &self,
+        conversation_id: &str,
+        persistence: &dyn Persistence,
+        archive: &dyn BatchArchive,
+    ) -> CompactionResult {
+        let (stored, conv, notes) = match self.load_stored(conversation_id, persistence, archive) {
+            Ok(x) => x,
+            Err(e) => return failed(Conversation::new(Vec::new()), e),
+        };
+        let res = self.compress(&conv, conversation_id, archive);
+        finish_stored(conversation_id, persistence, &stored, &conv, res, notes)
+    }
+
+    /// Finish a compaction of `conversation_id` that was stopped after its
+    /// batches were archived and before the folded messages were deleted
+    /// from `persistence` (a crash, a failed [`Persistence::fold`]): delete
+    /// them and put the clip-archive message in their place. Returns how
+    /// many archived messages were deleted (0 when nothing was pending).
+    /// [`Compactor::compress_stored`] does this first on its own.
+    pub fn finish_interrupted(
+        &self,
+        conversation_id: &str,
+        persistence: &dyn Persistence,
+        archive: &dyn BatchArchive,
+    ) -> Result<usize, CompactionError> {
+        let stored = persistence.load(conversation_id)?;
+        let conv = parse(&stored)?;
+        match self.pending(conversation_id, &stored, &conv, archive)? {
+            Some((removed, insert, n)) => {
+                persistence.fold(conversation_id, &removed, &insert)?;
+                Ok(n)
+            }
+            None => Ok(0),
+        }
+    }
+
+    /// [`Compactor::compress_stored`] for async backends (any backend works).
+    pub async fn compress_stored_async(
+        &self,
+        conversation_id: &str,
+        persistence: &dyn Persistence,
+        archive: &dyn BatchArchive,
+    ) -> CompactionResult {
+        let (stored, conv, notes) = match self.load_stored(conversation_id, persistence, archive) {
+            Ok(x) => x,
+            Err(e) => return failed(Conversation::new(Vec::new()), e),
+        };
+        let res = self.compress_async(&conv, conversation_id, archive).await;
+        finish_stored(conversation_id, persistence, &stored, &conv, res, notes)
+    }
+
+    /// Load (finishing an interrupted compaction first).
+    fn load_stored(
+        &self,
+        id: &str,
+        persistence: &dyn Persistence,
+        archive: &dyn BatchArchive,
+    ) -> Result<(Vec<StoredMessage>, Conversation, Vec<String>), CompactionError> {
+        let stored = persistence.load(id)?;
+        let conv = parse(&stored)?;
+        let mut notes = Vec::new();
+        if let Some((removed, insert, n)) = self.pending(id, &stored, &conv, archive)? {
+            persistence.fold(id, &removed, &insert)?;
+            notes.push(format!(
+                "finished an interrupted compaction: {n} archived messages deleted"
+            ));
+            let stored = persistence.load(id)?;
+            let conv = parse(&stored)?;
+            return Ok((stored, conv, notes));
+        }
+        Ok((stored, conv, notes))
+    }
+
+    /// An interrupted compaction: the newest batches whose originals are
+    /// exactly the (non-system) messages right after the clip position.
+    /// Returns the keys to delete, what goes in their place and how many
+    /// archived messages that is.
+    #[allow(clippy::type_complexity)]
+    fn pending(
+        &self,
+        id: &str,
+        stored: &[StoredMessage],
+        conv: &Conversation,
+        archive: &dyn BatchArchive,
+    ) -> Result<Option<(Vec<i64>, Vec<String>, usize)>, CompactionError> {
+        let msgs = &conv.messages;
+        let lead = clip_position(conv, self.cfg.protected_tail);
+        let old_clip = lead < msgs.len() && is_clip(&msgs[lead]);
+        let start = lead + usize::from(old_clip);
+        let after: Vec<usize> = (start..msgs.len())
+            .filter(|&i| !msgs[i].role().is_system())
+            .collect();
+        if after.is_empty() {
+            return Ok(None);
+        }
+        let batches = archive.batches(id)?;
+        let mut best = 0;
+        let mut total = 0;
+        for k in 1..=batches.len() {
+            let newest = &batches[batches.len() - k..];
+            if newest[0].originals.is_empty() {
+                break;
+            }
+            total += newest[0].originals.len();
+            if total > after.len() {
+                break;
+            }
+            let originals = newest.iter().flat_map(|b| b.originals.iter());
+            if originals.zip(&after).all(|(o, &i)| stored[i].json == *o) {
+                best = total;
+            }
+        }
+        if best == 0 {
+            return Ok(None);
+        }
+        let last = after[best - 1];
+        let removed: Vec<i64> = stored[lead..=last].iter().map(|m| m.key).collect();
+        let clip = Message::text_message(
+            MessageId::new("compaction"),
+            "user",
+            &clip_text(&batches, self.cfg.clip_window, id),
+        );
+        let mut insert = vec![conv.message_json(&clip)];
+        insert.extend(
+            (start..=last)
+                .filter(|&i| msgs[i].role().is_system())
+                .map(|i| stored[i].json.clone()),
+        );
+        Ok(Some((removed, insert, best)))
+    }
+}
+
+fn failed(history: Conversation, e: CompactionError) -> CompactionResult {
+    let t = tokens(&history);
+    let mut r = CompactionResult::unchanged(&history, t);
+    r.error = Some(e);
+    r
+}
+
+/// Write a compaction back: the messages from the clip-archive message's
+/// place to the last folded one are replaced, in one transaction, by what
+/// the compacted history has there.
+fn finish_stored(
+    id: &str,
+    persistence: &dyn Persistence,
+    stored: &[StoredMessage],
+    conv: &Conversation,
+    mut res: CompactionResult,
+    mut notes: Vec<String>,
+) -> CompactionResult {
+    notes.append(&mut res.notes);
+    res.notes = notes;
+    if !res.compacted {
+        return res;
+    }
+    let out = &res.history;
+    let kept: HashSet<&MessageId> = out.messages.iter().map(|m| m.id()).collect();
+    let index: HashMap<&MessageId, usize> = conv
+        .messages
+        .iter()
+        .enumerate()
+        .map(|(i, m)| (m.id(), i))
+        .collect();
+    let Some(at) = out
+        .messages
+        .iter()
+        .position(|m| !index.contains_key(m.id()))
+    else {
+        return unchanged_with(
+            res,
+            conv,
+            "no clip-archive message in the compacted history",
+        );
+    };
+    let Some(last) = (0..conv.messages.len())
+        .rev()
+        .find(|&i| !kept.contains(conv.messages[i].id()))
+    else {
+        return unchanged_with(res, conv, "nothing was folded");
+    };
+    // The compacted history is the stored one with [at..=last] replaced.
+    let tail = &conv.messages[last + 1..];
+    let insert_len = out.messages.len().saturating_sub(at + tail.len());
+    let same_prefix = out.messages[..at]
+        .iter()
+        .zip(&conv.messages[..at])
+        .all(|(a, b)| a.id() == b.id());
+    let same_tail = out.messages[at + insert_len..]
+        .iter()
+        .zip(tail)
+        .all(|(a, b)| a.id() == b.id());
+    if !same_prefix || !same_tail || at > last {
+        return unchanged_with(
+            res,
+            conv,
+            "the compacted history is not a fold of the stored one",
+        );
+    }
+    let removed: Vec<i64> = stored[at..=last].iter().map(|m| m.key).collect();
+    let insert: Vec<String> = out.messages[at..at + insert_len]
+        .iter()
+        .map(|m| out.message_json(m))
+        .collect();
+    if let Err(e) = persistence.fold(id, &removed, &insert) {
+        let mut r = unchanged_with(
+            res,
+            conv,
+            "the batches are archived; the next compaction of this conversation deletes the folded messages",
+        );
+        r.error = Some(e.into());
+        return r;
+    }
+    res
+}
+
+fn unchanged_with(res: CompactionResult, conv: &Conversation, why: &str) -> CompactionResult {
+    let mut r = CompactionResult::unchanged(conv, res.tokens_before);
+    r.notes = res.notes;
+    r.notes.push(why.to_string());
+    r.error = Some(CompactionError::Failed(why.to_string()));
+    r
+}
+
+/// The conversation kept in `persistence` with its clip-archive message
+/// replaced by the originals of every batch of `archive` (oldest first): the
+/// messages as they were appended, before any compaction.
+pub fn expand_stored(
+    conversation_id: &str,
+    persistence: &dyn Persistence,
+    archive: &dyn BatchArchive,
+) -> Result<Vec<String>, CompactionError> {
+    let stored = persistence.load(conversation_id)?;
+    let conv = parse(&stored)?;
+    let mut out = Vec::with_capacity(stored.len());
+    let mut expanded = false;
+    for (m, s) in conv.messages.iter().zip(&stored) {
+        if !expanded && is_clip(m) {
+            expanded = true;
+            for b in archive.batches(conversation_id)? {
+                out.extend(b.originals);
+            }
+        } else {
+            out.push(s.json.clone());
+        }
+    }
+    Ok(out)
+}

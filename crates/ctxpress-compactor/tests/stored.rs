@@ -1,0 +1,225 @@
+//! Compaction of a conversation kept in a `Persistence`: archive first, then
+//! delete; an interrupted run is finished by the next one; expand gives back
+//! every message as appended.
+
+use ctxpress_compactor::{CompactionConfig, Compactor, expand_stored};
+use ctxpress_core::archive::ArchiveError;
+use ctxpress_core::compaction::{
+    BatchArchive, MemoryBatchArchive, MemoryPersistence, Persistence, StoredMessage,
+};
+use serde_json::json;
+use std::sync::Mutex;
+
+const T0: i64 = 1_790_000_000;
+
+/// Message `i` of a long conversation: user/assistant prose with a tool
+/// exchange every fifth turn, all with timestamps.
+fn message(i: usize) -> Vec<String> {
+    let t = T0 + 60 * i as i64;
+    if i % 5 == 4 {
+        let id = format!("call{i}");
+        vec![
+            json!({"role": "assistant", "content": "", "timestamp": t, "tool_calls": [{"id": id,
+                "type": "function", "function": {"name": "Bash",
+                "arguments": json!({"command": format!("cargo test --test t{i}")}).to_string()}}]})
+            .to_string(),
+            json!({"role": "tool", "tool_call_id": id, "timestamp": t,
+                "content": format!("test t{i} ... ok\n").repeat(20)})
+            .to_string(),
+        ]
+    } else {
+        let role = if i.is_multiple_of(2) {
+            "user"
+        } else {
+            "assistant"
+        };
+        vec![
+            json!({"role": role, "timestamp": t, "content": format!(
+                "Turn {i}: the queue hands work from the primary loop to the secondary loop; \
+                 we keep the ring buffer because it measured well under load ({i})."
+            )})
+            .to_string(),
+        ]
+    }
+}
+
+fn messages(range: std::ops::Range<usize>) -> Vec<String> {
+    range.flat_map(message).collect()
+}
+
+fn compactor() -> Compactor {
+    Compactor::new(CompactionConfig {
+        chunk_tokens: 400,
+        ..CompactionConfig::default()
+    })
+    .unwrap()
+    .with_now(T0 * 1000)
+}
+
+fn system() -> String {
+    json!({"role": "system", "content": "You are a coding agent."}).to_string()
+}
+
+#[test]
+fn stored_conversation_is_folded_in_place_and_expands_exactly() {
+    let (p, a) = (MemoryPersistence::new(), MemoryBatchArchive::new());
+    let mut appended = vec![system()];
+    appended.extend(messages(0..40));
+    p.append("c", &appended).unwrap();
+    let c = compactor();
+    for round in 0..3 {
+        let before = p.load("c").unwrap().len();
+        let r = c.compress_stored("c", &p, &a);
+        assert!(r.error.is_none(), "round {round}: {:?}", r.error);
+        assert!(r.compacted, "round {round}: {:?}", r.notes);
+        let after = p.load("c").unwrap();
+        assert!(after.len() < before, "round {round}");
+        // What is stored is the compacted history.
+        let stored: Vec<&str> = after.iter().map(|m| m.json.as_str()).collect();
+        let history: Vec<String> = r
+            .history
+            .messages
+            .iter()
+            .map(|m| r.history.message_json(m))
+            .collect();
+        assert_eq!(stored, history, "round {round}");
+        assert_eq!(after[0].json, system());
+        assert!(
+            after[1].json.contains("[Context Summary"),
+            "{}",
+            after[1].json
+        );
+        assert_eq!(
+            expand_stored("c", &p, &a).unwrap(),
+            appended,
+            "round {round}"
+        );
+        // More messages arrive.
+        let more = messages(40 + round * 20..60 + round * 20);
+        p.append("c", &more).unwrap();
+        appended.extend(more);
+    }
+    assert_eq!(expand_stored("c", &p, &a).unwrap(), appended);
+}
+
+/// A persistence whose `fold` fails (after the archive commit): the crash
+/// window between the two writes.
+struct FailingFold {
+    inner: MemoryPersistence,
+    fail: Mutex<bool>,
+}
+
+impl Persistence for FailingFold {
+    fn load(&self, c: &str) -> Result<Vec<StoredMessage>, ArchiveError> {
+        self.inner.load(c)
+    }
+    fn append(&self, c: &str, m: &[String]) -> Result<Vec<i64>, ArchiveError> {
+        self.inner.append(c, m)
+    }
+    fn fold(&self, c: &str, r: &[i64], i: &[String]) -> Result<(), ArchiveError> {
+        if *self.fail.lock().unwrap() {
+            return Err(ArchiveError::Backend("killed".into()));
+        }
+        self.inner.fold(c, r, i)
+    }
+}
+
+#[test]
+fn a_run_stopped_after_the_archive_commit_is_finished_by_the_next() {
+    let p = FailingFold {
+        inner: MemoryPersistence::new(),
+        fail: Mutex::new(true),
+    };
+    let a = MemoryBatchArchive::new();
+    let mut appended = vec![system()];
+    appended.extend(messages(0..40));
+    p.append("c", &appended).unwrap();
+    let c = compactor();
+    let r = c.compress_stored("c", &p, &a);
+    assert!(!r.compacted);
+    assert!(r.error.is_some());
+    assert!(!a.is_empty(), "the batches were committed first");
+    let batches = a.batches("c").unwrap().len();
+    // Every original is still stored.
+    let stored: Vec<String> = p.load("c").unwrap().into_iter().map(|m| m.json).collect();
+    assert_eq!(stored, appended);
+
+    *p.fail.lock().unwrap() = false;
+    let r = c.compress_stored("c", &p, &a);
+    assert!(r.error.is_none(), "{:?}", r.error);
+    assert!(
+        r.notes.iter().any(|n| n.contains("interrupted compaction")),
+        "{:?}",
+        r.notes
+    );
+    // The same messages were not summarized twice.
+    assert_eq!(a.batches("c").unwrap().len(), batches);
+    assert_eq!(expand_stored("c", &p, &a).unwrap(), appended);
+    // And it goes on as usual.
+    let more = messages(40..70);
+    p.append("c", &more).unwrap();
+    appended.extend(more);
+    let r = c.compress_stored("c", &p, &a);
+    assert!(
+        r.compacted && r.error.is_none(),
+        "{:?} {:?}",
+        r.notes,
+        r.error
+    );
+    assert_eq!(expand_stored("c", &p, &a).unwrap(), appended);
+}
+
+#[test]
+fn an_archive_that_fails_leaves_persistence_untouched() {
+    struct Broken;
+    impl BatchArchive for Broken {
+        fn put_batches(
+            &self,
+            _: &[ctxpress_core::compaction::SummaryBatch],
+        ) -> Result<(), ArchiveError> {
+            Err(ArchiveError::Backend("disk full".into()))
+        }
+        fn batches(
+            &self,
+            _: &str,
+        ) -> Result<Vec<ctxpress_core::compaction::SummaryBatch>, ArchiveError> {
+            Ok(Vec::new())
+        }
+        fn read(
+            &self,
+            _: &str,
+        ) -> Result<Option<ctxpress_core::compaction::SummaryBatch>, ArchiveError> {
+            Ok(None)
+        }
+        fn replace(
+            &self,
+            _: &str,
+            _: &[String],
+            _: ctxpress_core::compaction::SummaryBatch,
+        ) -> Result<(), ArchiveError> {
+            Err(ArchiveError::Backend("disk full".into()))
+        }
+    }
+    let p = MemoryPersistence::new();
+    let mut appended = vec![system()];
+    appended.extend(messages(0..40));
+    p.append("c", &appended).unwrap();
+    let r = compactor().compress_stored("c", &p, &Broken);
+    assert!(!r.compacted);
+    assert!(r.error.is_some());
+    let stored: Vec<String> = p.load("c").unwrap().into_iter().map(|m| m.json).collect();
+    assert_eq!(stored, appended);
+}
+
+#[test]
+fn stored_messages_that_do_not_parse_are_an_error_not_a_panic() {
+    let p = MemoryPersistence::new();
+    p.append("c", &["{\"role\": ".into()]).unwrap();
+    let r = compactor().compress_stored("c", &p, &MemoryBatchArchive::new());
+    assert!(!r.compacted);
+    assert!(r.error.is_some());
+    // An empty conversation is nothing to do.
+    let r = compactor().compress_stored("none", &p, &MemoryBatchArchive::new());
+    assert!(!r.compacted);
+    assert!(r.error.is_none(), "{:?}", r.error);
+}
