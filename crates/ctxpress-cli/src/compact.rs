@@ -8,7 +8,7 @@
 //! input byte for byte, through the same provenance records that
 //! `compress --archive` writes).
 
-use crate::io::{Kind, read_input, render, write_output};
+use crate::io::{Kind, read_input, write_output};
 use crate::usage;
 use anyhow::{Context, Result};
 use ctxpress::compactor::state::is_clip_text;
@@ -214,7 +214,7 @@ pub fn run(a: &CompactArgs) -> Result<ExitCode> {
     write_output(
         a.output.as_deref(),
         input.path.as_deref(),
-        &render(input.kind, &convs),
+        &input.render(&convs),
     )?;
     if a.stats {
         eprint!("{}", table(&rows));

@@ -25,6 +25,16 @@ pub enum Kind {
     Jsonl,
 }
 
+/// One line of a JSONL input, in order, so that it is written back as it came.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Line {
+    /// The next conversation, then this line ending (`\n`, `\r\n`, or
+    /// nothing on a last line without one).
+    Item(String),
+    /// A blank (or whitespace-only) line, kept verbatim with its ending.
+    Blank(String),
+}
+
 /// A parsed input.
 pub struct Input {
     /// Name for messages (`<stdin>` or the path).
@@ -37,6 +47,9 @@ pub struct Input {
     pub items: Vec<(usize, Conversation)>,
     /// Total input bytes.
     pub bytes: usize,
+    /// JSONL only: every line in order (the conversations' line endings and
+    /// the blank lines between them).
+    layout: Vec<Line>,
 }
 
 fn err(msg: impl Into<String>) -> anyhow::Error {
@@ -78,6 +91,7 @@ pub fn read_input(path: &str) -> anyhow::Result<Input> {
         _ => sniff(&text),
     };
     let bytes = text.len();
+    let mut layout = Vec::new();
     let items = match kind {
         Kind::Document => {
             let c = Conversation::parse(&text)
@@ -86,15 +100,23 @@ pub fn read_input(path: &str) -> anyhow::Result<Input> {
         }
         Kind::Jsonl => {
             let mut items = Vec::new();
-            for (i, line) in text.split('\n').enumerate() {
-                let line = line.strip_suffix('\r').unwrap_or(line);
+            for (i, raw) in text.split_inclusive('\n').enumerate() {
+                let (line, ending) = match raw.strip_suffix("\r\n") {
+                    Some(l) => (l, "\r\n"),
+                    None => match raw.strip_suffix('\n') {
+                        Some(l) => (l, "\n"),
+                        None => (raw, ""),
+                    },
+                };
                 if line.trim().is_empty() {
+                    layout.push(Line::Blank(raw.to_string()));
                     continue;
                 }
                 let c = Conversation::parse(line).map_err(|e| {
                     err(format!("{name}:{}:{}: {}", i + e.line, e.column, e.message))
                 })?;
                 items.push((i + 1, c));
+                layout.push(Line::Item(ending.to_string()));
             }
             items
         }
@@ -105,6 +127,7 @@ pub fn read_input(path: &str) -> anyhow::Result<Input> {
         kind,
         items,
         bytes,
+        layout,
     })
 }
 
@@ -122,16 +145,45 @@ fn sniff(text: &str) -> Kind {
     }
 }
 
-/// Serialize conversations in the input's layout.
-pub fn render(kind: Kind, convs: &[&Conversation]) -> Vec<u8> {
-    let mut out = Vec::new();
-    for c in convs {
-        c.write_to(&mut out).expect("writing to a Vec cannot fail");
-        if kind == Kind::Jsonl {
-            out.push(b'\n');
+impl Input {
+    /// Serialize conversations (one per input conversation, in order) in the
+    /// input's layout: a document as it was around its messages; JSONL with
+    /// each line's own ending (`\n` or `\r\n`, none on a last line that had
+    /// none) and the blank lines where they were. An identity run gives the
+    /// input back byte for byte.
+    pub fn render(&self, convs: &[&Conversation]) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.bytes);
+        match self.kind {
+            Kind::Document => {
+                for c in convs {
+                    c.write_to(&mut out).expect("writing to a Vec cannot fail");
+                }
+            }
+            Kind::Jsonl => {
+                let mut next = convs.iter();
+                for l in &self.layout {
+                    match l {
+                        Line::Blank(raw) => out.extend_from_slice(raw.as_bytes()),
+                        Line::Item(ending) => {
+                            if let Some(c) = next.next() {
+                                c.write_to(&mut out).expect("writing to a Vec cannot fail");
+                                out.extend_from_slice(ending.as_bytes());
+                            }
+                        }
+                    }
+                }
+                // More conversations than input lines (not done today): one a line.
+                for c in next {
+                    if out.last().is_some_and(|b| *b != b'\n') {
+                        out.push(b'\n');
+                    }
+                    c.write_to(&mut out).expect("writing to a Vec cannot fail");
+                    out.push(b'\n');
+                }
+            }
         }
+        out
     }
-    out
 }
 
 /// Write to `out` (or stdout when `None` or `-`) through a temporary file that is

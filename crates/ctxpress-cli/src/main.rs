@@ -10,7 +10,7 @@ use clap::{Parser, Subcommand};
 use ctxpress::core::tokens::{count_message, counter_by_name};
 use ctxpress::core::{Role, StageStatus, TokenCounter};
 use ctxpress::{Compressor, Conversation, PipelineConfig, Report};
-use io::{InputError, read_input, render, write_output};
+use io::{InputError, read_input, write_output};
 use serde_json::{Value, json};
 use std::io::IsTerminal;
 use std::process::ExitCode;
@@ -283,7 +283,7 @@ fn compress(a: CompressArgs) -> Result<ExitCode> {
     write_output(
         a.output.as_deref(),
         input.path.as_deref(),
-        &render(input.kind, &convs),
+        &input.render(&convs),
     )?;
     if a.stats {
         eprint!("{}", stats_table(&total));
@@ -430,7 +430,7 @@ fn expand(input: &str, archive: &str, output: Option<&str>) -> Result<ExitCode> 
         );
     }
     let refs: Vec<&Conversation> = out.iter().collect();
-    write_output(output, inp.path.as_deref(), &render(inp.kind, &refs))?;
+    write_output(output, inp.path.as_deref(), &inp.render(&refs))?;
     Ok(ExitCode::SUCCESS)
 }
 
