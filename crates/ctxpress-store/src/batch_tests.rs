@@ -168,8 +168,30 @@ fn batch_summaries_are_searchable_by_label() {
     // whole batch (BatchArchive::read).
     assert_eq!(a.read(&b1.label).unwrap(), Some(b1.originals.clone()));
     assert_eq!(BatchArchive::read(&a, &b1.label).unwrap(), Some(b1.clone()));
-    // The original messages' words are not indexed as batch text.
-    assert!(a.search("original", None, 10).unwrap().is_empty());
+    // The original messages a batch holds are found as originals under its
+    // label, at their position in the batch.
+    let hits = a.search("original", Some("c1"), 10).unwrap();
+    assert_eq!(hits.len(), 1, "{hits:?}");
+    assert_eq!(
+        (
+            hits[0].kind,
+            hits[0].key.as_str(),
+            hits[0].pos,
+            hits[0].role.as_deref()
+        ),
+        (HitKind::Original, b1.label.as_str(), 0, Some("user"))
+    );
+    // A message also archived as a record (as `ctxpress compact` does) is
+    // shown once.
+    a.put_for(
+        Some("c1"),
+        &[ctxpress_core::archive::Record {
+            key: "k1".into(),
+            originals: vec![b1.originals[0].clone()],
+        }],
+    )
+    .unwrap();
+    assert_eq!(a.search("original", Some("c1"), 10).unwrap().len(), 1);
     check_integrity(&a);
 
     // Rewriting a label replaces its index rows.

@@ -133,7 +133,8 @@ fn write(tx: &Transaction<'_>, b: &SummaryBatch, seq: Option<i64>) -> Result<(),
         Some(&b.conversation),
         &[(b.label.as_str(), std::slice::from_ref(&b.summary))],
     )
-    .map_err(backend)
+    .map_err(backend)?;
+    search::index_batch_originals(tx, &b.conversation, &b.label, &b.originals).map_err(backend)
 }
 
 fn remove(tx: &Transaction<'_>, label: &str) -> Result<(), ArchiveError> {

@@ -9,7 +9,10 @@
 //! key (for a batch: its label) and position, and the message's role.
 //!
 //! A summary batch (see [`BatchArchive`](ctxpress_core::compaction::BatchArchive))
-//! gets one row: its summary text, key = its label, position 0, no role.
+//! gets one row for its summary text (kind `batch`, key = its label, position
+//! 0, no role) and one row per original message it holds (kind `original`,
+//! key = its label, position in the batch). A search shows a message indexed
+//! twice (a record and a batch) once.
 //!
 //! Within one batch a text is indexed once: first under the per-position
 //! record that stands for it (what left the context), else under the batch's
@@ -178,6 +181,24 @@ pub(crate) fn index_batch(
     Ok(())
 }
 
+/// Index the originals a summary batch holds under its label (kind
+/// `original`, positions as in the batch), after its summary row; each text
+/// once.
+pub(crate) fn index_batch_originals(
+    tx: &Transaction<'_>,
+    conversation: &str,
+    label: &str,
+    originals: &[String],
+) -> rusqlite::Result<()> {
+    let mut seen = HashSet::new();
+    for (pos, text) in originals.iter().enumerate() {
+        if seen.insert(content_hash(text)) {
+            index_one(tx, HitKind::Original, Some(conversation), label, pos, text)?;
+        }
+    }
+    Ok(())
+}
+
 pub(crate) fn clear_key(tx: &Connection, key: &str) -> rusqlite::Result<()> {
     tx.prepare_cached(
         "DELETE FROM search_fts WHERE rowid IN (SELECT id FROM search_docs WHERE key = ?1)",
@@ -242,7 +263,11 @@ pub(crate) fn search(
     if limit == 0 {
         return Ok(Vec::new());
     }
-    let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+    // The same message may be indexed twice (as a record `compress
+    // --archive` or `compact` wrote, and inside a summary batch): one hit
+    // is shown, so a few more rows are read than asked for.
+    let wanted = limit;
+    let limit = i64::try_from(limit.saturating_mul(2).saturating_add(16)).unwrap_or(i64::MAX);
     let sql = format!(
         "SELECT d.kind, d.conversation, d.key, d.pos, d.role, \
          snippet(search_fts, 0, '{SNIPPET_OPEN}', '{SNIPPET_CLOSE}', '…', 16), bm25(search_fts) \
@@ -265,5 +290,23 @@ pub(crate) fn search(
             score: -bm25,
         })
     })?;
-    rows.collect()
+    let mut seen = HashSet::new();
+    let mut hits = Vec::new();
+    for h in rows {
+        let h = h?;
+        let same = (
+            h.kind,
+            h.conversation.clone(),
+            h.role.clone(),
+            h.snippet.clone(),
+        );
+        if h.kind == HitKind::Original && !seen.insert(same) {
+            continue;
+        }
+        hits.push(h);
+        if hits.len() == wanted {
+            break;
+        }
+    }
+    Ok(hits)
 }
