@@ -8,7 +8,7 @@
 //! input byte for byte, through the same provenance records that
 //! `compress --archive` writes).
 
-use crate::io::{Kind, read_input, write_output};
+use crate::io::{Kind, PathUse, check_paths, read_input, write_output};
 use crate::usage;
 use anyhow::{Context, Result};
 use ctxpress::compactor::state::is_clip_text;
@@ -157,6 +157,17 @@ fn conversation_ids(
 
 /// Run `ctxpress compact`.
 pub fn run(a: &CompactArgs) -> Result<ExitCode> {
+    let mut uses = vec![
+        PathUse::read("INPUT", &a.input),
+        PathUse::write("--archive", &a.archive),
+    ];
+    if let Some(c) = &a.config {
+        uses.push(PathUse::read("--config", c));
+    }
+    if let Some(o) = &a.output {
+        uses.push(PathUse::write("-o", o));
+    }
+    check_paths(&uses)?;
     let cfg = load_config(a)?;
     let compactor = Compactor::new(cfg).map_err(|e| usage(e.to_string()))?;
     let mut input = read_input(&a.input)?;
@@ -211,11 +222,7 @@ pub fn run(a: &CompactArgs) -> Result<ExitCode> {
         *conv = r.history;
     }
     let convs: Vec<&Conversation> = input.items.iter().map(|(_, c)| c).collect();
-    write_output(
-        a.output.as_deref(),
-        input.path.as_deref(),
-        &input.render(&convs),
-    )?;
+    write_output(a.output.as_deref(), &input.render(&convs))?;
     if a.stats {
         eprint!("{}", table(&rows));
     }

@@ -1,4 +1,5 @@
-//! Reading conversations from files or stdin, and writing output atomically.
+//! Reading conversations from files or stdin, checking the paths a command
+//! reads and writes, and writing output atomically.
 
 use ctxpress::Conversation;
 use std::io::{Read, Write};
@@ -39,8 +40,6 @@ enum Line {
 pub struct Input {
     /// Name for messages (`<stdin>` or the path).
     pub name: String,
-    /// The file path, when not stdin.
-    pub path: Option<PathBuf>,
     /// Document or JSONL.
     pub kind: Kind,
     /// The conversations, with their 1-based line in the input.
@@ -123,7 +122,6 @@ pub fn read_input(path: &str) -> anyhow::Result<Input> {
     };
     Ok(Input {
         name,
-        path: file,
         kind,
         items,
         bytes,
@@ -186,10 +184,223 @@ impl Input {
     }
 }
 
+// ---------------------------------------------------------------------------
+// Paths a command reads and writes.
+
+/// How a command uses a path.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// Only read.
+    Read,
+    /// Written (replaced through a temporary file, or a database updated in place).
+    Write,
+}
+
+/// One path a command uses: the flag that names it (for messages), the path
+/// as given, and whether it is written.
+#[derive(Debug, Clone)]
+pub struct PathUse {
+    /// `INPUT`, `-o`, `--stats-json`, `--archive`, `--config`, ...
+    pub flag: String,
+    /// The path as given (`-` is stdin or stdout).
+    pub path: String,
+    /// Read or written.
+    pub access: Access,
+}
+
+impl PathUse {
+    /// A path read.
+    pub fn read(flag: &str, path: &str) -> Self {
+        Self {
+            flag: flag.into(),
+            path: path.into(),
+            access: Access::Read,
+        }
+    }
+    /// A path written.
+    pub fn write(flag: &str, path: &str) -> Self {
+        Self {
+            flag: flag.into(),
+            path: path.into(),
+            access: Access::Write,
+        }
+    }
+}
+
+/// What a path names, for comparing two of them.
+#[derive(Debug)]
+struct Ident {
+    /// The path with every symbolic link resolved (for a file that does not
+    /// exist yet: its resolved folder joined with its name).
+    canon: PathBuf,
+    /// Device and inode of an existing file (hard links compare equal).
+    node: Option<(u64, u64)>,
+    /// An existing file that is neither a regular file nor a folder (a
+    /// terminal, `/dev/null`, a pipe): writing to it replaces nothing.
+    special: bool,
+}
+
+impl Ident {
+    fn same(&self, other: &Ident) -> bool {
+        self.canon == other.canon || (self.node.is_some() && self.node == other.node)
+    }
+}
+
+#[cfg(unix)]
+fn node(md: &std::fs::Metadata) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    Some((md.dev(), md.ino()))
+}
+
+#[cfg(not(unix))]
+fn node(_: &std::fs::Metadata) -> Option<(u64, u64)> {
+    None
+}
+
+/// Follow symbolic links as far as they go, also a dangling one (whose
+/// target a write creates, as a shell redirect does), at most 40 deep.
+fn resolve_links(path: &Path) -> PathBuf {
+    let mut p = path.to_path_buf();
+    for _ in 0..40 {
+        let Ok(md) = std::fs::symlink_metadata(&p) else {
+            break;
+        };
+        if !md.file_type().is_symlink() {
+            break;
+        }
+        let Ok(target) = std::fs::read_link(&p) else {
+            break;
+        };
+        p = match p.parent() {
+            Some(d) => d.join(target),
+            None => target,
+        };
+    }
+    p
+}
+
+/// The absolute form of `p` with its folder's links resolved.
+fn canonical(p: &Path) -> PathBuf {
+    if let Ok(c) = std::fs::canonicalize(p) {
+        return c;
+    }
+    let abs = std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
+    match (abs.parent(), abs.file_name()) {
+        (Some(d), Some(n)) => std::fs::canonicalize(d)
+            .map(|d| d.join(n))
+            .unwrap_or_else(|_| abs.clone()),
+        _ => abs,
+    }
+}
+
+fn ident(path: &str) -> Ident {
+    let p = resolve_links(Path::new(path));
+    match std::fs::metadata(&p) {
+        Ok(md) => Ident {
+            canon: canonical(&p),
+            node: node(&md),
+            special: !md.is_file() && !md.is_dir(),
+        },
+        Err(_) => Ident {
+            canon: canonical(&p),
+            node: None,
+            special: false,
+        },
+    }
+}
+
+/// Standard input when it is redirected from a file (`< FILE`).
+fn stdin_ident() -> Option<Ident> {
+    #[cfg(unix)]
+    {
+        use std::os::fd::AsFd;
+        let fd = std::io::stdin().as_fd().try_clone_to_owned().ok()?;
+        let md = std::fs::File::from(fd).metadata().ok()?;
+        if !md.is_file() {
+            return None;
+        }
+        Some(Ident {
+            canon: PathBuf::new(),
+            node: node(&md),
+            special: false,
+        })
+    }
+    #[cfg(not(unix))]
+    None
+}
+
+/// Refuse (exit 2, before anything is read or written) when a path the
+/// command writes names the same file as another path it reads or writes:
+/// through symbolic links, `..`, or hard links. A SQLite archive also writes
+/// its `-wal`, `-shm` and `-journal` files next to it. Existing files that are
+/// not regular files (`/dev/null`, a terminal, a pipe) are not compared:
+/// writing to them replaces nothing.
+pub fn check_paths(uses: &[PathUse]) -> anyhow::Result<()> {
+    let mut all: Vec<(PathUse, Option<Ident>)> = Vec::new();
+    for u in uses {
+        if u.path == "-" {
+            // stdin (stdout is not compared: the shell opened it already).
+            if u.access == Access::Read {
+                all.push((u.clone(), stdin_ident()));
+            }
+            continue;
+        }
+        all.push((u.clone(), Some(ident(&u.path))));
+        if u.flag == "--archive" && u.access == Access::Write {
+            for ext in ["-wal", "-shm", "-journal"] {
+                let side = format!("{}{ext}", u.path);
+                let flag = format!("--archive (its {ext} file)");
+                let id = ident(&side);
+                all.push((PathUse::write(&flag, &side), Some(id)));
+            }
+        }
+    }
+    for (i, (a, ia)) in all.iter().enumerate() {
+        for (b, ib) in &all[i + 1..] {
+            if a.access == Access::Read && b.access == Access::Read {
+                continue;
+            }
+            let (Some(ia), Some(ib)) = (ia, ib) else {
+                continue;
+            };
+            if ia.special || ib.special || !ia.same(ib) {
+                continue;
+            }
+            if a.flag.starts_with("--archive (") && b.flag.starts_with("--archive (") {
+                continue;
+            }
+            let (w, o) = if b.access == Access::Write {
+                (b, a)
+            } else {
+                (a, b)
+            };
+            let what = if o.flag == "INPUT" {
+                "the input".to_string()
+            } else {
+                format!("{} {}", o.flag, o.path)
+            };
+            let shown = |u: &PathUse| {
+                if u.path == "-" {
+                    format!("{} (stdin)", u.flag)
+                } else {
+                    format!("{} {}", u.flag, u.path)
+                }
+            };
+            return Err(err(format!(
+                "{} and {} name the same file: refusing to overwrite {what}",
+                shown(o),
+                shown(w),
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// Write to `out` (or stdout when `None` or `-`) through a temporary file that is
-/// renamed into place, so a failed run never leaves partial output. Refuses to
-/// overwrite the input.
-pub fn write_output(out: Option<&str>, input: Option<&Path>, bytes: &[u8]) -> anyhow::Result<()> {
+/// renamed into place, so a failed run never leaves partial output. The paths
+/// were checked by [`check_paths`] (never the input, an archive or another
+/// output).
+pub fn write_output(out: Option<&str>, bytes: &[u8]) -> anyhow::Result<()> {
     match out {
         None | Some("-") => {
             let mut so = std::io::stdout().lock();
@@ -199,12 +410,6 @@ pub fn write_output(out: Option<&str>, input: Option<&Path>, bytes: &[u8]) -> an
         }
         Some(path) => {
             let p = Path::new(path);
-            if let Some(inp) = input
-                && let (Ok(a), Ok(b)) = (std::fs::canonicalize(inp), std::fs::canonicalize(p))
-                && a == b
-            {
-                return Err(err(format!("{path}: refusing to overwrite the input file")));
-            }
             let dir = match p.parent() {
                 Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
                 _ => PathBuf::from("."),

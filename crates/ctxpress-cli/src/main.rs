@@ -10,7 +10,7 @@ use clap::{Parser, Subcommand};
 use ctxpress::core::tokens::{count_message, counter_by_name};
 use ctxpress::core::{Role, StageStatus, TokenCounter};
 use ctxpress::{Compressor, Conversation, PipelineConfig, Report};
-use io::{InputError, read_input, write_output};
+use io::{InputError, PathUse, check_paths, read_input, write_output};
 use serde_json::{Value, json};
 use std::io::IsTerminal;
 use std::process::ExitCode;
@@ -231,7 +231,26 @@ fn open_archive(path: &str) -> Result<Arc<dyn ctxpress::Archive>> {
     Ok(Arc::new(a))
 }
 
+/// The paths `compress` reads and writes, checked before anything is.
+fn compress_paths(a: &CompressArgs) -> Vec<PathUse> {
+    let mut uses = vec![PathUse::read("INPUT", &a.input)];
+    if let Some(c) = &a.config {
+        uses.push(PathUse::read("--config", c));
+    }
+    if let Some(d) = &a.archive {
+        uses.push(PathUse::write("--archive", d));
+    }
+    if let Some(o) = &a.output {
+        uses.push(PathUse::write("-o", o));
+    }
+    if let Some(s) = &a.stats_json {
+        uses.push(PathUse::write("--stats-json", s));
+    }
+    uses
+}
+
 fn compress(a: CompressArgs) -> Result<ExitCode> {
+    check_paths(&compress_paths(&a))?;
     let cfg = load_config(&a)?;
     let mut input = read_input(&a.input)?;
     let archive = a.archive.as_deref().map(open_archive).transpose()?;
@@ -280,17 +299,13 @@ fn compress(a: CompressArgs) -> Result<ExitCode> {
         b.finish_and_clear();
     }
     let convs: Vec<&Conversation> = input.items.iter().map(|(_, c)| c).collect();
-    write_output(
-        a.output.as_deref(),
-        input.path.as_deref(),
-        &input.render(&convs),
-    )?;
+    write_output(a.output.as_deref(), &input.render(&convs))?;
     if a.stats {
         eprint!("{}", stats_table(&total));
     }
     if let Some(p) = &a.stats_json {
         let v = json!({ "conversations": input.items.len(), "input_bytes": input.bytes, "ratio": total.ratio(), "fits": total.budget.as_ref().map(|b| b.fits), "statistics": ctxpress::statistics(&total), "report": total });
-        write_output(Some(p), None, serde_json::to_string_pretty(&v)?.as_bytes())?;
+        write_output(Some(p), serde_json::to_string_pretty(&v)?.as_bytes())?;
     }
     if misfits.is_empty() {
         return Ok(ExitCode::SUCCESS);
@@ -418,6 +433,14 @@ fn stats_table(r: &Report) -> String {
 }
 
 fn expand(input: &str, archive: &str, output: Option<&str>) -> Result<ExitCode> {
+    let mut uses = vec![
+        PathUse::read("INPUT", input),
+        PathUse::write("--archive", archive),
+    ];
+    if let Some(o) = output {
+        uses.push(PathUse::write("-o", o));
+    }
+    check_paths(&uses)?;
     if !std::path::Path::new(archive).exists() {
         return Err(usage(format!("{archive}: no such archive")));
     }
@@ -430,7 +453,7 @@ fn expand(input: &str, archive: &str, output: Option<&str>) -> Result<ExitCode> 
         );
     }
     let refs: Vec<&Conversation> = out.iter().collect();
-    write_output(output, inp.path.as_deref(), &inp.render(&refs))?;
+    write_output(output, &inp.render(&refs))?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -168,3 +168,205 @@ fn compress_keeps_line_endings_and_expand_restores_the_bytes() {
         assert_eq!(std::fs::read(&back).unwrap(), bytes, "{preset}");
     }
 }
+
+// ---------------------------------------------------------------------------
+// 2. Paths that would destroy data.
+
+/// Every file under `dir` with its bytes.
+fn snapshot(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut v: Vec<(PathBuf, Vec<u8>)> = std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_type().unwrap().is_file())
+        .map(|e| (e.path(), std::fs::read(e.path()).unwrap()))
+        .collect();
+    v.sort();
+    v
+}
+
+/// `ctxpress ARGS` exits 2 naming both flags, and no file in `dir` was
+/// created, changed or removed.
+fn refused(dir: &Path, args: &[&dyn AsRef<std::ffi::OsStr>], flags: [&str; 2]) {
+    let before = snapshot(dir);
+    let o = run(args, None);
+    let err = stderr(&o);
+    let shown: Vec<String> = args
+        .iter()
+        .map(|a| a.as_ref().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(o.status.code(), Some(2), "{shown:?}: {err}");
+    for f in flags {
+        assert!(err.contains(f), "{shown:?}: `{f}` not named in: {err}");
+    }
+    assert!(err.contains("refusing to overwrite"), "{err}");
+    assert!(o.stdout.is_empty());
+    assert_eq!(snapshot(dir), before, "{shown:?}: files changed");
+}
+
+/// A folder with an input, a filled archive and a config file.
+fn workspace() -> (tempfile::TempDir, PathBuf, PathBuf, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let inp = dir.path().join("in.jsonl");
+    std::fs::write(&inp, corpus_lines(2).join("\n") + "\n").unwrap();
+    let db = dir.path().join("a.db");
+    let out0 = dir.path().join("first.jsonl");
+    let o = run(
+        &[
+            &"compress",
+            &"--preset",
+            &"chat",
+            &"--budget",
+            &"1500",
+            &"--archive",
+            &db,
+            &inp,
+            &"-o",
+            &out0,
+        ],
+        None,
+    );
+    assert!(matches!(o.status.code(), Some(0 | 3)), "{}", stderr(&o));
+    assert!(std::fs::metadata(&db).unwrap().len() > 0);
+    let cfg = dir.path().join("p.toml");
+    std::fs::write(&cfg, "version = 1\n[[stages]]\ntype = \"dedup\"\n").unwrap();
+    (dir, inp, db, cfg)
+}
+
+#[test]
+fn compress_refuses_outputs_that_name_an_input_or_each_other() {
+    let (dir, inp, db, cfg) = workspace();
+    let d = dir.path();
+    let out = d.join("out.jsonl");
+    let new_db = d.join("new.db");
+    // --stats-json naming the input (through `..`), before the new archive is created.
+    let dotdot = d.join("sub");
+    std::fs::create_dir(&dotdot).unwrap();
+    let via = dotdot.join("../in.jsonl");
+    refused(
+        d,
+        &[
+            &"compress",
+            &inp,
+            &"--archive",
+            &new_db,
+            &"--stats-json",
+            &via,
+        ],
+        ["INPUT", "--stats-json"],
+    );
+    assert!(!new_db.exists());
+    // --stats-json equal to -o.
+    refused(
+        d,
+        &[&"compress", &inp, &"-o", &out, &"--stats-json", &out],
+        ["-o", "--stats-json"],
+    );
+    // -o equal to --archive (an archive that holds records).
+    refused(
+        d,
+        &[&"compress", &inp, &"--archive", &db, &"-o", &db],
+        ["--archive", "-o"],
+    );
+    // --stats-json on the archive's write-ahead log.
+    let wal = d.join("a.db-wal");
+    refused(
+        d,
+        &[&"compress", &inp, &"--archive", &db, &"--stats-json", &wal],
+        ["--archive", "--stats-json"],
+    );
+    // -o equal to --config; --archive equal to the input.
+    refused(
+        d,
+        &[&"compress", &inp, &"--config", &cfg, &"-o", &cfg],
+        ["--config", "-o"],
+    );
+    refused(
+        d,
+        &[&"compress", &inp, &"--archive", &inp],
+        ["INPUT", "--archive"],
+    );
+}
+
+#[cfg(unix)]
+#[test]
+fn links_and_redirected_stdin_are_the_same_file() {
+    let (dir, inp, db, _) = workspace();
+    let d = dir.path();
+    // A symbolic link to the input, a hard link to the input, a symbolic
+    // link to the archive.
+    let sym = d.join("sym.jsonl");
+    std::os::unix::fs::symlink(&inp, &sym).unwrap();
+    let hard = d.join("hard.jsonl");
+    std::fs::hard_link(&inp, &hard).unwrap();
+    let db_link = d.join("db-link");
+    std::os::unix::fs::symlink("a.db", &db_link).unwrap();
+    refused(d, &[&"compress", &inp, &"-o", &sym], ["INPUT", "-o"]);
+    refused(d, &[&"compress", &inp, &"-o", &hard], ["INPUT", "-o"]);
+    refused(
+        d,
+        &[&"compress", &inp, &"--stats-json", &hard],
+        ["INPUT", "--stats-json"],
+    );
+    refused(
+        d,
+        &[&"compress", &inp, &"--archive", &db, &"-o", &db_link],
+        ["--archive", "-o"],
+    );
+    // `ctxpress compress - -o FILE < FILE`.
+    let before = snapshot(d);
+    let o = Command::new(BIN)
+        .args(["compress", "-", "-o"])
+        .arg(&hard)
+        .stdin(std::fs::File::open(&inp).unwrap())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("INPUT (stdin)"), "{}", stderr(&o));
+    assert_eq!(snapshot(d), before);
+}
+
+#[test]
+fn expand_and_compact_refuse_the_same_paths() {
+    let (dir, inp, db, cfg) = workspace();
+    let d = dir.path();
+    let first = d.join("first.jsonl");
+    refused(
+        d,
+        &[&"expand", &first, &"--archive", &db, &"-o", &db],
+        ["--archive", "-o"],
+    );
+    refused(
+        d,
+        &[&"expand", &first, &"--archive", &db, &"-o", &first],
+        ["INPUT", "-o"],
+    );
+    refused(
+        d,
+        &[&"compact", &inp, &"--archive", &db, &"-o", &db],
+        ["--archive", "-o"],
+    );
+    refused(
+        d,
+        &[&"compact", &inp, &"--archive", &db, &"-o", &inp],
+        ["INPUT", "-o"],
+    );
+    refused(
+        d,
+        &[
+            &"compact",
+            &inp,
+            &"--archive",
+            &db,
+            &"--config",
+            &cfg,
+            &"-o",
+            &cfg,
+        ],
+        ["--config", "-o"],
+    );
+    refused(
+        d,
+        &[&"compact", &inp, &"--archive", &inp],
+        ["INPUT", "--archive"],
+    );
+}
