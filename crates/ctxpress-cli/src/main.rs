@@ -35,6 +35,10 @@ enum Cmd {
     /// protected tail into summary batches archived in DB.
     Compact(Box<compact::CompactArgs>),
     /// Restore the originals of compressed conversations from an archive.
+    ///
+    /// Exit 1, writing nothing, when messages ctxpress wrote (summaries,
+    /// dedup references, evict notes, [Context Summary ...) remain that the
+    /// archive cannot restore (another archive?); --partial writes them anyway.
     Expand {
         /// Compressed input.
         input: String,
@@ -44,6 +48,10 @@ enum Cmd {
         /// Output file (default stdout).
         #[arg(short, long)]
         output: Option<String>,
+        /// Write what the archive restores even when some compressed messages
+        /// cannot be restored (a warning says how many); exit 0.
+        #[arg(long)]
+        partial: bool,
     },
     /// Search the archived originals (ranked); exit 1 when nothing matches.
     Search(search::SearchArgs),
@@ -148,7 +156,8 @@ fn main() -> ExitCode {
             input,
             archive,
             output,
-        } => expand(&input, &archive, output.as_deref()),
+            partial,
+        } => expand(&input, &archive, output.as_deref(), partial),
         Cmd::Search(a) => search::run(&a),
         Cmd::Validate { input } => validate(&input),
         Cmd::Classify { input, config } => classify(&input, config.as_deref()),
@@ -432,7 +441,11 @@ fn stats_table(r: &Report) -> String {
     s
 }
 
-fn expand(input: &str, archive: &str, output: Option<&str>) -> Result<ExitCode> {
+/// Exit code of `expand` when compressed messages remain that the archive
+/// cannot restore (nothing is written without --partial).
+const EXIT_NOT_RESTORED: u8 = 1;
+
+fn expand(input: &str, archive: &str, output: Option<&str>, partial: bool) -> Result<ExitCode> {
     let mut uses = vec![
         PathUse::read("INPUT", input),
         PathUse::write("--archive", archive),
@@ -447,14 +460,112 @@ fn expand(input: &str, archive: &str, output: Option<&str>) -> Result<ExitCode> 
     let inp = read_input(input)?;
     let arch = open_archive(archive)?;
     let mut out = Vec::with_capacity(inp.items.len());
+    // (line, conversation id, positions of compressed messages left)
+    let mut left: Vec<(usize, Option<String>, Vec<usize>)> = Vec::new();
     for (line, c) in &inp.items {
-        out.push(
-            ctxpress::expand(c, arch.as_ref()).with_context(|| format!("{}:{line}", inp.name))?,
+        let e =
+            ctxpress::expand(c, arch.as_ref()).with_context(|| format!("{}:{line}", inp.name))?;
+        let g = generated_messages(&e);
+        if !g.is_empty() {
+            left.push((*line, e.id(), g));
+        }
+        out.push(e);
+    }
+    if !left.is_empty() {
+        let n: usize = left.iter().map(|l| l.2.len()).sum();
+        for (line, id, pos) in left.iter().take(5) {
+            let id = id.as_ref().map(|i| format!(" ({i})")).unwrap_or_default();
+            let shown: Vec<String> = pos
+                .iter()
+                .take(8)
+                .map(|p| format!("messages[{p}]"))
+                .collect();
+            let more = if pos.len() > 8 { ", ..." } else { "" };
+            eprintln!(
+                "not restored: {}:{line}{id}: {}{more}",
+                inp.name,
+                shown.join(", ")
+            );
+        }
+        if left.len() > 5 {
+            eprintln!("... and {} more conversations", left.len() - 5);
+        }
+        let what = format!(
+            "{n} compressed messages in {} of {} conversations could not be restored from {archive} (not the archive they were compressed with?)",
+            left.len(),
+            inp.items.len()
         );
+        if !partial {
+            eprintln!(
+                "error: {what}; nothing written (exit {EXIT_NOT_RESTORED}; --partial writes what could be restored)"
+            );
+            return Ok(ExitCode::from(EXIT_NOT_RESTORED));
+        }
+        eprintln!("warning: {what}; written as they are (--partial)");
     }
     let refs: Vec<&Conversation> = out.iter().collect();
     write_output(output, &inp.render(&refs))?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Positions of the messages ctxpress wrote in place of others: extractive
+/// or LLM summaries (`[summary: `, `[summary#`), tool-result summaries,
+/// dedup references (`[cce:dup of `, `[cce:near-dup of `), stale-pruner notes
+/// (`[ctxpress: `), evict notes (`[N earlier messages archived: `) and
+/// compaction clips (`[Context Summary`). Any string of the message counts
+/// (content, content blocks, tool results, tool-call arguments, which are
+/// JSON inside a string).
+fn generated_messages(c: &Conversation) -> Vec<usize> {
+    c.messages
+        .iter()
+        .enumerate()
+        .filter(|(_, m)| {
+            serde_json::from_str::<Value>(&c.message_json(m)).is_ok_and(|v| has_generated(&v, 0))
+        })
+        .map(|(i, _)| i)
+        .collect()
+}
+
+fn has_generated(v: &Value, depth: usize) -> bool {
+    match v {
+        Value::String(s) => {
+            looks_generated(s)
+                || (depth < 4
+                    && s.trim_start().starts_with('{')
+                    && serde_json::from_str::<Value>(s).is_ok_and(|v| has_generated(&v, depth + 1)))
+        }
+        Value::Array(a) => a.iter().any(|x| has_generated(x, depth)),
+        Value::Object(o) => o.values().any(|x| has_generated(x, depth)),
+        _ => false,
+    }
+}
+
+/// True for a text that starts the way ctxpress's generated texts do.
+fn looks_generated(s: &str) -> bool {
+    let t = s.trim_start();
+    let Some(rest) = t.strip_prefix('[') else {
+        return false;
+    };
+    if ["summary: ", "summary#", "ctxpress: ", "Context Summary"]
+        .iter()
+        .any(|p| rest.starts_with(p))
+    {
+        return true;
+    }
+    // `[N earlier messages archived: `
+    let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+    if digits > 0 && rest[digits..].starts_with(" earlier messages archived: ") {
+        return true;
+    }
+    // `[LABEL:dup of ` / `[LABEL:near-dup of `
+    let label = rest
+        .bytes()
+        .take_while(|b| b.is_ascii_alphanumeric() || *b == b'_' || *b == b'-')
+        .count();
+    label > 0
+        && rest[label..]
+            .strip_prefix(':')
+            .is_some_and(|r| r.starts_with("dup of ") || r.starts_with("near-dup of "))
 }
 
 fn validate(input: &str) -> Result<ExitCode> {
@@ -595,4 +706,33 @@ fn presets(show: Option<&str>) -> Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::looks_generated;
+
+    #[test]
+    fn generated_texts_are_recognized() {
+        for t in [
+            "[summary: tool bash `ls`: 3 lines]",
+            "[summary#sum_1: t | entities: a]",
+            "[cce:dup of call_7 — 345 chars]",
+            "[cce:near-dup of m1 — 12 chars, ~82% match]",
+            "[ctxpress: a.rs unchanged: same content as Read call c1]",
+            "[16 earlier messages archived: 8 assistant; ctxpress expand restores them]",
+            "  [Context Summary: 9 earlier messages]",
+        ] {
+            assert!(looks_generated(t), "{t}");
+        }
+        for t in [
+            "[WIP] fix the parser",
+            "[summary] of the meeting",
+            "[1, 2, 3]",
+            "[x:dupe of y]",
+            "plain [summary: x]",
+        ] {
+            assert!(!looks_generated(t), "{t}");
+        }
+    }
 }

@@ -370,3 +370,144 @@ fn expand_and_compact_refuse_the_same_paths() {
         ["INPUT", "--archive"],
     );
 }
+
+// ---------------------------------------------------------------------------
+// 3. `expand` with the wrong archive.
+
+#[test]
+fn expand_with_the_wrong_or_an_empty_archive_fails_and_writes_nothing() {
+    let (dir, inp, db, _) = workspace();
+    let d = dir.path();
+    let compressed = d.join("first.jsonl");
+    assert_ne!(
+        std::fs::read(&compressed).unwrap(),
+        std::fs::read(&inp).unwrap()
+    );
+    // Another archive: the same preset over other conversations.
+    let other_in = d.join("other.jsonl");
+    let l = std::fs::read_to_string(data("swe_agent.jsonl")).unwrap();
+    let other: Vec<&str> = l.lines().skip(5).take(2).collect();
+    std::fs::write(&other_in, other.join("\n") + "\n").unwrap();
+    let wrong = d.join("wrong.db");
+    let o = run(
+        &[
+            &"compress",
+            &"--preset",
+            &"chat",
+            &"--budget",
+            &"1500",
+            &"--archive",
+            &wrong,
+            &other_in,
+            &"-o",
+            &d.join("other.out.jsonl"),
+        ],
+        None,
+    );
+    assert!(matches!(o.status.code(), Some(0 | 3)), "{}", stderr(&o));
+    // An empty archive: an identity run records nothing.
+    let empty = d.join("empty.db");
+    let o = run(
+        &[
+            &"compress",
+            &"--preset",
+            &"identity",
+            &"--archive",
+            &empty,
+            &inp,
+            &"-o",
+            &d.join("id.jsonl"),
+        ],
+        None,
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    for db in [&wrong, &empty] {
+        let back = d.join("back.jsonl");
+        let o = run(
+            &[&"expand", &compressed, &"--archive", db, &"-o", &back],
+            None,
+        );
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(1), "{err}");
+        assert!(err.contains("could not be restored"), "{err}");
+        assert!(err.contains("--partial"), "{err}");
+        assert!(err.contains("first.jsonl:1"), "{err}");
+        assert!(!back.exists());
+        // To stdout: nothing either.
+        let o = run(&[&"expand", &compressed, &"--archive", db], None);
+        assert_eq!(o.status.code(), Some(1));
+        assert!(o.stdout.is_empty());
+        // --partial writes what it could (here: the input as it is) and warns.
+        let o = run(
+            &[
+                &"expand",
+                &"--partial",
+                &compressed,
+                &"--archive",
+                db,
+                &"-o",
+                &back,
+            ],
+            None,
+        );
+        assert!(o.status.success(), "{}", stderr(&o));
+        assert!(stderr(&o).contains("warning:"), "{}", stderr(&o));
+        assert_eq!(
+            std::fs::read(&back).unwrap(),
+            std::fs::read(&compressed).unwrap()
+        );
+        std::fs::remove_file(&back).unwrap();
+    }
+    // The right archive restores everything: exit 0, no warning.
+    let back = d.join("back.jsonl");
+    let o = run(
+        &[&"expand", &compressed, &"--archive", &db, &"-o", &back],
+        None,
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).is_empty(), "{}", stderr(&o));
+    assert_eq!(std::fs::read(&back).unwrap(), std::fs::read(&inp).unwrap());
+    // An input that was never compressed needs nothing from any archive.
+    let o = run(&[&"expand", &inp, &"--archive", &empty], None);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(o.stdout, std::fs::read(&inp).unwrap());
+}
+
+#[test]
+fn expand_of_a_compacted_history_with_another_archive_fails() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let (db, out, wrong) = (d.join("a.db"), d.join("out.jsonl"), d.join("w.db"));
+    let o = run(
+        &[
+            &"compact",
+            &data("swe_agent.jsonl"),
+            &"--archive",
+            &db,
+            &"-o",
+            &out,
+        ],
+        None,
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = run(
+        &[
+            &"compress",
+            &"--preset",
+            &"identity",
+            &"--archive",
+            &wrong,
+            &out,
+            &"-o",
+            &d.join("x.jsonl"),
+        ],
+        None,
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = run(&[&"expand", &out, &"--archive", &wrong], None);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    assert!(o.stdout.is_empty());
+    let o = run(&[&"expand", &out, &"--archive", &db], None);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(o.stdout, std::fs::read(data("swe_agent.jsonl")).unwrap());
+}
