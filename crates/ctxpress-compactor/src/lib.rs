@@ -227,6 +227,9 @@ pub struct Compactor {
     prompted: bool,
     notes: Vec<String>,
     now: Option<i64>,
+    /// Fold system messages after the clip position too (a stored
+    /// conversation, whose batches must hold every message in order).
+    fold_system: bool,
 }
 
 impl std::fmt::Debug for Compactor {
@@ -284,6 +287,7 @@ impl Compactor {
             prompted,
             notes,
             now: None,
+            fold_system: false,
         })
     }
 
@@ -300,6 +304,7 @@ impl Compactor {
             prompted,
             notes: Vec::new(),
             now: None,
+            fold_system: false,
         }
     }
 
@@ -316,6 +321,7 @@ impl Compactor {
             prompted,
             notes: Vec::new(),
             now: None,
+            fold_system: false,
         }
     }
 
@@ -512,7 +518,7 @@ impl Compactor {
         let mut units: Vec<Vec<usize>> = Vec::new();
         let mut i = lead;
         while i < limit {
-            if Some(i) == old_clip || msgs[i].role().is_system() {
+            if Some(i) == old_clip || (msgs[i].role().is_system() && !self.fold_system) {
                 i += 1;
                 continue;
             }
@@ -875,18 +881,35 @@ fn accept(chunk: &str, answer: &str) -> Result<String, String> {
     Ok(a.to_string())
 }
 
-/// True for a clip-archive message.
+/// True for a clip-archive message (a plain-text user or system message
+/// starting `[Context Summary`).
 fn is_clip(m: &Message) -> bool {
-    !m.is_tool_result() && state::is_clip_text(&m.text())
+    if m.is_tool_result() || m.has_tool_calls() {
+        return false;
+    }
+    match m.fields().get("content") {
+        Some(Value::String(s)) => state::is_clip_text(s),
+        Some(Value::Array(_)) => state::is_clip_text(&m.text()),
+        _ => false,
+    }
 }
 
 /// Where the clip-archive message goes (or is): after the leading system
 /// messages and the protected messages right after them (an agent's task,
 /// which is often its only, and so its last, user message), so that what
 /// follows them can still be folded.
+///
+/// A clip-archive message already in the history keeps its place: what
+/// precedes it stays verbatim and the batches behind it cover, in order, what
+/// followed it, so a later compaction never folds the task (or the old clip)
+/// into a batch out of order, whatever is protected by then.
 pub fn clip_position(conv: &Conversation, protected_tail: usize) -> usize {
+    let lead = leading_system(conv);
+    if let Some(c) = conv.messages[lead..].iter().position(is_clip) {
+        return lead + c;
+    }
     let protected = ctxpress_core::window::protected_ids(conv, protected_tail);
-    let mut at = leading_system(conv);
+    let mut at = lead;
     while let Some(m) = conv.messages.get(at) {
         if is_clip(m) || m.is_tool_result() || m.has_tool_calls() || !protected.contains(m.id()) {
             break;

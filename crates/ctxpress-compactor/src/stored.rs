@@ -9,6 +9,13 @@
 //! newest batches hold exactly the messages that still follow the clip
 //! position, finishes the deletion (no second summary of the same messages)
 //! and goes on.
+//!
+//! Unlike a compaction of a history passed by value, a stored one folds the
+//! system messages that follow the clip position too (an agent's notes in
+//! the middle of a session): the batches behind the clip then hold every
+//! message after it in order, and [`expand_stored`] gives back exactly what
+//! was appended. The leading system messages and whatever precedes the clip
+//! stay as they are.
 
 use crate::{CompactionError, CompactionResult, Compactor, clip_position, clip_text, is_clip};
 use ctxpress_core::compaction::{BatchArchive, Persistence, StoredMessage};
@@ -55,7 +62,9 @@ impl Compactor {
             Ok(x) => x,
             Err(e) => return failed(Conversation::new(Vec::new()), e),
         };
-        let res = self.compress(&conv, conversation_id, archive);
+        let res = self
+            .folding_system()
+            .compress(&conv, conversation_id, archive);
         finish_stored(conversation_id, persistence, &stored, &conv, res, notes)
     }
 
@@ -97,6 +106,15 @@ impl Compactor {
         finish_stored(conversation_id, persistence, &stored, &conv, res, notes)
     }
 
+    /// This compactor folding system messages after the clip position too: a
+    /// stored conversation's batches hold every message after the clip in
+    /// order, so that the history expands exactly.
+    fn folding_system(&self) -> Compactor {
+        let mut c = self.clone();
+        c.fold_system = true;
+        c
+    }
+
     /// Load (finishing an interrupted compaction first).
     fn load_stored(
         &self,
@@ -120,7 +138,7 @@ impl Compactor {
     }
 
     /// An interrupted compaction: the newest batches whose originals are
-    /// exactly the (non-system) messages right after the clip position.
+    /// exactly the messages right after the clip position.
     /// Returns the keys to delete, what goes in their place and how many
     /// archived messages that is.
     #[allow(clippy::type_complexity)]
@@ -135,9 +153,7 @@ impl Compactor {
         let lead = clip_position(conv, self.cfg.protected_tail);
         let old_clip = lead < msgs.len() && is_clip(&msgs[lead]);
         let start = lead + usize::from(old_clip);
-        let after: Vec<usize> = (start..msgs.len())
-            .filter(|&i| !msgs[i].role().is_system())
-            .collect();
+        let after: Vec<usize> = (start..msgs.len()).collect();
         if after.is_empty() {
             return Ok(None);
         }
@@ -168,12 +184,7 @@ impl Compactor {
             "user",
             &clip_text(&batches, self.cfg.clip_window, id),
         );
-        let mut insert = vec![conv.message_json(&clip)];
-        insert.extend(
-            (start..=last)
-                .filter(|&i| msgs[i].role().is_system())
-                .map(|i| stored[i].json.clone()),
-        );
+        let insert = vec![conv.message_json(&clip)];
         Ok(Some((removed, insert, best)))
     }
 }

@@ -223,3 +223,71 @@ fn stored_messages_that_do_not_parse_are_an_error_not_a_panic() {
     assert!(!r.compacted);
     assert!(r.error.is_none(), "{:?}", r.error);
 }
+
+/// Every conversation of ../shared/corpus, appended in three parts with a
+/// compaction after each: the stored history expands to every message byte
+/// for byte, and no compaction reports an error.
+#[test]
+fn corpus_conversations_compacted_three_times_expand_exactly() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/corpus");
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("the shared corpus is missing at {}: {e}", dir.display()))
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
+        .collect();
+    files.sort();
+    assert!(!files.is_empty(), "no corpus files in {}", dir.display());
+    let c = Compactor::new(CompactionConfig::default()).unwrap();
+    let (mut convs, mut compactions, mut thrice) = (0, 0, 0);
+    for f in files {
+        let name = f.file_name().unwrap().to_string_lossy().into_owned();
+        let text = std::fs::read_to_string(&f).unwrap();
+        for (n, line) in text
+            .lines()
+            .enumerate()
+            .filter(|(_, l)| !l.trim().is_empty())
+        {
+            let at = format!("{name}:{}", n + 1);
+            let conv = ctxpress_core::Conversation::parse(line).unwrap();
+            let all: Vec<String> = conv.messages.iter().map(|m| conv.message_json(m)).collect();
+            let (p, a) = (MemoryPersistence::new(), MemoryBatchArchive::new());
+            let cuts = [all.len() * 3 / 5, all.len() * 4 / 5, all.len()];
+            let mut from = 0;
+            let mut rounds = 0;
+            for (round, &to) in cuts.iter().enumerate() {
+                p.append("c", &all[from..to]).unwrap();
+                from = to;
+                let r = c.compress_stored("c", &p, &a);
+                assert!(r.error.is_none(), "{at} round {round}: {:?}", r.error);
+                compactions += usize::from(r.compacted);
+                rounds += usize::from(r.compacted);
+                let got = expand_stored("c", &p, &a).unwrap();
+                if got[..] != all[..to] {
+                    let short = |v: &[String]| -> Vec<String> {
+                        v.iter().map(|t| t.chars().take(70).collect()).collect()
+                    };
+                    let i = got.iter().zip(&all[..to]).position(|(x, y)| x != y);
+                    let stored: Vec<String> =
+                        p.load("c").unwrap().into_iter().map(|m| m.json).collect();
+                    panic!(
+                        "{at} round {round}: expanded {} messages, appended {to}; first difference at {i:?}\n got {:#?}\n want {:#?}\n stored {:#?}\n notes {:?}",
+                        got.len(),
+                        short(&got[..got.len().min(4)]),
+                        short(&all[..4.min(to)]),
+                        short(&stored[..stored.len().min(5)]),
+                        r.notes
+                    );
+                }
+            }
+            convs += 1;
+            thrice += usize::from(rounds == 3);
+        }
+    }
+    // Short chats have little before their protected tail; the agent
+    // sessions are compacted in every round.
+    assert!(
+        convs > 0 && compactions > convs / 2 && thrice > 0,
+        "{convs} conversations, {compactions} compactions, {thrice} compacted three times"
+    );
+    eprintln!("{convs} conversations, {compactions} compactions, {thrice} compacted three times");
+}
