@@ -2,6 +2,7 @@
 //! reads and writes, and writing output atomically.
 
 use ctxpress::Conversation;
+use std::ffi::OsString;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
@@ -334,7 +335,8 @@ fn stdin_ident() -> Option<Ident> {
 /// through symbolic links, `..`, or hard links. A SQLite archive also writes
 /// its `-wal`, `-shm` and `-journal` files next to it. Existing files that are
 /// not regular files (`/dev/null`, a terminal, a pipe) are not compared:
-/// writing to them replaces nothing.
+/// writing to them replaces nothing. Then the temporary files that killed
+/// earlier runs left beside each output are removed.
 pub fn check_paths(uses: &[PathUse]) -> anyhow::Result<()> {
     let mut all: Vec<(PathUse, Option<Ident>)> = Vec::new();
     for u in uses {
@@ -393,38 +395,172 @@ pub fn check_paths(uses: &[PathUse]) -> anyhow::Result<()> {
             )));
         }
     }
+    for (u, _) in &all {
+        if u.access == Access::Write && u.path != "-" && !u.flag.starts_with("--archive") {
+            remove_stale_temps(Path::new(&u.path));
+        }
+    }
     Ok(())
 }
 
-/// Write to `out` (or stdout when `None` or `-`) through a temporary file that is
-/// renamed into place, so a failed run never leaves partial output. The paths
-/// were checked by [`check_paths`] (never the input, an archive or another
-/// output).
+// ---------------------------------------------------------------------------
+// Writing output.
+
+const TEMP_TAG: &str = ".ctxpress-";
+const TEMP_EXT: &str = ".tmp";
+
+/// The start of the temporary file names for `name`: `.{name}.ctxpress-`
+/// (the name cut to 200 bytes, so that the whole stays a legal file name).
+fn temp_prefix(name: &std::ffi::OsStr) -> OsString {
+    let mut s = OsString::from(".");
+    #[cfg(unix)]
+    {
+        use std::os::unix::ffi::OsStrExt;
+        let b = name.as_bytes();
+        s.push(std::ffi::OsStr::from_bytes(&b[..b.len().min(200)]));
+    }
+    #[cfg(not(unix))]
+    s.push(name);
+    s.push(TEMP_TAG);
+    s
+}
+
+/// Whether process `pid` is alive, when that can be known (Linux `/proc`).
+fn pid_alive(pid: u32) -> Option<bool> {
+    if !Path::new("/proc/self").exists() {
+        return None;
+    }
+    Some(Path::new(&format!("/proc/{pid}")).exists())
+}
+
+/// Remove the temporary files of earlier runs writing `out` that were
+/// killed before they could rename or remove them: `.{name}.ctxpress-{pid}.tmp`
+/// in its folder, for a `pid` that no longer runs (or is ours: this run has
+/// not made it yet).
+fn remove_stale_temps(out: &Path) {
+    let dest = resolve_links(out);
+    let (dir, Some(name)) = (folder(&dest), dest.file_name()) else {
+        return;
+    };
+    let prefix = temp_prefix(name);
+    let Some(prefix) = prefix.to_str() else {
+        return;
+    };
+    let Ok(entries) = std::fs::read_dir(&dir) else {
+        return;
+    };
+    let me = std::process::id();
+    for e in entries.flatten() {
+        let file_name = e.file_name();
+        let Some(n) = file_name.to_str() else {
+            continue;
+        };
+        let Some(pid) = n
+            .strip_prefix(prefix)
+            .and_then(|r| r.strip_suffix(TEMP_EXT))
+            .filter(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if pid == me || pid_alive(pid) == Some(false) {
+            let _ = std::fs::remove_file(e.path());
+        }
+    }
+}
+
+fn folder(p: &Path) -> PathBuf {
+    match p.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    }
+}
+
+/// The permissions of the file being replaced, without set-user-id,
+/// set-group-id and sticky bits (writing a file clears the first two).
+fn kept_mode(md: &std::fs::Metadata) -> std::fs::Permissions {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::Permissions::from_mode(md.permissions().mode() & 0o777)
+    }
+    #[cfg(not(unix))]
+    md.permissions()
+}
+
+/// A temporary file removed when dropped, unless it was renamed.
+struct Temp(Option<PathBuf>);
+
+impl Drop for Temp {
+    fn drop(&mut self) {
+        if let Some(p) = self.0.take() {
+            let _ = std::fs::remove_file(p);
+        }
+    }
+}
+
+/// Write to `out` (or stdout when `None` or `-`).
+///
+/// A file is replaced atomically: the bytes go to `.{name}.ctxpress-{pid}.tmp`
+/// in its folder, which is then renamed over it, so a failed run never leaves
+/// partial output (and removes its temporary file). A new file gets the mode
+/// a shell redirect gives (0666 less the umask); an existing one keeps its
+/// mode. A symbolic link is followed (its target is replaced, not the link).
+/// An existing file that is not a regular file (`/dev/null`, a pipe, a
+/// terminal) is written in place. The paths were checked by [`check_paths`].
 pub fn write_output(out: Option<&str>, bytes: &[u8]) -> anyhow::Result<()> {
-    match out {
+    let path = match out {
         None | Some("-") => {
             let mut so = std::io::stdout().lock();
             so.write_all(bytes)?;
             so.flush()?;
-            Ok(())
+            return Ok(());
         }
-        Some(path) => {
-            let p = Path::new(path);
-            let dir = match p.parent() {
-                Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
-                _ => PathBuf::from("."),
-            };
-            let mut tmp = tempfile::NamedTempFile::new_in(&dir).map_err(|e| {
-                err(format!(
-                    "{path}: cannot create a temporary file in {}: {e}",
-                    dir.display()
-                ))
-            })?;
-            tmp.write_all(bytes)?;
-            tmp.as_file().sync_all()?;
-            tmp.persist(p)
-                .map_err(|e| err(format!("{path}: cannot write: {}", e.error)))?;
-            Ok(())
-        }
+        Some(path) => path,
+    };
+    let dest = resolve_links(Path::new(path));
+    let existing = std::fs::metadata(&dest).ok();
+    if let Some(md) = &existing
+        && !md.is_file()
+        && !md.is_dir()
+    {
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&dest)
+            .map_err(|e| err(format!("{path}: cannot write: {e}")))?;
+        f.write_all(bytes)
+            .and_then(|()| f.flush())
+            .map_err(|e| err(format!("{path}: cannot write: {e}")))?;
+        return Ok(());
     }
+    let dir = folder(&dest);
+    let Some(name) = dest.file_name() else {
+        return Err(err(format!("{path}: not a file name")));
+    };
+    let mut tmp_name = temp_prefix(name);
+    tmp_name.push(format!("{}{TEMP_EXT}", std::process::id()));
+    let tmp_path = dir.join(tmp_name);
+    // Ours only if a killed earlier process with our pid left it.
+    let _ = std::fs::remove_file(&tmp_path);
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&tmp_path)
+        .map_err(|e| {
+            err(format!(
+                "{path}: cannot create a temporary file in {}: {e}",
+                dir.display()
+            ))
+        })?;
+    let mut tmp = Temp(Some(tmp_path.clone()));
+    let fail = |e: std::io::Error| err(format!("{path}: cannot write: {e}"));
+    f.write_all(bytes).map_err(fail)?;
+    if let Some(md) = existing.as_ref().filter(|m| m.is_file()) {
+        f.set_permissions(kept_mode(md)).map_err(fail)?;
+    }
+    f.sync_all().map_err(fail)?;
+    drop(f);
+    std::fs::rename(&tmp_path, &dest).map_err(fail)?;
+    tmp.0 = None;
+    Ok(())
 }

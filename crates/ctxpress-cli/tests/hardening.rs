@@ -511,3 +511,190 @@ fn expand_of_a_compacted_history_with_another_archive_fails() {
     assert!(o.status.success(), "{}", stderr(&o));
     assert_eq!(o.stdout, std::fs::read(data("swe_agent.jsonl")).unwrap());
 }
+
+// ---------------------------------------------------------------------------
+// 4. Temporary files and modes.
+
+/// Run `ctxpress ARGS` under `umask MASK` (through `sh`).
+#[cfg(unix)]
+fn run_umask(mask: &str, args: &[&dyn AsRef<std::ffi::OsStr>]) -> Output {
+    let mut cmd = Command::new("sh");
+    cmd.arg("-c")
+        .arg(format!("umask {mask} && exec \"$0\" \"$@\""))
+        .arg(BIN);
+    for a in args {
+        cmd.arg(a);
+    }
+    cmd.output().unwrap()
+}
+
+#[cfg(unix)]
+fn mode(p: &Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(p).unwrap().permissions().mode() & 0o7777
+}
+
+/// The files in `dir` whose name has `.ctxpress-` (temporary files).
+fn temps(dir: &Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains(".ctxpress-"))
+        .collect()
+}
+
+#[cfg(unix)]
+#[test]
+fn new_outputs_get_the_umask_mode_and_existing_ones_keep_theirs() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let inp = d.join("in.jsonl");
+    std::fs::write(&inp, corpus_lines(1)[0].clone() + "\n").unwrap();
+    for (mask, want) in [("022", 0o644), ("077", 0o600), ("002", 0o664)] {
+        let out = d.join(format!("out{mask}.jsonl"));
+        let stats = d.join(format!("stats{mask}.json"));
+        let o = run_umask(
+            mask,
+            &[
+                &"compress",
+                &"--preset",
+                &"identity",
+                &inp,
+                &"-o",
+                &out,
+                &"--stats-json",
+                &stats,
+            ],
+        );
+        assert!(o.status.success(), "{}", stderr(&o));
+        assert_eq!(mode(&out), want, "-o under umask {mask}");
+        assert_eq!(mode(&stats), want, "--stats-json under umask {mask}");
+    }
+    // An existing output keeps its mode (as `>` would), whatever the umask.
+    let out = d.join("kept.jsonl");
+    std::fs::write(&out, "old").unwrap();
+    std::fs::set_permissions(&out, std::fs::Permissions::from_mode(0o640)).unwrap();
+    let o = run_umask(
+        "022",
+        &[&"compress", &"--preset", &"identity", &inp, &"-o", &out],
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(mode(&out), 0o640);
+    assert_eq!(std::fs::read(&out).unwrap(), std::fs::read(&inp).unwrap());
+    assert!(temps(d).is_empty(), "{:?}", temps(d));
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn stale_temporary_files_of_dead_runs_are_removed() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let inp = d.join("in.jsonl");
+    std::fs::write(&inp, corpus_lines(1)[0].clone() + "\n").unwrap();
+    // A pid that no longer runs: a child that has exited and been reaped.
+    let mut child = Command::new("true").spawn().unwrap();
+    let dead = child.id();
+    child.wait().unwrap();
+    let alive = std::process::id();
+    let stale = d.join(format!(".out.jsonl.ctxpress-{dead}.tmp"));
+    let stale_stats = d.join(format!(".s.json.ctxpress-{dead}.tmp"));
+    let running = d.join(format!(".out.jsonl.ctxpress-{alive}.tmp"));
+    let other = d.join(format!(".other.jsonl.ctxpress-{dead}.tmp"));
+    let unrelated = d.join(format!(".out.jsonl.ctxpress-{dead}.tmp.keep"));
+    for f in [&stale, &stale_stats, &running, &other, &unrelated] {
+        std::fs::write(f, "partial").unwrap();
+    }
+    let out = d.join("out.jsonl");
+    let o = run(
+        &[
+            &"compress",
+            &"--preset",
+            &"identity",
+            &inp,
+            &"-o",
+            &out,
+            &"--stats-json",
+            &d.join("s.json"),
+        ],
+        None,
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(!stale.exists(), "the dead run's temporary file is left");
+    assert!(!stale_stats.exists());
+    // Another live process's, another output's and other files are kept.
+    assert!(running.exists() && other.exists() && unrelated.exists());
+    // Also when the run itself then fails on bad input.
+    std::fs::write(&stale, "partial").unwrap();
+    let bad = d.join("bad.jsonl");
+    std::fs::write(&bad, "{\n").unwrap();
+    let o = run(&[&"compress", &bad, &"-o", &out], None);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(!stale.exists());
+}
+
+#[test]
+fn a_failed_write_leaves_no_temporary_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let inp = d.join("in.jsonl");
+    std::fs::write(&inp, corpus_lines(1)[0].clone() + "\n").unwrap();
+    // The output is a folder: the rename over it fails.
+    let out = d.join("folder");
+    std::fs::create_dir(&out).unwrap();
+    std::fs::write(out.join("keep"), "x").unwrap();
+    let o = run(
+        &[&"compress", &"--preset", &"identity", &inp, &"-o", &out],
+        None,
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("cannot write"), "{}", stderr(&o));
+    assert!(temps(d).is_empty(), "{:?}", temps(d));
+    assert!(out.join("keep").exists());
+}
+
+#[cfg(unix)]
+#[test]
+fn a_symbolic_link_output_is_followed_and_a_pipe_written_in_place() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let inp = d.join("in.jsonl");
+    let bytes = corpus_lines(1)[0].clone() + "\n";
+    std::fs::write(&inp, &bytes).unwrap();
+    // -o LINK replaces the link's target, as `> LINK` does; the link stays.
+    let target = d.join("target.jsonl");
+    std::fs::write(&target, "old").unwrap();
+    let link = d.join("link.jsonl");
+    std::os::unix::fs::symlink("target.jsonl", &link).unwrap();
+    let o = run(
+        &[&"compress", &"--preset", &"identity", &inp, &"-o", &link],
+        None,
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        std::fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+    assert_eq!(std::fs::read_to_string(&target).unwrap(), bytes);
+    // -o FIFO writes into the pipe instead of replacing it with a file.
+    let fifo = d.join("fifo");
+    let made = Command::new("mkfifo").arg(&fifo).status();
+    if !made.is_ok_and(|s| s.success()) {
+        return; // no mkfifo here
+    }
+    let reader = {
+        let fifo = fifo.clone();
+        std::thread::spawn(move || std::fs::read(&fifo).unwrap())
+    };
+    let o = run(
+        &[&"compress", &"--preset", &"identity", &inp, &"-o", &fifo],
+        None,
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(reader.join().unwrap(), bytes.as_bytes());
+    use std::os::unix::fs::FileTypeExt;
+    assert!(std::fs::metadata(&fifo).unwrap().file_type().is_fifo());
+}
