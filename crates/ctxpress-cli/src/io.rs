@@ -185,6 +185,15 @@ impl Input {
     }
 }
 
+/// Print to stdout and flush, returning errors (a closed pipe among them)
+/// instead of panicking as `print!` does.
+pub fn print_out(s: &str) -> anyhow::Result<()> {
+    let mut so = std::io::stdout().lock();
+    so.write_all(s.as_bytes())?;
+    so.flush()?;
+    Ok(())
+}
+
 // ---------------------------------------------------------------------------
 // Paths a command reads and writes.
 
@@ -524,13 +533,15 @@ pub fn write_output(out: Option<&str>, bytes: &[u8]) -> anyhow::Result<()> {
         && !md.is_file()
         && !md.is_dir()
     {
+        // The io::Error stays in the chain: a pipe whose reader went away
+        // ends the run quietly, as on stdout.
         let mut f = std::fs::OpenOptions::new()
             .write(true)
             .open(&dest)
-            .map_err(|e| err(format!("{path}: cannot write: {e}")))?;
+            .map_err(|e| anyhow::Error::new(e).context(format!("{path}: cannot write")))?;
         f.write_all(bytes)
             .and_then(|()| f.flush())
-            .map_err(|e| err(format!("{path}: cannot write: {e}")))?;
+            .map_err(|e| anyhow::Error::new(e).context(format!("{path}: cannot write")))?;
         return Ok(());
     }
     let dir = folder(&dest);

@@ -10,11 +10,19 @@ use clap::{Parser, Subcommand};
 use ctxpress::core::tokens::{count_message, counter_by_name};
 use ctxpress::core::{Role, StageStatus, TokenCounter};
 use ctxpress::{Compressor, Conversation, PipelineConfig, Report};
-use io::{InputError, PathUse, check_paths, read_input, write_output};
+use io::{InputError, PathUse, check_paths, print_out, read_input, write_output};
 use serde_json::{Value, json};
 use std::io::IsTerminal;
 use std::process::ExitCode;
 use std::sync::Arc;
+
+/// `println!` that returns the error (a closed stdout among them) instead of
+/// panicking.
+macro_rules! outln {
+    ($($arg:tt)*) => {
+        print_out(&format!("{}\n", format_args!($($arg)*)))?
+    };
+}
 
 #[derive(Parser)]
 #[command(
@@ -171,11 +179,21 @@ fn main() -> ExitCode {
     };
     match r {
         Ok(code) => code,
+        // The reader of stdout went away (`ctxpress ... | head`): stop
+        // quietly, as Unix tools do.
+        Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e:#}");
             ExitCode::from(2)
         }
     }
+}
+
+fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
 }
 
 fn usage(msg: impl Into<String>) -> anyhow::Error {
@@ -575,7 +593,7 @@ fn validate(input: &str) -> Result<ExitCode> {
         let v = ctxpress::validate(c);
         for x in &v {
             let id = c.id().map(|i| format!(" ({i})")).unwrap_or_default();
-            println!("{}:{line}{id}: {x}", inp.name);
+            outln!("{}:{line}{id}: {x}", inp.name);
         }
         bad += usize::from(!v.is_empty());
     }
@@ -660,17 +678,17 @@ fn stats(input: &str, tokenizer: &str, as_json: bool) -> Result<ExitCode> {
             .iter()
             .map(|(k, v)| (k.clone(), json!({"messages": v.0, "tokens": v.1})))
             .collect();
-        println!(
+        outln!(
             "{}",
             json!({"conversations": inp.items.len(), "messages": msgs, "tokens": tokens, "tokenizer": counter.name(), "chars": chars, "tool_output_share": share, "roles": roles})
         );
     } else {
-        println!("conversations  {}", inp.items.len());
-        println!("messages       {msgs}");
-        println!("tokens         {tokens} ({})", counter.name());
-        println!("tool output    {:.1}% of {chars} chars", share * 100.0);
+        outln!("conversations  {}", inp.items.len());
+        outln!("messages       {msgs}");
+        outln!("tokens         {tokens} ({})", counter.name());
+        outln!("tool output    {:.1}% of {chars} chars", share * 100.0);
         for (role, (n, t)) in &by_role {
-            println!("  {role:<12} {n:>7} messages {t:>10} tokens");
+            outln!("  {role:<12} {n:>7} messages {t:>10} tokens");
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -678,7 +696,7 @@ fn stats(input: &str, tokenizer: &str, as_json: bool) -> Result<ExitCode> {
 
 fn strategies() -> Result<ExitCode> {
     for f in ctxpress::core::registry::strategies()? {
-        println!("{:<16} {}", f.name, f.summary);
+        outln!("{:<16} {}", f.name, f.summary);
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -688,7 +706,7 @@ fn presets(show: Option<&str>) -> Result<ExitCode> {
         Some(name) => {
             let p = ctxpress::PRESETS.iter().find(|p| p.name == name);
             match p {
-                Some(p) => print!("{}", p.toml),
+                Some(p) => print_out(p.toml)?,
                 None => {
                     return Err(usage(
                         ctxpress::preset(name)
@@ -701,7 +719,7 @@ fn presets(show: Option<&str>) -> Result<ExitCode> {
         }
         None => {
             for p in ctxpress::PRESETS {
-                println!("{:<16} {}", p.name, p.summary);
+                outln!("{:<16} {}", p.name, p.summary);
             }
         }
     }

@@ -698,3 +698,51 @@ fn a_symbolic_link_output_is_followed_and_a_pipe_written_in_place() {
     use std::os::unix::fs::FileTypeExt;
     assert!(std::fs::metadata(&fifo).unwrap().file_type().is_fifo());
 }
+
+// ---------------------------------------------------------------------------
+// 5. A closed stdout.
+
+/// Spawn `ctxpress ARGS`, read `n` bytes of its stdout (none: close it at
+/// once), close it, and return its exit status and stderr.
+fn reader_goes_away(args: &[&dyn AsRef<std::ffi::OsStr>], n: usize) -> (Option<i32>, String) {
+    use std::io::Read;
+    let mut cmd = Command::new(BIN);
+    for a in args {
+        cmd.arg(a);
+    }
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut so = child.stdout.take().unwrap();
+    let mut buf = vec![0u8; n];
+    so.read_exact(&mut buf).unwrap();
+    drop(so);
+    let o = child.wait_with_output().unwrap();
+    (o.status.code(), stderr(&o))
+}
+
+#[test]
+fn a_closed_stdout_ends_quietly() {
+    // Bigger than a pipe's buffer, so the writer meets the closed pipe.
+    let dir = tempfile::tempdir().unwrap();
+    let big = dir.path().join("big.jsonl");
+    let one = std::fs::read_to_string(data("swe_agent.jsonl")).unwrap();
+    std::fs::write(&big, one.repeat(4)).unwrap();
+    assert!(one.len() * 4 > 1 << 20);
+    let (code, err) = reader_goes_away(&[&"compress", &"--preset", &"identity", &big], 10);
+    assert_eq!((code, err.as_str()), (Some(0), ""));
+    let (code, err) = reader_goes_away(&[&"compress", &"--preset", &"chat", &big], 10);
+    assert_eq!((code, err.as_str()), (Some(0), ""));
+    let (code, err) = reader_goes_away(&[&"classify", &big], 10);
+    assert_eq!((code, err.as_str()), (Some(0), ""));
+    // Commands that print line by line (`println!` panicked on a closed stdout).
+    let (code, err) = reader_goes_away(&[&"stats", &big], 0);
+    assert_eq!((code, err.as_str()), (Some(0), ""));
+    let (code, err) = reader_goes_away(&[&"strategies"], 0);
+    assert_eq!((code, err.as_str()), (Some(0), ""));
+    let (code, err) = reader_goes_away(&[&"presets", &"--show", &"agent"], 0);
+    assert_eq!((code, err.as_str()), (Some(0), ""));
+}
