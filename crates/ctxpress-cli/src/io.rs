@@ -50,6 +50,8 @@ pub struct Input {
     /// JSONL only: every line in order (the conversations' line endings and
     /// the blank lines between them).
     layout: Vec<Line>,
+    /// The input started with a UTF-8 byte-order mark.
+    bom: bool,
 }
 
 fn err(msg: impl Into<String>) -> anyhow::Error {
@@ -76,6 +78,12 @@ pub fn read_input(path: &str) -> anyhow::Result<Input> {
         })?;
         (path.to_string(), Some(p), s)
     };
+    // A byte-order mark (Windows editors) is kept aside and written back.
+    let mut text = text;
+    let bom = text.starts_with('\u{feff}');
+    if bom {
+        text.drain(..'\u{feff}'.len_utf8());
+    }
     if text.trim().is_empty() {
         return Err(err(format!(
             "{name}: empty input: expected a JSON array of messages, an object with a `messages` array, or JSONL"
@@ -90,7 +98,7 @@ pub fn read_input(path: &str) -> anyhow::Result<Input> {
         Some("json") => Kind::Document,
         _ => sniff(&text),
     };
-    let bytes = text.len();
+    let bytes = text.len() + if bom { 3 } else { 0 };
     let mut layout = Vec::new();
     let items = match kind {
         Kind::Document => {
@@ -127,6 +135,7 @@ pub fn read_input(path: &str) -> anyhow::Result<Input> {
         items,
         bytes,
         layout,
+        bom,
     })
 }
 
@@ -152,6 +161,9 @@ impl Input {
     /// input back byte for byte.
     pub fn render(&self, convs: &[&Conversation]) -> Vec<u8> {
         let mut out = Vec::with_capacity(self.bytes);
+        if self.bom {
+            out.extend_from_slice("\u{feff}".as_bytes());
+        }
         match self.kind {
             Kind::Document => {
                 for c in convs {
@@ -348,13 +360,32 @@ fn stdin_ident() -> Option<Ident> {
 /// earlier runs left beside each output are removed.
 pub fn check_paths(uses: &[PathUse]) -> anyhow::Result<()> {
     let mut all: Vec<(PathUse, Option<Ident>)> = Vec::new();
+    let mut stdout: Option<&PathUse> = None;
     for u in uses {
         if u.path == "-" {
-            // stdin (stdout is not compared: the shell opened it already).
+            // stdin; stdout is not compared with files (the shell opened it
+            // already), but two outputs on it would be mixed.
             if u.access == Access::Read {
                 all.push((u.clone(), stdin_ident()));
+            } else if let Some(first) = stdout.replace(u) {
+                return Err(err(format!(
+                    "{} and {} both write to stdout: refusing to mix them",
+                    first.flag, u.flag
+                )));
             }
             continue;
+        }
+        if u.access == Access::Write && !u.flag.starts_with("--archive") {
+            let p = resolve_links(Path::new(&u.path));
+            let dir = folder(&p);
+            if !dir.is_dir() {
+                return Err(err(format!(
+                    "{} {}: no such directory {}",
+                    u.flag,
+                    u.path,
+                    dir.display()
+                )));
+            }
         }
         all.push((u.clone(), Some(ident(&u.path))));
         if u.flag == "--archive" && u.access == Access::Write {

@@ -267,9 +267,7 @@ fn compress_paths(a: &CompressArgs) -> Vec<PathUse> {
     if let Some(d) = &a.archive {
         uses.push(PathUse::write("--archive", d));
     }
-    if let Some(o) = &a.output {
-        uses.push(PathUse::write("-o", o));
-    }
+    uses.push(PathUse::write("-o", a.output.as_deref().unwrap_or("-")));
     if let Some(s) = &a.stats_json {
         uses.push(PathUse::write("--stats-json", s));
     }

@@ -746,3 +746,77 @@ fn a_closed_stdout_ends_quietly() {
     let (code, err) = reader_goes_away(&[&"presets", &"--show", &"agent"], 0);
     assert_eq!((code, err.as_str()), (Some(0), ""));
 }
+
+// ---------------------------------------------------------------------------
+// Beyond the issue: what a demanding user also expects.
+
+#[test]
+fn a_byte_order_mark_is_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let l = corpus_lines(2);
+    for (name, text) in [
+        ("bom.jsonl", format!("\u{feff}{}\r\n{}\r\n", l[0], l[1])),
+        ("bom.json", format!("\u{feff}{}", l[0])),
+    ] {
+        let inp = d.join(name);
+        let out = d.join(format!("out.{name}"));
+        std::fs::write(&inp, &text).unwrap();
+        let o = run(
+            &[&"compress", &"--preset", &"identity", &inp, &"-o", &out],
+            None,
+        );
+        assert!(o.status.success(), "{name}: {}", stderr(&o));
+        assert_eq!(std::fs::read_to_string(&out).unwrap(), text, "{name}");
+    }
+}
+
+#[test]
+fn two_outputs_on_stdout_and_a_missing_folder_are_refused_before_any_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let inp = d.join("in.jsonl");
+    std::fs::write(&inp, corpus_lines(2).join("\n") + "\n").unwrap();
+    let db = d.join("a.db");
+    let o = run(&[&"compress", &inp, &"--stats-json", &"-"], None);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("both write to stdout"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(o.stdout.is_empty());
+    // --stats-json alone on stdout is fine.
+    let o = run(
+        &[
+            &"compress",
+            &inp,
+            &"-o",
+            &d.join("o.jsonl"),
+            &"--stats-json",
+            &"-",
+        ],
+        None,
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(serde_json::from_slice::<serde_json::Value>(&o.stdout).is_ok());
+    // A missing output folder: nothing is archived either.
+    let o = run(
+        &[
+            &"compress",
+            &"--preset",
+            &"chat",
+            &"--budget",
+            &"1500",
+            &"--archive",
+            &db,
+            &inp,
+            &"-o",
+            &d.join("missing/o.jsonl"),
+        ],
+        None,
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("no such directory"), "{}", stderr(&o));
+    assert!(!db.exists());
+}
