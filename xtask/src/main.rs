@@ -3,6 +3,9 @@
 //! Every measurement runs in a child process (`xtask measure`) so its peak RSS
 //! is its own; the parent collects the figures, calls ../shared/eval/score.py for
 //! quality when python3 is present, and prints a markdown table.
+//!
+//! For a statistically sound comparison of presets and strategies on a corpus sample, run
+//! `cargo bench -p ctxpress-benches` (criterion; the `benches/` member).
 
 use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};

@@ -1,3 +1,5 @@
+//! Tests of the batch archive: the `BatchArchive` contract (memory and SQLite), batch search,
+//! atomic writes, schema upgrades, two handles on one file.
 use super::*;
 use crate::search_tests::check_integrity;
 use ctxpress_core::compaction::{BatchArchive, MemoryBatchArchive, SummaryBatch, batch_header};

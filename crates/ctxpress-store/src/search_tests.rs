@@ -1,3 +1,5 @@
+//! Tests of the FTS5 search index: what is indexed, ranking, limits and filters, rewrites,
+//! atomicity, upgrades, query syntax taken as plain text.
 use super::*;
 use crate::search::searchable;
 use proptest::prelude::*;

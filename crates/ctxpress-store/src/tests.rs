@@ -1,3 +1,5 @@
+//! Tests of the originals archive: round trips, content addressing, atomic batches, WAL, schema
+//! checks, corruption and collisions, pruning, threads.
 use super::*;
 use proptest::prelude::*;
 use std::collections::{HashMap, HashSet};
