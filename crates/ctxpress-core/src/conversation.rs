@@ -86,6 +86,8 @@ pub struct Conversation {
     pub format: Format,
     annotations: HashMap<MessageId, Annotations>,
     next_id: u64,
+    /// Parsed tool calls by message (see `traffic`); clones share it.
+    traffic: crate::traffic::Cache,
 }
 
 /// Where and why a document failed to parse.
@@ -178,6 +180,7 @@ impl Conversation {
             format,
             annotations: HashMap::new(),
             next_id,
+            traffic: Default::default(),
         }
     }
 
@@ -316,6 +319,7 @@ impl Conversation {
             format,
             annotations: HashMap::new(),
             next_id,
+            traffic: Default::default(),
         })
     }
 
@@ -397,6 +401,11 @@ impl Conversation {
         self.messages
             .get(i)
             .is_some_and(|m| self.ann(m.id()).is_some_and(|a| a.protected))
+    }
+
+    /// The cache of parsed tool calls behind `traffic::Traffic::of`.
+    pub(crate) fn traffic_cache(&self) -> &crate::traffic::Cache {
+        &self.traffic
     }
 
     /// A fresh id for a message a stage creates, unique in this conversation.

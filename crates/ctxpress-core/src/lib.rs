@@ -20,6 +20,7 @@ pub mod secrets;
 pub mod strategy;
 pub mod summarize;
 pub mod tokens;
+pub mod traffic;
 pub mod validate;
 pub mod window;
 

@@ -529,6 +529,80 @@ impl Message {
         }
     }
 
+    /// Replace the string argument `key` of the call at position `slot` (in
+    /// [`Message::tool_calls`] order) whose parsed arguments are `args` (e.g.
+    /// `traffic::ParsedCall::args`), as [`Message::set_tool_call_arg`] does
+    /// without parsing them again: OpenAI string arguments are written from
+    /// `args` with the one value replaced, in place, keeping the order.
+    /// Returns false, changing nothing, when there is no such call or the
+    /// argument is not a string.
+    pub fn set_tool_call_arg_at(
+        &mut self,
+        slot: usize,
+        key: &str,
+        value: &str,
+        args: &Value,
+    ) -> bool {
+        let Value::Object(parsed) = args else {
+            return false;
+        };
+        if !parsed.get(key).is_some_and(Value::is_string) {
+            return false;
+        }
+        let n_openai = match self.0.fields.get("tool_calls") {
+            Some(Value::Array(a)) => a.len(),
+            _ => 0,
+        };
+        let n_blocks = self.blocks_of("tool_use").count();
+        if slot >= n_openai + n_blocks {
+            return false;
+        }
+        let set = |v: &mut Value| match v.get_mut(key) {
+            Some(v @ Value::String(_)) => {
+                *v = Value::String(value.to_string());
+                true
+            }
+            _ => false,
+        };
+        let fields = self.fields_mut();
+        if slot < n_openai {
+            let Some(f) = fields
+                .get_mut("tool_calls")
+                .and_then(|c| c.get_mut(slot))
+                .and_then(|c| c.get_mut("function"))
+            else {
+                return false;
+            };
+            match f.get_mut("arguments") {
+                Some(Value::String(a)) => {
+                    let mut out = Map::with_capacity(parsed.len());
+                    for (k, v) in parsed {
+                        let v = if k == key {
+                            Value::String(value.to_string())
+                        } else {
+                            v.clone()
+                        };
+                        out.insert(k.clone(), v);
+                    }
+                    *a = Value::Object(out).to_string();
+                    true
+                }
+                Some(obj @ Value::Object(_)) => set(obj),
+                _ => false,
+            }
+        } else {
+            let Some(Value::Array(blocks)) = fields.get_mut("content") else {
+                return false;
+            };
+            blocks
+                .iter_mut()
+                .filter(|b| block_type(b) == Some("tool_use"))
+                .nth(slot - n_openai)
+                .and_then(|b| b.get_mut("input"))
+                .is_some_and(set)
+        }
+    }
+
     /// Remove the tool calls with these ids (OpenAI entries or Anthropic blocks).
     /// An emptied `tool_calls` array is removed, since providers reject it.
     pub fn remove_tool_calls(&mut self, ids: &HashSet<&str>) {
@@ -685,6 +759,35 @@ mod tests {
             json!({"role":"assistant","content":"","tool_calls":[{"id":"c1","function":{"name":"W","arguments":"{not json"}}]}),
         );
         assert!(!bad.set_tool_call_arg("c1", "content", "S"));
+    }
+
+    #[test]
+    fn set_tool_call_arg_at_matches_set_tool_call_arg() {
+        let docs = [
+            json!({"role":"assistant","content":"","tool_calls":[
+                {"id":"c1","type":"function","function":{"name":"Write","arguments":"{\"path\":\"a.rs\",\"content\":\"long text\",\"n\":3}"}},
+                {"id":"c2","type":"function","function":{"name":"Write","arguments":"{\"path\": \"b.rs\", \"content\": \"o\\u00e9\"}"}},
+                {"id":"c3","type":"function","function":{"name":"Write","arguments":{"content":"obj","path":"c"}}}]}),
+            json!({"role":"assistant","content":[{"type":"text","text":"w"},
+                {"type":"tool_use","id":"t1","name":"Write","input":{"file_path":"x","content":"body"}},
+                {"type":"tool_use","id":"t2","name":"Write","input":{"content":"b2"}}]}),
+        ];
+        for d in docs {
+            let m = msg(d);
+            for (slot, call) in m.tool_calls().iter().enumerate() {
+                for key in ["content", "path", "n", "missing"] {
+                    let (mut a, mut b) = (m.clone(), m.clone());
+                    let ra = a.set_tool_call_arg(&call.id, key, "S");
+                    let rb = b.set_tool_call_arg_at(slot, key, "S", &call.args());
+                    assert_eq!(ra, rb, "{slot} {key}");
+                    if ra {
+                        assert_eq!(a.fields(), b.fields(), "{slot} {key}");
+                    }
+                }
+            }
+            let mut c = m.clone();
+            assert!(!c.set_tool_call_arg_at(9, "content", "S", &json!({"content": "x"})));
+        }
     }
 
     #[test]

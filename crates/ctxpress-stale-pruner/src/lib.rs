@@ -24,9 +24,10 @@
 //! message carrying tool calls or results stays, for the pairing).
 
 use ctxpress_core::dialect::{
-    self, DialectTable, OpKind, Operation, Status, command_family, content_fingerprint,
-    result_payload, result_status,
+    DialectTable, OpKind, Operation, Status, command_family, content_fingerprint, result_payload,
+    result_status,
 };
+use ctxpress_core::traffic::Traffic;
 use ctxpress_core::{
     ConfigError, Conversation, Role, StageContext, StageOutcome, Strategy, StrategyError,
 };
@@ -188,89 +189,71 @@ pub fn is_display_only(m: &ctxpress_core::Message) -> bool {
 impl StalePruner {
     fn collect(&self, conv: &Conversation) -> Vec<Rec> {
         let tail = conv.tail_start(self.cfg.protected_tail);
-        let session_cwd = self
-            .cfg
-            .cwd
-            .as_deref()
-            .map(|c| dialect::normalize_path(c, None))
-            .or_else(|| dialect::detect_cwd(conv));
-        // Call ids used more than once cannot be removed safely.
-        let mut id_count: HashMap<String, usize> = HashMap::new();
-        for m in &conv.messages {
-            for c in m.tool_calls() {
-                *id_count.entry(c.id.to_string()).or_default() += 1;
-            }
-        }
+        let traffic = Traffic::of(conv, &self.table, self.cfg.cwd.as_deref());
         let mut recs = Vec::new();
         let mut current_file: Option<String> = None;
-        for ex in conv.exchanges() {
-            let Some(msg) = conv.messages.get(ex.call) else {
+        for r in &traffic.calls {
+            let call = traffic.call(r);
+            let Some(mut op) = call.op.clone() else {
                 continue;
             };
-            for call in msg.tool_calls() {
-                let Some(mut op) = self.table.extract(&call, session_cwd.as_deref()) else {
-                    continue;
-                };
-                if op.paths.is_empty() && op.current_file {
-                    match &current_file {
-                        Some(f) if matches!(op.kind, OpKind::Read | OpKind::Edit) => {
-                            op.paths = vec![f.clone()]
-                        }
-                        _ => {}
+            if op.paths.is_empty() && op.current_file {
+                match &current_file {
+                    Some(f) if matches!(op.kind, OpKind::Read | OpKind::Edit) => {
+                        op.paths = vec![f.clone()]
                     }
+                    _ => {}
                 }
-                if matches!(op.kind, OpKind::Read | OpKind::Write | OpKind::Edit) {
-                    if op.paths.is_empty() {
-                        continue;
-                    }
-                    if op.paths.len() == 1 {
-                        current_file = op.paths.first().cloned();
-                    }
-                }
-                let mut result = None;
-                for &r in &ex.results {
-                    if let Some(rm) = conv.messages.get(r)
-                        && let Some(res) =
-                            rm.tool_results().into_iter().find(|x| x.call_id == call.id)
-                    {
-                        result = Some((r, res.text.to_string(), res.is_error));
-                        break;
-                    }
-                }
-                let id = call.id.to_string();
-                let unique = !id.is_empty() && id_count.get(&id) == Some(&1);
-                let (result_msg, status, result_hash, result_len) = match &result {
-                    Some((r, text, is_err)) => {
-                        let st = result_status(op.exit, text, *is_err);
-                        let h = (op.kind == OpKind::Read && st != Status::Failure)
-                            .then(|| content_fingerprint(result_payload(text)));
-                        (Some(*r), st, h, text.chars().count())
-                    }
-                    None => (None, Status::Unknown, None, 0),
-                };
-                let protected = |i: usize| {
-                    conv.messages
-                        .get(i)
-                        .is_some_and(|m| conv.ann(m.id()).is_some_and(|a| a.protected))
-                };
-                let mutable = unique
-                    && ex.call < tail
-                    && result_msg.is_some_and(|r| r < tail && !conv.is_protected(r))
-                    && !conv.is_protected(ex.call)
-                    && msg.role() == Role::Assistant
-                    && !protected(ex.call)
-                    && !result_msg.is_some_and(protected);
-                recs.push(Rec {
-                    op,
-                    call_id: id,
-                    call_msg: ex.call,
-                    result_msg,
-                    status,
-                    result_hash,
-                    result_len,
-                    mutable,
-                });
             }
+            if matches!(op.kind, OpKind::Read | OpKind::Write | OpKind::Edit) {
+                if op.paths.is_empty() {
+                    continue;
+                }
+                if op.paths.len() == 1 {
+                    current_file = op.paths.first().cloned();
+                }
+            }
+            let result = r.result.and_then(|ri| {
+                let res = conv
+                    .messages
+                    .get(ri)?
+                    .tool_results()
+                    .into_iter()
+                    .find(|x| x.call_id == call.id.as_str())?;
+                Some((ri, res))
+            });
+            let (result_msg, status, result_hash, result_len) = match &result {
+                Some((ri, res)) => {
+                    let st = result_status(op.exit, &res.text, res.is_error);
+                    let h = (op.kind == OpKind::Read && st != Status::Failure)
+                        .then(|| content_fingerprint(result_payload(&res.text)));
+                    (Some(*ri), st, h, res.text.chars().count())
+                }
+                None => (None, Status::Unknown, None, 0),
+            };
+            let protected = |i: usize| {
+                conv.messages
+                    .get(i)
+                    .is_some_and(|m| conv.ann(m.id()).is_some_and(|a| a.protected))
+            };
+            let call_msg = r.msg;
+            let mutable = r.unique
+                && call_msg < tail
+                && result_msg.is_some_and(|ri| ri < tail && !conv.is_protected(ri))
+                && !conv.is_protected(call_msg)
+                && conv.messages[call_msg].role() == Role::Assistant
+                && !protected(call_msg)
+                && !result_msg.is_some_and(protected);
+            recs.push(Rec {
+                op,
+                call_id: call.id.clone(),
+                call_msg,
+                result_msg,
+                status,
+                result_hash,
+                result_len,
+                mutable,
+            });
         }
         recs
     }

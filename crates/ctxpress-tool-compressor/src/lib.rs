@@ -38,6 +38,7 @@ use ctxpress_core::dialect::{
     self, DialectTable, OpKind, Operation, Status, command_family, result_payload, result_status,
 };
 use ctxpress_core::tokens::count_message;
+use ctxpress_core::traffic::{MessageCalls, Traffic};
 use ctxpress_core::{
     ConfigError, Conversation, Message, Role, StageContext, StageOutcome, Strategy, StrategyError,
 };
@@ -240,6 +241,10 @@ pub struct Counts {
 struct InputCandidate {
     /// Message index of the call.
     msg: usize,
+    /// Position of the call among the message's tool calls.
+    slot: usize,
+    /// The parsed calls of that message.
+    calls: MessageCalls,
     call_id: String,
     /// The argument holding the content.
     key: String,
@@ -413,22 +418,12 @@ impl ToolCompressor {
     /// them.
     fn candidates(&self, conv: &Conversation) -> (Vec<Candidate>, Vec<InputCandidate>, u64) {
         let tail = conv.tail_start(self.cfg.protected_tail);
-        let session_cwd = self
-            .cfg
-            .cwd
-            .as_deref()
-            .map(|c| dialect::normalize_path(c, None))
-            .or_else(|| dialect::detect_cwd(conv));
-        let mut id_count: HashMap<String, usize> = HashMap::new();
-        for m in &conv.messages {
-            for c in m.tool_calls() {
-                *id_count.entry(c.id.to_string()).or_default() += 1;
-            }
-        }
+        let traffic = Traffic::of(conv, &self.table, self.cfg.cwd.as_deref());
         // Every answered call, in order.
         struct Rec {
             msg: usize,
             call_msg: usize,
+            slot: usize,
             content_key: Option<String>,
             call_id: String,
             name: String,
@@ -438,73 +433,65 @@ impl ToolCompressor {
             eligible: bool,
         }
         let mut recs: Vec<Rec> = Vec::new();
-        for ex in conv.exchanges() {
-            let Some(call_msg) = conv.messages.get(ex.call) else {
+        for cr in &traffic.calls {
+            let call = traffic.call(cr);
+            let Some(r) = cr.result else {
                 continue;
             };
-            for call in call_msg.tool_calls() {
-                let mut found = None;
-                for &r in &ex.results {
-                    if let Some(rm) = conv.messages.get(r)
-                        && let Some(res) =
-                            rm.tool_results().into_iter().find(|x| x.call_id == call.id)
-                    {
-                        found = Some((r, res));
-                        break;
-                    }
-                }
-                let Some((r, res)) = found else {
-                    continue;
-                };
-                let lead = res.text.trim_start();
-                let done = DONE_PREFIXES.iter().any(|p| lead.starts_with(p));
-                let chars = res.text.chars().count();
-                let args = call.args();
-                let op = self
-                    .table
-                    .extract_args(&call.name, &args, session_cwd.as_deref());
-                let exit_style = op.as_ref().map(|o| o.exit).unwrap_or_default();
-                let failed = result_status(exit_style, &res.text, res.is_error) == Status::Failure;
-                let id = call.id.to_string();
-                let unique = !id.is_empty() && id_count.get(&id) == Some(&1);
-                let eligible = unique
-                    && r < tail
-                    && !conv.is_protected(r)
-                    && !done
-                    && chars >= self.cfg.min_chars
-                    && !self.skipped_tool(&call.name)
-                    && conv.messages.get(r).is_some_and(|m| text_only(m, &id));
-                let content_key = (self.cfg.inputs
-                    && unique
-                    && ex.call < tail
-                    && !conv.is_protected(ex.call)
-                    && op.as_ref().is_some_and(|o| o.kind == OpKind::Write)
-                    && !self.skipped_tool(&call.name))
-                .then(|| self.table.find(&call.name))
-                .flatten()
-                .and_then(|spec| {
-                    spec.content_args.iter().find(|k| {
-                        args.get(k.as_str())
-                            .and_then(Value::as_str)
-                            .is_some_and(|t| {
-                                !DONE_PREFIXES.iter().any(|p| t.trim_start().starts_with(p))
-                                    && t.chars().count() >= self.cfg.min_chars
-                            })
-                    })
+            let Some(res) = conv.messages.get(r).and_then(|rm| {
+                rm.tool_results()
+                    .into_iter()
+                    .find(|x| x.call_id == call.id.as_str())
+            }) else {
+                continue;
+            };
+            let lead = res.text.trim_start();
+            let done = DONE_PREFIXES.iter().any(|p| lead.starts_with(p));
+            let chars = res.text.chars().count();
+            let args = &call.args;
+            let op = call.op.clone();
+            let exit_style = op.as_ref().map(|o| o.exit).unwrap_or_default();
+            let failed = result_status(exit_style, &res.text, res.is_error) == Status::Failure;
+            let id = call.id.clone();
+            let unique = cr.unique;
+            let eligible = unique
+                && r < tail
+                && !conv.is_protected(r)
+                && !done
+                && chars >= self.cfg.min_chars
+                && !self.skipped_tool(&call.name)
+                && conv.messages.get(r).is_some_and(|m| text_only(m, &id));
+            let content_key = (self.cfg.inputs
+                && unique
+                && cr.msg < tail
+                && !conv.is_protected(cr.msg)
+                && op.as_ref().is_some_and(|o| o.kind == OpKind::Write)
+                && !self.skipped_tool(&call.name))
+            .then(|| self.table.find(&call.name))
+            .flatten()
+            .and_then(|spec| {
+                spec.content_args.iter().find(|k| {
+                    args.get(k.as_str())
+                        .and_then(Value::as_str)
+                        .is_some_and(|t| {
+                            !DONE_PREFIXES.iter().any(|p| t.trim_start().starts_with(p))
+                                && t.chars().count() >= self.cfg.min_chars
+                        })
                 })
-                .cloned();
-                recs.push(Rec {
-                    msg: r,
-                    call_msg: ex.call,
-                    content_key,
-                    call_id: id,
-                    name: call.name.to_string(),
-                    display: display_paths(&self.table, &call.name, &args, op.as_ref()),
-                    op,
-                    failed,
-                    eligible,
-                });
-            }
+            })
+            .cloned();
+            recs.push(Rec {
+                msg: r,
+                call_msg: cr.msg,
+                slot: cr.slot,
+                content_key,
+                call_id: id,
+                name: call.name.clone(),
+                display: display_paths(&self.table, &call.name, args, op.as_ref()),
+                op,
+                failed,
+                eligible,
+            });
         }
         // The last `keep_last` results stay.
         let keep_from = recs.len().saturating_sub(self.cfg.keep_last);
@@ -537,6 +524,11 @@ impl ToolCompressor {
                 }
                 inputs.push(InputCandidate {
                     msg: r.call_msg,
+                    slot: r.slot,
+                    calls: traffic
+                        .message_calls(r.call_msg)
+                        .cloned()
+                        .unwrap_or_else(|| MessageCalls::from(Vec::new())),
                     call_id: r.call_id.clone(),
                     key: key.clone(),
                     subject: Subject {
@@ -644,21 +636,19 @@ impl ToolCompressor {
         let Some(m) = conv.messages.get(c.msg) else {
             return Attempt::Skipped;
         };
-        let Some(text) = m
-            .tool_calls()
-            .into_iter()
-            .find(|call| call.id == c.call_id)
-            .and_then(|call| {
-                call.args()
-                    .get(&c.key)
-                    .and_then(Value::as_str)
-                    .map(str::to_string)
-            })
-        else {
+        // The call's arguments as the traffic index parsed them (the stage
+        // changes no other argument of a call, nor the order of calls).
+        let Some(call) = c.calls.get(c.slot).filter(|call| call.id == c.call_id) else {
             return Attempt::Skipped;
         };
-        let mut s = summarize_input(&c.subject, &text, limits);
-        let saved = match self.settle(&text, &mut s, terms) {
+        if m.tool_calls().get(c.slot).is_none_or(|x| x.id != c.call_id) {
+            return Attempt::Skipped;
+        }
+        let Some(text) = call.args.get(&c.key).and_then(Value::as_str) else {
+            return Attempt::Skipped;
+        };
+        let mut s = summarize_input(&c.subject, text, limits);
+        let saved = match self.settle(text, &mut s, terms) {
             Ok(n) => n,
             Err(a) => return a,
         };
@@ -666,7 +656,8 @@ impl ToolCompressor {
         edit(conv, c.msg, ctx, measure, saved, |m| {
             // Re-serialized arguments must not come out longer anywhere.
             let original = m.clone();
-            let done = m.set_tool_call_arg(&c.call_id, &c.key, &s) && m.size() < size_before;
+            let done =
+                m.set_tool_call_arg_at(c.slot, &c.key, &s, &call.args) && m.size() < size_before;
             if !done {
                 *m = original;
             }
