@@ -1,0 +1,95 @@
+//! Paths and the session's working directory: normalization, detection.
+
+use crate::conversation::Conversation;
+use crate::message::Role;
+use regex::Regex;
+use serde_json::Value;
+use std::sync::LazyLock;
+
+/// Collapse runs of whitespace to one space and trim.
+pub fn normalize_ws(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+fn is_drive(b: &[u8]) -> bool {
+    b.len() >= 2 && b[0].is_ascii_alphabetic() && b[1] == b':'
+}
+
+/// Normalize a path: quotes and whitespace trimmed, backslashes to slashes,
+/// Windows drive paths lower-cased (their file systems ignore case), relative paths joined to `cwd` when known, `.` and `..`
+/// resolved lexically, repeated and trailing slashes removed.
+pub fn normalize_path(p: &str, cwd: Option<&str>) -> String {
+    let t = p
+        .trim()
+        .trim_matches(|c| c == '"' || c == '\'' || c == '`')
+        .trim();
+    let mut s = t.replace('\\', "/");
+    if let Some(rest) = s.strip_prefix("file://") {
+        s = rest.to_string();
+    }
+    let absolute = s.starts_with('/') || is_drive(s.as_bytes()) || s.starts_with('~');
+    if !absolute
+        && let Some(c) = cwd
+        && !c.trim().is_empty()
+    {
+        let base = normalize_path(c, None);
+        s = format!("{base}/{s}");
+    }
+    let windows = is_drive(s.as_bytes());
+    if windows {
+        s = s.to_lowercase();
+    }
+    let lead = if s.starts_with('/') { "/" } else { "" };
+    let mut parts: Vec<&str> = Vec::new();
+    for seg in s.split('/') {
+        match seg {
+            "" | "." => {}
+            ".." => {
+                if matches!(parts.last(), Some(l) if *l != ".." && !is_drive(l.as_bytes())) {
+                    parts.pop();
+                } else if lead.is_empty() && !windows {
+                    parts.push("..");
+                }
+            }
+            other => parts.push(other),
+        }
+    }
+    let mut out = format!("{lead}{}", parts.join("/"));
+    if windows && out.len() == 2 {
+        out.push('/');
+    }
+    if out.is_empty() && !t.is_empty() {
+        out = if lead.is_empty() {
+            ".".into()
+        } else {
+            "/".into()
+        };
+    }
+    out
+}
+
+/// The session's working directory, when the conversation states it (Codex
+/// `<cwd>...</cwd>` in its environment context, or `Working directory: ...` in
+/// a system prompt). Looks at the first messages only.
+pub fn detect_cwd(conv: &Conversation) -> Option<String> {
+    static CWD: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(r"<cwd>([^<\n]+)</cwd>|(?m)^\s*(?:Working directory|Primary working directory|cwd):\s*(\S[^\n]*)$")
+            .expect("valid regex")
+    });
+    for m in conv.messages.iter().take(8) {
+        if !matches!(m.role(), Role::System | Role::Developer | Role::User) {
+            continue;
+        }
+        let t = m.text();
+        if let Some(c) = CWD.captures(&t) {
+            let v = c.get(1).or_else(|| c.get(2))?.as_str().trim();
+            if !v.is_empty() {
+                return Some(normalize_path(v, None));
+            }
+        }
+    }
+    if let Some(Value::String(c)) = conv.envelope.fields.get("cwd") {
+        return Some(normalize_path(c, None));
+    }
+    None
+}

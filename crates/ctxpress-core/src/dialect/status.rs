@@ -1,0 +1,128 @@
+//! Tool results: the exit status a result states, its payload, and the
+//! judgement of success or failure.
+
+use super::{ExitReport, Status};
+use regex::Regex;
+use std::sync::LazyLock;
+
+static EXIT_RE: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?i)(?:^exit code|exited with code|exit status|exit code|exit_code)\W{0,3}(-?\d+)")
+        .expect("valid regex")
+});
+
+/// The exit code a result states in its first eight or last three lines
+/// (`Exit code 1`, `Exit code: 0`, `Process exited with code 0`,
+/// `[Command finished with exit code 1]`, `"exit_code": 0`).
+pub fn exit_code(text: &str) -> Option<i64> {
+    let t = text.trim_start();
+    if t.starts_with('{') {
+        static JSON_RE: LazyLock<Regex> =
+            LazyLock::new(|| Regex::new(r#""exit_code"\s*:\s*(-?\d+)"#).expect("valid regex"));
+        if let Some(c) = JSON_RE.captures(t) {
+            return c.get(1).and_then(|m| m.as_str().parse().ok());
+        }
+    }
+    let lines: Vec<&str> = t.lines().collect();
+    let head = lines.iter().take(8);
+    let tail = lines.iter().skip(lines.len().saturating_sub(3).max(8));
+    for l in head.chain(tail) {
+        if l.len() > 200 {
+            continue;
+        }
+        if let Some(c) = EXIT_RE.captures(l) {
+            return c.get(1).and_then(|m| m.as_str().parse().ok());
+        }
+    }
+    None
+}
+
+static FAIL_RE: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(r"(?i)error:|\bfailed\b|exception|command not found|permission denied|no such file|cannot|fatal:")
+        .expect("valid regex")
+});
+
+fn is_footer(l: &str) -> bool {
+    let t = l.trim();
+    t.starts_with("(Open file:") || t.starts_with("(Current directory:") || t == "bash-$"
+}
+
+/// The payload of a tool result: the output after a Codex `Output:` header, or
+/// the whole text, with SWE-agent's `(Open file: ...)` footer dropped.
+pub fn result_payload(text: &str) -> &str {
+    let mut t = text;
+    // Codex exec_command / shell_command headers.
+    let mut off = 0;
+    for (i, line) in text.split_inclusive('\n').enumerate() {
+        if i >= 8 {
+            break;
+        }
+        off += line.len();
+        if line.trim_end() == "Output:" {
+            t = text.get(off..).unwrap_or("");
+            break;
+        }
+    }
+    // SWE-agent footer.
+    let mut end = t.len();
+    for line in t.lines().rev().take(4) {
+        if line.trim().is_empty() || is_footer(line) {
+            if let Some(p) = t.get(..end).and_then(|s| s.rfind(line)) {
+                end = p;
+            }
+        } else {
+            break;
+        }
+    }
+    t.get(..end).unwrap_or(t)
+}
+
+/// True when one line matches the spec's error patterns ("0 failed" and
+/// "failed: 0" of a passing summary do not count).
+pub fn line_looks_failed(line: &str) -> bool {
+    static ZERO_RE: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(r"(?i)\b0\s+failed\b|\bfailed\W{0,2}\s*0\b|\b0\s+errors?\b")
+            .expect("valid regex")
+    });
+    FAIL_RE.find_iter(line).any(|m| {
+        if m.as_str().eq_ignore_ascii_case("failed") {
+            !ZERO_RE.is_match(line)
+        } else {
+            true
+        }
+    })
+}
+
+/// Judge a tool result: `is_error`, `<tool_use_error>`, a stated exit code,
+/// the tool's exit convention, then the error patterns on the first and last
+/// non-empty lines of the output (never anywhere in it).
+pub fn result_status(exit: ExitReport, text: &str, is_error: Option<bool>) -> Status {
+    if is_error == Some(true) {
+        return Status::Failure;
+    }
+    let t = text.trim_start();
+    if t.starts_with("<tool_use_error>") || t.starts_with("Error: ") && t.len() < 400 {
+        return Status::Failure;
+    }
+    if let Some(code) = exit_code(text) {
+        return if code == 0 {
+            Status::Success
+        } else {
+            Status::Failure
+        };
+    }
+    if exit == ExitReport::OnFailure {
+        return Status::Success;
+    }
+    let payload = result_payload(text);
+    let mut lines = payload.lines().filter(|l| !l.trim().is_empty());
+    let first = lines.next();
+    let last = lines.next_back();
+    if first.is_some_and(line_looks_failed) || last.is_some_and(line_looks_failed) {
+        return Status::Failure;
+    }
+    if is_error == Some(false) {
+        Status::Success
+    } else {
+        Status::Unknown
+    }
+}
