@@ -18,6 +18,8 @@
 //! 3. Module docs. Every `.rs` file under `crates/*/src`, `xtask/src`,
 //!    `tests/src` and `benches/src` starts with a `//!` line (after inner
 //!    attributes, if any).
+//! 4. Layout. The top level holds `Cargo.toml`, `crates`, `xtask`,
+//!    `benches`, `tests`, `docs`, `README.md` and `ARCHITECTURE.md`.
 //!
 //! The scans are line based (files are rustfmt-formatted) and take a few
 //! milliseconds. Known exceptions are listed in `ALLOWED_*` below, each
@@ -627,4 +629,25 @@ pub static J: u8 = 0;
     assert_eq!(items, 5);
     let names: Vec<&str> = found.iter().map(|s| key(s)).collect();
     assert_eq!(names, ["x.rs: enum C", "x.rs: fn e", "x.rs: static J"]);
+}
+
+/// The top-level layout the project was asked for (issue #17): other
+/// entries may sit beside these.
+#[test]
+fn the_top_level_layout_is_there() {
+    let root = root();
+    let missing: Vec<&str> = [
+        "Cargo.toml",
+        "crates",
+        "xtask",
+        "benches",
+        "tests",
+        "docs",
+        "README.md",
+        "ARCHITECTURE.md",
+    ]
+    .into_iter()
+    .filter(|p| !root.join(p).exists())
+    .collect();
+    assert!(missing.is_empty(), "missing at the top level: {missing:?}");
 }
