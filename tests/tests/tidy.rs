@@ -19,7 +19,8 @@
 //!    `tests/src` and `benches/src` starts with a `//!` line (after inner
 //!    attributes, if any).
 //! 4. Layout. The top level holds `Cargo.toml`, `crates`, `xtask`,
-//!    `benches`, `tests`, `docs`, `README.md` and `ARCHITECTURE.md`.
+//!    `benches`, `tests`, `docs`, `README.md` and `ARCHITECTURE.md`, and
+//!    every workspace member has a row in ARCHITECTURE.md's codemap.
 //!
 //! The scans are line based (files are rustfmt-formatted) and take a few
 //! milliseconds. Known exceptions are listed in `ALLOWED_*` below, each
@@ -650,4 +651,20 @@ fn the_top_level_layout_is_there() {
     .filter(|p| !root.join(p).exists())
     .collect();
     assert!(missing.is_empty(), "missing at the top level: {missing:?}");
+}
+
+/// Every workspace member has a row in ARCHITECTURE.md's codemap, keyed by
+/// its folder (`crates/ctxpress-core`, `xtask`, `tests`, ...).
+#[test]
+fn every_member_has_a_codemap_row() {
+    let doc = read(&root().join("ARCHITECTURE.md"));
+    let missing: Vec<String> = members()
+        .iter()
+        .map(|m| rel(m))
+        .filter(|m| !doc.contains(&format!("\n| `{m}` |")))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "workspace members without a codemap row in ARCHITECTURE.md: {missing:?}"
+    );
 }
