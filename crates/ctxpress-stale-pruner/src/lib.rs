@@ -518,10 +518,12 @@ impl Strategy for StalePruner {
     fn apply(
         &self,
         conv: &mut Conversation,
-        ctx: &StageContext,
+        _ctx: &StageContext,
     ) -> Result<StageOutcome, StrategyError> {
+        // Tokens before and after are the pipeline's to measure (every stage
+        // report has them); counting the whole conversation twice here cost
+        // more than finding what to prune.
         let msgs_before = conv.messages.len();
-        let tokens_before = ctx.tokens(conv);
         let c = self.prune(conv);
         let mut out = StageOutcome::default();
         out.count("stale_reads", c.stale_reads);
@@ -533,12 +535,10 @@ impl Strategy for StalePruner {
             out.count("display_data_deleted", c.display_data_deleted);
         }
         out.notes.push(format!(
-            "{}; messages {} -> {}, tokens {} -> {}",
+            "{}; messages {} -> {}",
             summary(&c, self.cfg.display_only),
             msgs_before,
             conv.messages.len(),
-            tokens_before,
-            ctx.tokens(conv)
         ));
         Ok(out)
     }

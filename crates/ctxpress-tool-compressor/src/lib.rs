@@ -594,27 +594,32 @@ impl ToolCompressor {
         ctx: &StageContext,
         measure: bool,
     ) -> Attempt {
-        let Some(m) = conv.messages.get(c.msg) else {
-            return Attempt::Skipped;
+        // The result text is borrowed from the conversation (not copied)
+        // until the summary is settled.
+        let summarized = {
+            let Some(m) = conv.messages.get(c.msg) else {
+                return Attempt::Skipped;
+            };
+            let Some(res) = m
+                .tool_results()
+                .into_iter()
+                .find(|r| r.call_id == c.call_id)
+            else {
+                return Attempt::Skipped;
+            };
+            let text: &str = &res.text;
+            let mut subject = c.subject.clone();
+            subject.exit = dialect::exit_code(text);
+            let body = if matches!(c.kind, Kind::Read | Kind::Command | Kind::Search) {
+                result_payload(text)
+            } else {
+                text
+            };
+            let mut s = summarize(c.kind, &subject, body, limits);
+            self.settle(text, &mut s, terms).map(|saved| (s, saved))
         };
-        let Some(text) = m
-            .tool_results()
-            .into_iter()
-            .find(|r| r.call_id == c.call_id)
-            .map(|r| r.text.into_owned())
-        else {
-            return Attempt::Skipped;
-        };
-        let mut subject = c.subject.clone();
-        subject.exit = dialect::exit_code(&text);
-        let body = if matches!(c.kind, Kind::Read | Kind::Command | Kind::Search) {
-            result_payload(&text)
-        } else {
-            text.as_str()
-        };
-        let mut s = summarize(c.kind, &subject, body, limits);
-        let saved = match self.settle(&text, &mut s, terms) {
-            Ok(n) => n,
+        let (s, saved) = match summarized {
+            Ok(x) => x,
             Err(a) => return a,
         };
         edit(conv, c.msg, ctx, measure, saved, |m| {

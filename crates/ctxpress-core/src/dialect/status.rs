@@ -22,10 +22,13 @@ pub fn exit_code(text: &str) -> Option<i64> {
             return c.get(1).and_then(|m| m.as_str().parse().ok());
         }
     }
-    let lines: Vec<&str> = t.lines().collect();
-    let head = lines.iter().take(8);
-    let tail = lines.iter().skip(lines.len().saturating_sub(3).max(8));
-    for l in head.chain(tail) {
+    // The first eight lines, then the last three of the rest, without
+    // splitting the whole text.
+    let mut lines = t.lines();
+    let head: Vec<&str> = lines.by_ref().take(8).collect();
+    let mut tail: Vec<&str> = lines.rev().take(3).collect();
+    tail.reverse();
+    for l in head.iter().chain(tail.iter()) {
         if l.len() > 200 {
             continue;
         }

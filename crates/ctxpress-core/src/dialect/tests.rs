@@ -457,3 +457,50 @@ fn never_panics_on_odd_input() {
         let _ = normalize_path(s, Some("C:"));
     }
 }
+
+#[test]
+fn exit_code_reads_the_first_eight_and_last_three_lines() {
+    // The plain version: split everything, then pick.
+    let re = regex::Regex::new(
+        r"(?i)(?:^exit code|exited with code|exit status|exit code|exit_code)\W{0,3}(-?\d+)",
+    )
+    .unwrap();
+    let reference = |text: &str| -> Option<i64> {
+        let t = text.trim_start();
+        let lines: Vec<&str> = t.lines().collect();
+        let head = lines.iter().take(8);
+        let tail = lines.iter().skip(lines.len().saturating_sub(3).max(8));
+        for l in head.chain(tail) {
+            if let Some(c) = re.captures(l) {
+                return c.get(1).and_then(|m| m.as_str().parse().ok());
+            }
+        }
+        None
+    };
+    for n in 0..16 {
+        for at in 0..n {
+            for ending in ["\n", "\r\n"] {
+                let text: String = (0..n)
+                    .map(|i| {
+                        if i == at {
+                            format!("Exit code {i}{ending}")
+                        } else {
+                            format!("line {i}{ending}")
+                        }
+                    })
+                    .collect();
+                assert_eq!(
+                    exit_code(&text),
+                    reference(&text),
+                    "{n} lines, code at {at}"
+                );
+                let two = format!("{text}exit status 99");
+                assert_eq!(
+                    exit_code(&two),
+                    reference(&two),
+                    "{n} lines + 1, code at {at}"
+                );
+            }
+        }
+    }
+}
