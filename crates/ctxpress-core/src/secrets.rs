@@ -1,11 +1,26 @@
-//! The secret detector, shared by the classifier (api_key reason) and the
-//! summarizer (redaction before text leaves the machine).
+//! The secret detector, shared by the classifier (api_key reason), the
+//! summarizer (secrets kept next to a summary) and the LLM backends
+//! (redaction before any text leaves the process).
 //!
-//! Known provider formats (OpenAI, Anthropic, AWS, GitHub, Stripe, Slack,
-//! SendGrid, GitLab, npm, Google) are matched by one compiled regex; a generic
-//! `prefix-separator-body` fallback catches other high-entropy tokens and
-//! rejects CSS/BEM-style hyphenated words, identifiers and UUIDs. Matching is
-//! linear in the length of the text.
+//! Two levels:
+//!
+//! - [`find_secrets`]: self-evident tokens, one run of `[A-Za-z0-9_.-]`
+//!   each. Known provider formats (OpenAI, Anthropic, AWS access key ids,
+//!   GitHub, Stripe, Slack, SendGrid, GitLab, npm, Google, Hugging Face, JWTs)
+//!   are matched by one compiled regex; a generic `prefix-separator-body`
+//!   fallback catches other high-entropy tokens and rejects CSS/BEM-style
+//!   hyphenated words, identifiers and UUIDs. This is what the classifier's
+//!   `api_key` reason looks at.
+//! - [`find_sensitive`]: those plus secrets that only their context gives
+//!   away: values of `password=` / `passwd:` / `secret=` / `token=` /
+//!   `api_key:` ... assignments (env, ini, yaml, json and code styles, quoted
+//!   or not; empty values, placeholders such as `<password>`, `***`,
+//!   `${VAR}` and code such as `getPassword()` are not secrets), passwords in
+//!   URLs (`postgres://user:pass@host`), `Bearer` / `Basic` credentials,
+//!   private key PEM blocks, bare AWS secret access keys, Slack and Discord
+//!   webhook URLs. [`redact`] replaces all of them.
+//!
+//! Matching is linear in the length of the text.
 
 use regex::Regex;
 use std::sync::LazyLock;
@@ -17,13 +32,38 @@ pub struct SecretSpan {
     pub start: usize,
     /// Byte offset one past the end.
     pub end: usize,
-    /// Which provider or pattern matched, e.g. `openai`, `aws`, `generic`.
+    /// Which provider or pattern matched, e.g. `openai`, `aws`, `generic`,
+    /// `password`, `url_password`, `private_key`.
     pub kind: &'static str,
+    /// Start of the smallest stretch worth keeping verbatim around the secret:
+    /// the key of a `key = value` assignment, the scheme of a URL, the
+    /// `-----BEGIN` line of a PEM block; `start` for a bare token.
+    pub context_start: usize,
+    /// End of that stretch (a closing quote, the end of the URL or PEM
+    /// block); `end` for a bare token.
+    pub context_end: usize,
+}
+
+impl SecretSpan {
+    fn token(start: usize, end: usize, kind: &'static str) -> SecretSpan {
+        SecretSpan {
+            start,
+            end,
+            kind,
+            context_start: start,
+            context_end: end,
+        }
+    }
 }
 
 /// Provider patterns, in priority order (`kind`, regex). The first that matches
 /// a token in full names its kind.
-const PATTERNS: [(&str, &str); 11] = [
+const PATTERNS: [(&str, &str); 15] = [
+    // header.payload.signature, both JSON objects (`{"` is `eyJ` in base64url)
+    (
+        "jwt",
+        r"eyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]{16,}",
+    ),
     ("anthropic", r"sk-ant-[A-Za-z0-9_\-]{20,}"),
     (
         "openai",
@@ -40,6 +80,14 @@ const PATTERNS: [(&str, &str); 11] = [
     ("gitlab", r"glpat-[A-Za-z0-9_\-]{20,}"),
     ("npm", r"npm_[A-Za-z0-9]{36,}"),
     ("google", r"AIza[0-9A-Za-z_\-]{35}"),
+    // OAuth access tokens and client secrets
+    (
+        "google",
+        r"ya29\.[0-9A-Za-z_\-]{20,}|GOCSPX-[0-9A-Za-z_\-]{20,}",
+    ),
+    ("huggingface", r"hf_[A-Za-z0-9]{30,}"),
+    // webhook signing secrets
+    ("stripe", r"whsec_[A-Za-z0-9]{20,}"),
     // generic: prefix, separator, body
     (
         "generic",
@@ -49,6 +97,8 @@ const PATTERNS: [(&str, &str); 11] = [
 
 /// Tokens longer than this are never secrets (and are not examined further).
 const MAX_TOKEN: usize = 512;
+/// JWTs carry their claims and can be much longer.
+const MAX_JWT: usize = 16 * 1024;
 
 // The patterns are constants; failing to compile is a programming error caught
 // by every test.
@@ -127,6 +177,10 @@ fn longest_alnum_run(s: &[u8]) -> &[u8] {
 fn accept(kind: &str, m: &str) -> bool {
     let bytes = m.as_bytes();
     match kind {
+        "huggingface" => {
+            let body = bytes.get(3..).unwrap_or(&[]);
+            body.iter().any(u8::is_ascii_uppercase) && body.iter().any(u8::is_ascii_lowercase)
+        }
         "openai" | "anthropic" | "gitlab" | "slack" => {
             // Reject hyphenated words such as `sk-something-long-and-wordy`.
             let body = bytes
@@ -216,7 +270,12 @@ pub fn find_secrets(text: &str) -> Vec<SecretSpan> {
 }
 
 /// Literal starts of the provider patterns.
-const PROVIDER_PREFIXES: [&[u8]; 19] = [
+const PROVIDER_PREFIXES: [&[u8]; 24] = [
+    b"eyJ",
+    b"ya29.",
+    b"GOCSPX-",
+    b"hf_",
+    b"whsec_",
     b"sk-",
     b"AKIA",
     b"ASIA",
@@ -337,7 +396,7 @@ fn scan_run(run: &str, offset: usize, out: &mut Vec<SecretSpan>) {
 fn scan_matches(run: &str, offset: usize, out: &mut Vec<SecretSpan>) {
     for m in SECRET_RE.find_iter(run) {
         let token = m.as_str();
-        if token.len() > MAX_TOKEN {
+        if token.len() > MAX_JWT || (token.len() > MAX_TOKEN && !token.starts_with("eyJ")) {
             continue;
         }
         let Some(kind) = KIND_RES
@@ -348,11 +407,11 @@ fn scan_matches(run: &str, offset: usize, out: &mut Vec<SecretSpan>) {
             continue;
         };
         if accept(kind, token) {
-            out.push(SecretSpan {
-                start: offset + m.start(),
-                end: offset + m.end(),
+            out.push(SecretSpan::token(
+                offset + m.start(),
+                offset + m.end(),
                 kind,
-            });
+            ));
         }
     }
 }
@@ -371,9 +430,52 @@ pub fn run_has_secret(run: &str) -> bool {
     !found.is_empty()
 }
 
-/// Replace every secret with `[REDACTED:{kind}]`.
+/// Every secret in `text`, in order and non-overlapping: the tokens of
+/// [`find_secrets`] plus the secrets their context gives away (assignment
+/// values, URL passwords, `Bearer` / `Basic` credentials, private key PEM
+/// bodies, bare AWS secret access keys, webhook URLs). Overlapping finds are
+/// merged into one span (the earliest one's kind).
+pub fn find_sensitive(text: &str) -> Vec<SecretSpan> {
+    let mut spans = find_secrets(text);
+    pem_blocks(text, &mut spans);
+    url_passwords(text, &mut spans);
+    assignments(text, &mut spans);
+    auth_headers(text, &mut spans);
+    aws_secret_keys(text, &mut spans);
+    webhooks(text, &mut spans);
+    merge(spans)
+}
+
+/// True when [`find_sensitive`] finds anything.
+pub fn has_sensitive(text: &str) -> bool {
+    !find_sensitive(text).is_empty()
+}
+
+/// Sort by start (longest first) and merge overlapping spans; a span keeps
+/// the kind of the first one pushed among those with its start and end
+/// (provider tokens are pushed first).
+fn merge(mut spans: Vec<SecretSpan>) -> Vec<SecretSpan> {
+    spans.sort_by(|a, b| a.start.cmp(&b.start).then(b.end.cmp(&a.end)));
+    let mut out: Vec<SecretSpan> = Vec::with_capacity(spans.len());
+    for s in spans {
+        match out.last_mut() {
+            Some(last) if s.start < last.end => {
+                last.end = last.end.max(s.end);
+                last.context_start = last.context_start.min(s.context_start);
+                last.context_end = last.context_end.max(s.context_end);
+            }
+            _ => out.push(s),
+        }
+    }
+    out
+}
+
+/// Replace every secret [`find_sensitive`] finds with `[REDACTED:{kind}]`:
+/// a token whole, an assignment's value (the key stays), a URL's password
+/// (scheme, user and host stay), a PEM block's body (its BEGIN and END lines
+/// stay).
 pub fn redact(text: &str) -> String {
-    let spans = find_secrets(text);
+    let spans = find_sensitive(text);
     if spans.is_empty() {
         return text.to_string();
     }
@@ -388,6 +490,540 @@ pub fn redact(text: &str) -> String {
     }
     out.push_str(text.get(last..).unwrap_or(""));
     out
+}
+
+/// `text` with the user information of every URL in it (`scheme://user:pass@`)
+/// replaced by `***` (`scheme://***@`): for error messages and logs that
+/// show a configured URL.
+pub fn mask_url_credentials(text: &str) -> String {
+    static SCHEME: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(r"[A-Za-z][A-Za-z0-9+.\-]{0,30}://").expect("scheme pattern compiles")
+    });
+    let mut out = String::with_capacity(text.len());
+    let mut last = 0;
+    for m in SCHEME.find_iter(text) {
+        if m.start() < last {
+            continue;
+        }
+        let rest = bounded(text.get(m.end()..).unwrap_or(""), MAX_SCAN);
+        let authority = rest
+            .find(|c: char| matches!(c, '/' | '?' | '#') || url_stop(c))
+            .map_or(rest, |e| &rest[..e]);
+        if let Some(at) = authority.rfind('@') {
+            out.push_str(text.get(last..m.end()).unwrap_or(""));
+            out.push_str("***");
+            last = m.end() + at;
+        }
+    }
+    out.push_str(text.get(last..).unwrap_or(""));
+    out
+}
+
+/// The longest prefix of `s` of at most `max` bytes (on a character
+/// boundary): scans from a match are bounded, so finding stays linear.
+fn bounded(s: &str, max: usize) -> &str {
+    if s.len() <= max {
+        return s;
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
+
+/// Longest URL authority or assignment value looked at.
+const MAX_SCAN: usize = 512;
+
+/// Characters that end a URL written in text.
+fn url_stop(c: char) -> bool {
+    c.is_whitespace() || matches!(c, '"' | '\'' | '`' | '<' | '>' | '\\' | '(' | ')')
+}
+
+/// Values that stand for a secret without being one (lower-cased).
+const PLACEHOLDERS: &[&str] = &[
+    "null",
+    "none",
+    "nil",
+    "undefined",
+    "true",
+    "false",
+    "yes",
+    "no",
+    "empty",
+    "string",
+    "str",
+    "text",
+    "bytes",
+    "number",
+    "int",
+    "integer",
+    "bool",
+    "boolean",
+    "any",
+    "object",
+    "optional",
+    "required",
+    "secret",
+    "secrets",
+    "password",
+    "passwd",
+    "pass",
+    "token",
+    "tokens",
+    "key",
+    "apikey",
+    "api_key",
+    "value",
+    "changeme",
+    "change_me",
+    "changeit",
+    "example",
+    "sample",
+    "dummy",
+    "todo",
+    "tbd",
+    "redacted",
+    "hidden",
+    "masked",
+    "omitted",
+    "removed",
+    "n/a",
+    "secretstring",
+    "securestring",
+];
+
+/// True for a value that is a placeholder, a reference or a mask rather than
+/// a secret: `<password>`, `${VAR}`, `$VAR`, `{{ .Values.x }}`, `%(pw)s`,
+/// `***`, `xxxx`, `...`, `your-token-here`, `[REDACTED:...]`, type names.
+fn placeholder(v: &str, key: &str) -> bool {
+    let lower = v.to_ascii_lowercase();
+    let first = v.chars().next().unwrap_or(' ');
+    if matches!(
+        first,
+        '<' | '$' | '{' | '%' | '[' | '(' | '&' | '*' | '!' | '~' | '/' | '='
+    ) || lower.starts_with("your")
+        || lower.ends_with("here")
+        || lower.contains("redacted")
+        || lower.contains("placeholder")
+        || lower.contains("{{")
+        || lower.contains("${")
+        || PLACEHOLDERS.contains(&lower.as_str())
+        || lower == key.to_ascii_lowercase()
+    {
+        return true;
+    }
+    // masks: one repeated character, or only mask characters
+    let mut chars = v.chars();
+    let c0 = chars.next().unwrap_or(' ');
+    chars.all(|c| c == c0)
+        || v.chars()
+            .all(|c| matches!(c, '*' | 'x' | 'X' | '.' | '#' | '-' | '_' | '?' | '•'))
+}
+
+/// True for `a.b.c` / `a::b` paths of identifiers (code, not a secret).
+fn identifier_path(v: &str) -> bool {
+    let ident = |s: &str| {
+        let mut c = s.chars();
+        c.next()
+            .is_some_and(|f| f.is_ascii_alphabetic() || f == '_')
+            && c.all(|c| c.is_ascii_alphanumeric() || c == '_')
+    };
+    (v.contains('.') && v.split('.').all(ident)) || (v.contains("::") && v.split("::").all(ident))
+}
+
+/// Letters only (with `-`, `_` or `.` between words) and not random-looking:
+/// a word or an identifier, which is a secret only where nothing else can
+/// be meant (an env or ini line).
+fn word_like(v: &str) -> bool {
+    let b = v.as_bytes();
+    if !b
+        .iter()
+        .all(|c| c.is_ascii_alphabetic() || matches!(c, b'-' | b'_' | b'.'))
+    {
+        return false;
+    }
+    let changes = b
+        .windows(2)
+        .filter(|w| {
+            w[0].is_ascii_alphabetic()
+                && w[1].is_ascii_alphabetic()
+                && w[0].is_ascii_uppercase() != w[1].is_ascii_uppercase()
+        })
+        .count();
+    changes * 4 < b.len()
+}
+
+/// PascalCase words (`SecretString`, `Option`): a type name.
+fn type_name(v: &str) -> bool {
+    v.chars().next().is_some_and(|c| c.is_ascii_uppercase())
+        && v.chars().all(|c| c.is_ascii_alphabetic())
+        && v.chars().skip(1).any(|c| c.is_ascii_lowercase())
+}
+
+/// Key names whose value is a secret: the key ends with one of these words.
+static ASSIGN_RE: LazyLock<Regex> = LazyLock::new(|| {
+    Regex::new(
+        r#"(?i)([A-Za-z0-9_.\-]*(?:passw(?:or)?d|passphrase|pwd|pass|secret|token|api[_\-]?key|access[_\-]?key|private[_\-]?key|auth[_\-]?key|client[_\-]?key|signing[_\-]?key|encryption[_\-]?key|master[_\-]?key))(\\?["'])?[ \t]*(:=|=>|=|:)[ \t]*"#,
+    )
+    .expect("assignment pattern compiles")
+});
+
+/// The kind of an assignment's secret, from its key.
+fn assignment_kind(key: &str) -> &'static str {
+    let k = key.to_ascii_lowercase();
+    if k.contains("aws") && k.contains("secret") {
+        "aws_secret"
+    } else if k.contains("pass") || k.contains("pwd") {
+        "password"
+    } else if k.contains("token") {
+        "token"
+    } else if k.contains("key") {
+        "api_key"
+    } else {
+        "secret"
+    }
+}
+
+/// Values of assignments to secret-named keys:
+/// `DB_PASSWORD=hunter2`, `password: 'Admin1234!'`, `"api_key": "..."`,
+/// `aws_secret_access_key = wJalr...`, `--token=...`, `?token=...&`.
+fn assignments(text: &str, out: &mut Vec<SecretSpan>) {
+    for c in ASSIGN_RE.captures_iter(text) {
+        let (Some(all), Some(key), Some(sep)) = (c.get(0), c.get(1), c.get(3)) else {
+            continue;
+        };
+        let k = key.as_str();
+        let lower = k.to_ascii_lowercase();
+        let before_word = |w: &str| {
+            let stem = &lower[..lower.len() - w.len()];
+            stem.is_empty() || stem.ends_with(['_', '-', '.'])
+        };
+        // `pass` and `pwd` only as their own word (not `bypass`, `compass`,
+        // nor the shell's `PWD` / `OLDPWD`, which hold directories)
+        if lower.ends_with("pass") && !before_word("pass") {
+            continue;
+        }
+        if lower.ends_with("pwd") && (lower == "pwd" || !before_word("pwd")) {
+            continue;
+        }
+        // `user:pass@host` is the URL rule's
+        if key.start() >= 2 && text.get(key.start() - 2..key.start()) == Some("//") {
+            continue;
+        }
+        let sep = sep.as_str();
+        let p = all.end();
+        let rest = bounded(text.get(p..).unwrap_or(""), MAX_SCAN);
+        // `==`, `=~`, `::`: comparisons and paths
+        if rest.starts_with(['=', '~']) || (sep == ":" && rest.starts_with(':')) {
+            continue;
+        }
+        let kind = assignment_kind(k);
+        let (vs, ve, ctx_end, ok) = if let Some(q) = quote_of(rest) {
+            let inner = &rest[q.len()..];
+            let line = &inner[..inner.find('\n').unwrap_or(inner.len())];
+            let Some(close) = line.find(q) else {
+                continue;
+            };
+            let v = &inner[..close];
+            let vs = p + q.len();
+            let ok =
+                v.chars().count() >= 4 && !v.chars().any(char::is_whitespace) && !placeholder(v, k);
+            (vs, vs + close, vs + close + q.len(), ok)
+        } else {
+            let len = rest
+                .find(|c: char| {
+                    c.is_whitespace()
+                        || matches!(
+                            c,
+                            '"' | '\''
+                                | '`'
+                                | ','
+                                | ';'
+                                | '&'
+                                | '('
+                                | ')'
+                                | '['
+                                | ']'
+                                | '}'
+                                | '<'
+                                | '>'
+                                | '\\'
+                        )
+                })
+                .unwrap_or(rest.len());
+            if len == rest.len() && rest.len() == MAX_SCAN {
+                // a run too long to be one value
+                continue;
+            }
+            let v = &rest[..len];
+            let next = rest[len..].chars().next();
+            let tight = sep == "="
+                && !text[key.end()..p].contains([' ', '\t'])
+                && next.is_none_or(|c| c.is_whitespace() || matches!(c, '&' | '"' | '\'' | ';'));
+            let strong = tight || line_style(text, key.start(), p + len);
+            let ok = v.chars().count() >= 6
+                && !matches!(next, Some('(' | '['))
+                && !placeholder(v, k)
+                && !identifier_path(v)
+                && !v.bytes().all(|c| c.is_ascii_digit())
+                && (!word_like(v) || (strong && !type_name(v)));
+            (p, p + len, p + len, ok)
+        };
+        if ok && vs < ve {
+            out.push(SecretSpan {
+                start: vs,
+                end: ve,
+                kind,
+                context_start: key.start(),
+                context_end: ctx_end,
+            });
+        }
+    }
+}
+
+/// The quote a value starts with: `\"` (JSON-escaped text), `"`, `'` or `` ` ``.
+fn quote_of(rest: &str) -> Option<&'static str> {
+    if rest.starts_with("\\\"") {
+        Some("\\\"")
+    } else if rest.starts_with('"') {
+        Some("\"")
+    } else if rest.starts_with('\'') {
+        Some("'")
+    } else if rest.starts_with('`') {
+        Some("`")
+    } else {
+        None
+    }
+}
+
+/// An assignment alone on its line (an env, ini or yaml line): only blanks,
+/// a list dash or `export` before the key, only blanks, `,` or `;` after the
+/// value.
+fn line_style(text: &str, key_start: usize, value_end: usize) -> bool {
+    // blanks, a dash or `export` fit in a few bytes
+    let head = &text[..key_start];
+    let mut from = key_start.saturating_sub(64);
+    while !head.is_char_boundary(from) {
+        from -= 1;
+    }
+    let window = &head[from..];
+    let before = match window.rfind('\n') {
+        Some(i) => &window[i + 1..],
+        None if from == 0 => window,
+        None => return false,
+    };
+    let before = before.trim();
+    let before = before
+        .strip_prefix("export")
+        .or_else(|| before.strip_prefix('-'))
+        .unwrap_or(before)
+        .trim();
+    let after = bounded(&text[value_end..], 64);
+    let after = match after.find('\n') {
+        Some(i) => &after[..i],
+        None if after.len() == text.len() - value_end => after,
+        None => return false,
+    };
+    before.is_empty() && after.trim().trim_end_matches([',', ';']).trim().is_empty()
+}
+
+/// Passwords in URLs: `postgres://user:pass@host/db` (scheme, user and host
+/// stay).
+fn url_passwords(text: &str, out: &mut Vec<SecretSpan>) {
+    static SCHEME: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(r"[A-Za-z][A-Za-z0-9+.\-]{0,30}://").expect("scheme pattern compiles")
+    });
+    if !text.contains("://") {
+        return;
+    }
+    for m in SCHEME.find_iter(text) {
+        let head = bounded(&text[m.end()..], MAX_SCAN);
+        let authority_len = head
+            .find(|c: char| matches!(c, '/' | '?' | '#') || url_stop(c))
+            .unwrap_or(head.len());
+        let authority = &head[..authority_len];
+        let Some(at) = authority.rfind('@') else {
+            continue;
+        };
+        let rest = bounded(&text[m.end()..], 4 * MAX_SCAN);
+        let url_len = rest.find(url_stop).unwrap_or(rest.len());
+        let userinfo = &authority[..at];
+        let Some(colon) = userinfo.find(':') else {
+            continue;
+        };
+        let user = &userinfo[..colon];
+        let pw = &userinfo[colon + 1..];
+        if pw.is_empty() || placeholder(pw, "password") || (pw == user && pw.len() < 4) {
+            continue;
+        }
+        let start = m.end() + colon + 1;
+        out.push(SecretSpan {
+            start,
+            end: start + pw.len(),
+            kind: "url_password",
+            context_start: m.start(),
+            context_end: m.end() + url_len,
+        });
+    }
+}
+
+/// `Bearer <token>` anywhere; `Authorization: Basic <base64>` and
+/// `Authorization: token <token>`.
+fn auth_headers(text: &str, out: &mut Vec<SecretSpan>) {
+    static BEARER: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(r"(?i)\bbearer[ \t]+([A-Za-z0-9._~+/\-]{16,}=*)").expect("bearer compiles")
+    });
+    static AUTH: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(
+            r#"(?i)\bauthorization\\?["']?[ \t]*[:=][ \t]*(?:\\?["'])?(basic|token)[ \t]+([A-Za-z0-9._~+/\-]{8,}=*)"#,
+        )
+        .expect("authorization compiles")
+    });
+    for c in BEARER.captures_iter(text) {
+        if let (Some(all), Some(v)) = (c.get(0), c.get(1)) {
+            let s = v.as_str();
+            let classes = [
+                s.bytes().any(|c| c.is_ascii_digit()),
+                s.bytes().any(|c| c.is_ascii_uppercase()),
+                s.bytes().any(|c| c.is_ascii_lowercase()),
+                s.bytes().any(|c| !c.is_ascii_alphanumeric()),
+            ];
+            if classes.iter().filter(|&&x| x).count() >= 2 && !placeholder(s, "token") {
+                out.push(SecretSpan {
+                    start: v.start(),
+                    end: v.end(),
+                    kind: "bearer",
+                    context_start: all.start(),
+                    context_end: v.end(),
+                });
+            }
+        }
+    }
+    for c in AUTH.captures_iter(text) {
+        if let (Some(all), Some(scheme), Some(v)) = (c.get(0), c.get(1), c.get(2))
+            && !placeholder(v.as_str(), "token")
+        {
+            out.push(SecretSpan {
+                start: v.start(),
+                end: v.end(),
+                kind: if scheme.as_str().eq_ignore_ascii_case("basic") {
+                    "basic_auth"
+                } else {
+                    "token"
+                },
+                context_start: all.start(),
+                context_end: v.end(),
+            });
+        }
+    }
+}
+
+/// The body of a private key PEM block (to its END line, or to the end of
+/// the text when it was cut off).
+fn pem_blocks(text: &str, out: &mut Vec<SecretSpan>) {
+    static BEGIN: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----").expect("pem compiles")
+    });
+    if !text.contains("-----BEGIN") {
+        return;
+    }
+    let mut from = 0;
+    while let Some(m) = BEGIN.find_at(text, from) {
+        let body_start = m.end();
+        let (body_end, ctx_end) = match text[body_start..].find("-----END") {
+            Some(e) => {
+                let e = body_start + e;
+                let close = text[e + 8..]
+                    .find("-----")
+                    .map_or(text.len(), |c| e + 8 + c + 5);
+                (e, close)
+            }
+            None => (text.len(), text.len()),
+        };
+        let body = &text[body_start..body_end];
+        if body
+            .bytes()
+            .filter(|c| c.is_ascii_alphanumeric() || matches!(c, b'+' | b'/'))
+            .count()
+            >= 16
+        {
+            out.push(SecretSpan {
+                start: body_start,
+                end: body_end,
+                kind: "private_key",
+                context_start: m.start(),
+                context_end: ctx_end,
+            });
+        }
+        from = ctx_end.max(body_start);
+        if from >= text.len() {
+            break;
+        }
+    }
+}
+
+/// Bare AWS secret access keys: exactly 40 characters of `[A-Za-z0-9/+]`
+/// with upper and lower case and digits, changing class often (what a random
+/// key does and a path or word does not).
+fn aws_secret_keys(text: &str, out: &mut Vec<SecretSpan>) {
+    static RUN: LazyLock<Regex> =
+        LazyLock::new(|| Regex::new(r"[A-Za-z0-9/+]{40,}").expect("aws run compiles"));
+    for m in RUN.find_iter(text) {
+        let v = m.as_str().as_bytes();
+        if v.len() != 40 || text.as_bytes().get(m.end()) == Some(&b'=') {
+            continue;
+        }
+        if text[..m.start()].ends_with(|c: char| c.is_alphanumeric() || c == '_') {
+            continue;
+        }
+        let class = |c: u8| {
+            if c.is_ascii_digit() {
+                0
+            } else if c.is_ascii_uppercase() {
+                1
+            } else if c.is_ascii_lowercase() {
+                2
+            } else {
+                3
+            }
+        };
+        let has = |k: u8| v.iter().any(|&c| class(c) == k);
+        let changes = v.windows(2).filter(|w| class(w[0]) != class(w[1])).count();
+        if has(0) && has(1) && has(2) && changes * 10 >= 39 * 3 {
+            out.push(SecretSpan::token(m.start(), m.end(), "aws_secret"));
+        }
+    }
+}
+
+/// Slack and Discord webhook URLs: the secret path after the fixed prefix.
+fn webhooks(text: &str, out: &mut Vec<SecretSpan>) {
+    static HOOK: LazyLock<Regex> = LazyLock::new(|| {
+        Regex::new(
+            r"hooks\.slack\.com/(?:services|workflows)/([A-Za-z0-9_/\-]{20,})|discord(?:app)?\.com/api/webhooks/([0-9]+/[A-Za-z0-9_\-]{20,})",
+        )
+        .expect("webhook compiles")
+    });
+    if !text.contains("hooks") {
+        return;
+    }
+    for c in HOOK.captures_iter(text) {
+        let Some(all) = c.get(0) else { continue };
+        if let Some(v) = c.get(1).or_else(|| c.get(2)) {
+            let kind = if c.get(1).is_some() {
+                "slack_webhook"
+            } else {
+                "discord_webhook"
+            };
+            out.push(SecretSpan {
+                start: v.start(),
+                end: v.end(),
+                kind,
+                context_start: all.start(),
+                context_end: v.end(),
+            });
+        }
+    }
 }
 
 #[cfg(test)]
@@ -410,6 +1046,12 @@ mod tests {
             "glpat-",
             "npm_",
             "AIza",
+            "eyJ",
+            "eyJhbGciOiJIUzI1NiJ9.",
+            "ya29.",
+            "GOCSPX-",
+            "hf_",
+            "whsec_",
             "api_",
             "token-",
             "a",
@@ -489,9 +1131,284 @@ mod tests {
             ("npm_AbCdEf0123456789GhIjKl0123456789MnOp", "npm"),
             ("AIzaSyDdI0hCZtE6vySjMm-WEfRq3CPzqKqqsHI", "google"),
             ("token: zk_9fK2mQ7xR4tB8wN1pL6vC3jH5d", "generic"),
+            (JWT, "jwt"),
+            ("ya29.a0AfH6SMBx3kQ7zR9tY2wV5uN8pL1mK4jH6gF", "google"),
+            ("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", "google"),
+            ("hf_AbCdEfGhIjKlMnOpQrStUvWxYzAbCdEfGh", "huggingface"),
+            ("whsec_4eC39HqLyjWDarjtT1zdp7dc9Kq2", "stripe"),
         ];
         for (text, kind) in cases {
             assert_eq!(kinds(text), vec![kind], "{text}");
+        }
+    }
+
+    const JWT: &str = "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIiwibmFtZSI6IkpvaG4gRG9lIiwiaWF0IjoxNTE2MjM5MDIyfQ.SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c";
+
+    /// What `redact` leaves of `text`, and the kinds found.
+    fn sensitive(text: &str) -> Vec<(&'static str, &str)> {
+        find_sensitive(text)
+            .into_iter()
+            .map(|s| (s.kind, &text[s.start..s.end]))
+            .collect()
+    }
+
+    #[test]
+    fn context_secrets_are_found() {
+        let aws = "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY";
+        let cases: Vec<(String, &str, &str)> = vec![
+            (
+                format!("aws_secret_access_key = {aws}"),
+                "aws_secret",
+                aws,
+            ),
+            (format!("export AWS_SECRET_ACCESS_KEY={aws}"), "aws_secret", aws),
+            (format!("the key is {aws} ok"), "aws_secret", aws),
+            ("DB_PASSWORD=hunter2".into(), "password", "hunter2"),
+            ("password=changeme1\n".into(), "password", "changeme1"),
+            ("passwd: s3cr3t-Pa55\n".into(), "password", "s3cr3t-Pa55"),
+            ("  password: retail_pass\n  jpa:".into(), "password", "retail_pass"),
+            (
+                "{\"password\": \"Admin1234!\", \"user\": \"a\"}".into(),
+                "password",
+                "Admin1234!",
+            ),
+            (
+                "login(username: 'admin', password: 'ValidPass@123')".into(),
+                "password",
+                "ValidPass@123",
+            ),
+            (
+                "args: {\\\"password\\\": \\\"Tr0ub4dor&3\\\"}".into(),
+                "password",
+                "Tr0ub4dor&3",
+            ),
+            ("secret=Zm9vYmFyYmF6cXV4".into(), "secret", "Zm9vYmFyYmF6cXV4"),
+            ("client_secret: \"abcd1234efgh\"".into(), "secret", "abcd1234efgh"),
+            ("GITHUB_TOKEN=abc123def456ghi".into(), "token", "abc123def456ghi"),
+            (
+                "GET /cb?code=1&token=q8Zt2Lx9Vb4n&state=x".into(),
+                "token",
+                "q8Zt2Lx9Vb4n",
+            ),
+            ("DB_PASS=Qw3rty!9".into(), "password", "Qw3rty!9"),
+            ("x-api-key: 9f8e7d6c5b4a3f2e1d0c".into(), "api_key", "9f8e7d6c5b4a3f2e1d0c"),
+            ("api_key := \"k3y-V4lue-99\"".into(), "api_key", "k3y-V4lue-99"),
+            (
+                "connect postgres://app:S3cretPw@db.internal:5432/prod now".into(),
+                "url_password",
+                "S3cretPw",
+            ),
+            (
+                "DATABASE_URL=postgres://proctorworks:proctorworks@127.0.0.1:25432/pw".into(),
+                "url_password",
+                "proctorworks",
+            ),
+            ("redis://:p4ss@cache:6379/0".into(), "url_password", "p4ss"),
+            (
+                "https://user:p@ss:w0rd@example.com/x".into(),
+                "url_password",
+                "p@ss:w0rd",
+            ),
+            (
+                "Authorization: Bearer abc.DEF123_ghi-456jkl".into(),
+                "bearer",
+                "abc.DEF123_ghi-456jkl",
+            ),
+            (
+                "Authorization: Basic dXNlcjpwYXNzd29yZA==".into(),
+                "basic_auth",
+                "dXNlcjpwYXNzd29yZA==",
+            ),
+            (format!("jwt {JWT} end"), "jwt", JWT),
+            ("AKIAIOSFODNN7EXAMPLE".into(), "aws", "AKIAIOSFODNN7EXAMPLE"),
+            (
+                "post to https://hooks.slack.com/services/T0123ABCD/B0123ABCD/abcdefghijklmnopqrstuvwx".into(),
+                "slack_webhook",
+                "T0123ABCD/B0123ABCD/abcdefghijklmnopqrstuvwx",
+            ),
+        ];
+        for (text, kind, value) in &cases {
+            assert_eq!(sensitive(text), vec![(*kind, *value)], "{text}");
+            let r = redact(text);
+            if text.matches(value).count() == 1 {
+                assert!(!r.contains(value), "{r}");
+            }
+            assert!(find_sensitive(&r).is_empty(), "{r}");
+            assert!(r.contains(&format!("[REDACTED:{kind}]")), "{r}");
+        }
+    }
+
+    #[test]
+    fn private_key_bodies_are_redacted_between_their_lines() {
+        let pem = "key:\n-----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEA1c7+9z5Pad7OejecsQ0bu3aozN3tihPmljnnudb9G3HcBqn\nQ2kZ9a0WnG4fM5u1HkL0pZ3Qv8=\n-----END RSA PRIVATE KEY-----\ndone";
+        let spans = find_sensitive(pem);
+        assert_eq!(spans.len(), 1);
+        assert_eq!(spans[0].kind, "private_key");
+        let r = redact(pem);
+        assert!(!r.contains("MIIEpAIBAAKCAQEA"), "{r}");
+        assert!(r.contains("-----BEGIN RSA PRIVATE KEY-----"));
+        assert!(r.contains("-----END RSA PRIVATE KEY-----\ndone"));
+        let ctx = &pem[spans[0].context_start..spans[0].context_end];
+        assert!(
+            ctx.starts_with("-----BEGIN") && ctx.ends_with("KEY-----"),
+            "{ctx}"
+        );
+        // cut off before its END line: redacted to the end
+        let cut = "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQ";
+        assert!(!redact(cut).contains("b3BlbnNzaC1rZXkt"));
+        // a public key or a docs stub is not a secret
+        assert!(find_sensitive("-----BEGIN PUBLIC KEY-----\nMIIBIjANBgkqhkiG9w0BAQEFAAOCAQ8A\n-----END PUBLIC KEY-----").is_empty());
+        assert!(
+            find_sensitive("-----BEGIN PRIVATE KEY-----\n...\n-----END PRIVATE KEY-----")
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn placeholders_code_and_prose_are_not_secrets() {
+        for text in [
+            "password=",
+            "password = ",
+            "password: <password>",
+            "password=<your-password>",
+            "password: ***",
+            "PASSWORD=********",
+            "password=${DB_PASSWORD}",
+            "password: \"${DB_PASSWORD}\"",
+            "password=$DB_PASSWORD",
+            "password: {{ .Values.db.password }}",
+            "token: \"\"",
+            "api_key=xxxxxxxxxxxx",
+            "api_key: YOUR_API_KEY_HERE",
+            "secret: null",
+            "secret: true",
+            "password: string,",
+            "  password: String,",
+            "password: SecretString,",
+            "let token: string;",
+            "token := jwt.NewWithClaims(jwt.SigningMethodHS256, claims)",
+            "token := hex.EncodeToString(b)",
+            "const token = header.slice(7);",
+            "let new_password = req.new_password.clone();",
+            "secret: process.env.JWT_SECRET ?? 'x'",
+            "'password' => $this->password,",
+            "password: z.string().min(12, 'Password must be long')",
+            "auth_service.validate_csrf(token=token, client_id=g.client_id)",
+            "f(password=new_password)",
+            "if password == \"\": return",
+            "max_tokens = 256",
+            "tokenizer = \"o200k_base\"",
+            "token_type: bearer",
+            "PWD=/home/user/project",
+            "OLDPWD=/tmp",
+            "bypass: enabled-for-now",
+            "DB_PASSWORD_FILE=/run/secrets/db",
+            "password: [REDACTED:password]",
+            "Password: make sure it is strong",
+            "The token: reset-required before login.",
+            "The secret: keep it simple.",
+            "My password is long and the token expired yesterday.",
+            "Use a bearer token in the Authorization header.",
+            "Authorization: Bearer <token>",
+            "Authorization: Bearer $TOKEN",
+            "postgres://user@localhost/db",
+            "postgres://user:${DB_PASS}@postgres:5432/app",
+            "https://example.com/a:b@c",
+            "git@github.com:org/repo.git",
+            "see https://docs.rs/regex/1.10.2/regex/ for more",
+            "a git sha 3f2a1b9c8d7e6f5a4b3c2d1e0f9a8b7c6d5e4f3a",
+            "src/components/button/index/file/path/ab",
+            "uuid 550e8400-e29b-41d4-a716-446655440000",
+            "",
+        ] {
+            assert!(
+                find_sensitive(text).is_empty(),
+                "{text}: {:?}",
+                sensitive(text)
+            );
+            assert_eq!(redact(text), text);
+        }
+    }
+
+    #[test]
+    fn contexts_cover_key_and_value() {
+        let t = "cfg: DB_PASSWORD=hunter2 and \"api_key\": \"k3y-V4lue-99\" via postgres://u:pw12@h/db.";
+        let ctx: Vec<&str> = find_sensitive(t)
+            .iter()
+            .map(|s| &t[s.context_start..s.context_end])
+            .collect();
+        assert_eq!(
+            ctx,
+            vec![
+                "DB_PASSWORD=hunter2",
+                "api_key\": \"k3y-V4lue-99\"",
+                "postgres://u:pw12@h/db."
+            ]
+        );
+        // a provider key inside an assignment: one span, the provider's kind
+        let t = "OPENAI_API_KEY=sk-proj-Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4z";
+        let s = find_sensitive(t);
+        assert_eq!(s.len(), 1);
+        assert_eq!(s[0].kind, "openai");
+        assert_eq!(&t[s[0].context_start..s[0].context_end], t);
+    }
+
+    #[test]
+    fn redaction_is_idempotent_and_keeps_the_rest() {
+        let t = "use DB_PASSWORD=hunter2, aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY \
+                 and postgres://app:S3cretPw@db:5432/prod with sk-proj-Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4z";
+        let r = redact(t);
+        assert_eq!(
+            r,
+            "use DB_PASSWORD=[REDACTED:password], aws_secret_access_key = [REDACTED:aws_secret] \
+                 and postgres://app:[REDACTED:url_password]@db:5432/prod with [REDACTED:openai]"
+        );
+        assert_eq!(redact(&r), r);
+        assert!(find_sensitive(&r).is_empty());
+    }
+
+    #[test]
+    fn url_credentials_are_masked() {
+        assert_eq!(
+            mask_url_credentials(
+                "error for url (https://user:pa55@llm.example.com/v1/chat) at http://h/x"
+            ),
+            "error for url (https://***@llm.example.com/v1/chat) at http://h/x"
+        );
+        assert_eq!(
+            mask_url_credentials("http://tok@127.0.0.1:8080/v1 and ftp://a:b@c"),
+            "http://***@127.0.0.1:8080/v1 and ftp://***@c"
+        );
+        assert_eq!(mask_url_credentials("no url here"), "no url here");
+        assert_eq!(mask_url_credentials("mail a@b.c"), "mail a@b.c");
+    }
+
+    #[test]
+    fn sensitive_is_linear_on_large_input() {
+        let t = "password=".repeat(20_000) + &"a://b:c@".repeat(20_000) + &"Bearer ".repeat(20_000);
+        let start = std::time::Instant::now();
+        let _ = find_sensitive(&t);
+        let _ = find_sensitive(&"-----BEGIN PRIVATE KEY-----".repeat(20_000));
+        let _ = find_sensitive(&"token: 'a".repeat(20_000));
+        assert!(start.elapsed().as_secs() < 20);
+    }
+
+    #[test]
+    fn spans_never_split_characters() {
+        for t in [
+            "password=héllo-wörld1 ü",
+            "passwd: 'ünïcødé99' x",
+            "postgres://ü:pä55@höst/db",
+            "Bearer ééééééééééééééééé1",
+        ] {
+            for s in find_sensitive(t) {
+                assert!(
+                    t.is_char_boundary(s.start) && t.is_char_boundary(s.end),
+                    "{t}"
+                );
+                assert!(t.is_char_boundary(s.context_start) && t.is_char_boundary(s.context_end));
+            }
+            let _ = redact(t);
         }
     }
 

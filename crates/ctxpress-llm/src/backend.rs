@@ -6,7 +6,7 @@ use ctxpress_core::{SummarizeAsync, SummarizeError, SummaryRequest};
 use serde_json::{Value, json};
 use std::sync::Arc;
 
-use crate::config::{LlmConfig, LlmConfigError, Provider, Resolved};
+use crate::config::{LlmConfig, LlmConfigError, Provider, Resolved, check_transport, display_url};
 use crate::http::{Http, Stats, run_detached};
 use crate::prompt::{clean_answer, max_tokens, user_prompt};
 
@@ -35,7 +35,7 @@ impl std::fmt::Debug for LlmBackend {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LlmBackend")
             .field("provider", &self.inner.provider)
-            .field("url", &self.inner.url)
+            .field("url", &display_url(&self.inner.url))
             .field("model", &self.inner.resolved.model)
             .finish_non_exhaustive()
     }
@@ -53,7 +53,16 @@ impl LlmBackend {
     }
 
     /// A backend from an already resolved configuration.
+    ///
+    /// Refuses an API key with a plain `http://` URL off loopback unless
+    /// `allow_insecure_http` is set (as [`LlmConfig::resolve`] does, for a
+    /// [`Resolved`] built by hand).
     pub fn new(provider: Provider, resolved: Resolved) -> Result<Self, LlmConfigError> {
+        check_transport(
+            &resolved.base_url,
+            resolved.api_key.is_some(),
+            resolved.config.allow_insecure_http,
+        )?;
         let http = Http::new(&resolved.config)?;
         let path = match provider {
             Provider::Anthropic => "messages",
@@ -70,9 +79,15 @@ impl LlmBackend {
         })
     }
 
-    /// The endpoint requests are posted to.
+    /// The endpoint requests are posted to (with any `user:pass@` in it:
+    /// show [`LlmBackend::display_url`] instead).
     pub fn url(&self) -> &str {
         &self.inner.url
+    }
+
+    /// The endpoint as it may be shown: user information replaced by `***`.
+    pub fn display_url(&self) -> String {
+        display_url(&self.inner.url)
     }
 
     /// The model asked for.
@@ -90,7 +105,7 @@ impl LlmBackend {
         self.inner.http.counters.snapshot()
     }
 
-    /// The JSON body that would be sent for `req`.
+    /// The JSON body that would be sent for `req` (redacted as it would be).
     pub fn request_body(&self, req: &SummaryRequest<'_>) -> Value {
         self.inner.body(req)
     }
@@ -101,10 +116,21 @@ impl Inner {
         &self.resolved.config
     }
 
+    /// The request body. Every text in it that can come from a conversation
+    /// (the rendered prompt with its text and context, the system message)
+    /// is redacted here, so no caller can send a secret by forgetting to.
     fn body(&self, req: &SummaryRequest<'_>) -> Value {
         let cfg = self.cfg();
-        let prompt = user_prompt(cfg, req);
-        let system = cfg.prompts.system.trim();
+        let redact = |s: String| {
+            if cfg.redact_secrets {
+                ctxpress_core::secrets::redact(&s)
+            } else {
+                s
+            }
+        };
+        let prompt = redact(user_prompt(cfg, req));
+        let system = redact(cfg.prompts.system.trim().to_string());
+        let system = system.as_str();
         let mut body = match self.provider {
             Provider::Anthropic => {
                 let mut b = json!({
@@ -164,7 +190,30 @@ impl Inner {
         }
     }
 
+    /// `e` with the API key and any URL credentials masked (a transport
+    /// error names the URL; a server may echo what it was sent).
+    fn scrub(&self, e: SummarizeError) -> SummarizeError {
+        let clean = |s: String| {
+            let mut s = display_url(&s);
+            if let Some(k) = self.resolved.api_key.as_deref().filter(|k| k.len() >= 4) {
+                s = s.replace(k, "***");
+            }
+            s
+        };
+        match e {
+            SummarizeError::Transport(s) => SummarizeError::Transport(clean(s)),
+            SummarizeError::BadResponse(s) => SummarizeError::BadResponse(clean(s)),
+            SummarizeError::Rejected(s) => SummarizeError::Rejected(clean(s)),
+            SummarizeError::Other(s) => SummarizeError::Other(clean(s)),
+            other => other,
+        }
+    }
+
     async fn call(&self, body: Value) -> Result<String, SummarizeError> {
+        self.call_raw(body).await.map_err(|e| self.scrub(e))
+    }
+
+    async fn call_raw(&self, body: Value) -> Result<String, SummarizeError> {
         let answer = self
             .http
             .post_json(&self.url, &self.headers(), &body)

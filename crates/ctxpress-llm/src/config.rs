@@ -15,6 +15,21 @@ pub const ENV_MODEL: &str = "CTXPRESS_LLM_MODEL";
 /// Configuration of an LLM summarizer backend (the `openai` and `anthropic`
 /// backends share it; only the defaults of `api_key_env`, `base_url` and
 /// `model` differ by provider).
+///
+/// Credentials are guarded:
+/// - every request's text (prompt, context, system message) has its secrets
+///   replaced by `[REDACTED:kind]` placeholders first
+///   ([`ctxpress_core::secrets::redact`]: provider keys, JWTs, password /
+///   token / secret assignments, passwords in URLs, private keys, ...), unless
+///   `redact_secrets = false`;
+/// - an API key is never sent over plain `http://` to a host that is not
+///   loopback (`127.0.0.0/8`, `::1`, `localhost`): resolving such a
+///   configuration fails with an error on `base_url`, unless
+///   `allow_insecure_http = true` says the network is trusted (use `https://`,
+///   or no key, otherwise);
+/// - the API key is never shown, and a base URL with credentials in it
+///   (`https://user:pass@host/`) is shown as `https://***@host/` in every
+///   error, `Debug` output and note.
 #[derive(Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct LlmConfig {
@@ -52,6 +67,13 @@ pub struct LlmConfig {
     /// Named prompt set for the kinds whose template `prompts` leaves at its
     /// default (a template set in `prompts` always wins).
     pub prompt_style: PromptStyle,
+    /// Send the API key over plain `http://` to a host that is not loopback
+    /// (default `false`: such a configuration is refused, since anyone on
+    /// the path can read the key). Loopback `http://` is always allowed.
+    pub allow_insecure_http: bool,
+    /// Replace secrets in every request's text with `[REDACTED:kind]`
+    /// placeholders before it is sent (default `true`).
+    pub redact_secrets: bool,
 }
 
 /// A named set of prompt templates.
@@ -117,6 +139,8 @@ impl Default for LlmConfig {
             max_tokens: MaxTokens::default(),
             prompts: Prompts::default(),
             prompt_style: PromptStyle::Default,
+            allow_insecure_http: false,
+            redact_secrets: true,
         }
     }
 }
@@ -125,7 +149,7 @@ impl fmt::Debug for LlmConfig {
     // Hand-written so that an API key never ends up in a log.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("LlmConfig")
-            .field("base_url", &self.base_url)
+            .field("base_url", &self.base_url.as_deref().map(display_url))
             .field("model", &self.model)
             .field("api_key_env", &self.api_key_env)
             .field("api_key", &self.api_key.as_ref().map(|_| "<set>"))
@@ -140,6 +164,8 @@ impl fmt::Debug for LlmConfig {
             .field("max_tokens", &self.max_tokens)
             .field("prompts", &self.prompts)
             .field("prompt_style", &self.prompt_style)
+            .field("allow_insecure_http", &self.allow_insecure_http)
+            .field("redact_secrets", &self.redact_secrets)
             .finish()
     }
 }
@@ -336,7 +362,7 @@ pub struct Resolved {
 impl fmt::Debug for Resolved {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Resolved")
-            .field("base_url", &self.base_url)
+            .field("base_url", &display_url(&self.base_url))
             .field("model", &self.model)
             .field("api_key", &self.api_key.as_ref().map(|_| "<set>"))
             .finish_non_exhaustive()
@@ -381,7 +407,10 @@ impl LlmConfig {
         if !(base_url.starts_with("http://") || base_url.starts_with("https://")) {
             return Err(invalid(
                 "base_url",
-                format!("`{base_url}` is not an http:// or https:// URL"),
+                format!(
+                    "`{}` is not an http:// or https:// URL",
+                    display_url(&base_url)
+                ),
             ));
         }
         let model = nonempty(self.model.clone())
@@ -408,6 +437,7 @@ impl LlmConfig {
                 return Err(invalid(name, "template must contain `{{text}}`".into()));
             }
         }
+        check_transport(&base_url, api_key.is_some(), self.allow_insecure_http)?;
         Ok(Resolved {
             base_url,
             model,
@@ -415,6 +445,62 @@ impl LlmConfig {
             config: self.clone(),
         })
     }
+}
+
+/// `url` as it may be shown: user information (`user:pass@`) replaced by
+/// `***` (`https://***@host/v1`).
+pub fn display_url(url: &str) -> String {
+    ctxpress_core::secrets::mask_url_credentials(url)
+}
+
+/// The host of an `http(s)://` URL, without port, brackets or user information.
+fn url_host(url: &str) -> &str {
+    let rest = url.split_once("://").map_or(url, |(_, r)| r);
+    let authority = &rest[..rest.find(['/', '?', '#']).unwrap_or(rest.len())];
+    let hostport = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    if let Some(v6) = hostport.strip_prefix('[') {
+        return &v6[..v6.find(']').unwrap_or(v6.len())];
+    }
+    &hostport[..hostport.find(':').unwrap_or(hostport.len())]
+}
+
+/// True for `localhost`, `127.0.0.0/8` and `::1` (also IPv4-mapped).
+pub fn is_loopback_host(host: &str) -> bool {
+    let h = host.trim_end_matches('.');
+    if h.eq_ignore_ascii_case("localhost") {
+        return true;
+    }
+    match h.parse::<std::net::IpAddr>() {
+        Ok(std::net::IpAddr::V4(a)) => a.is_loopback(),
+        Ok(std::net::IpAddr::V6(a)) => {
+            a.is_loopback() || a.to_ipv4_mapped().is_some_and(|v4| v4.is_loopback())
+        }
+        Err(_) => false,
+    }
+}
+
+/// Refuse to send an API key in clear text over the network: a key with a
+/// plain `http://` URL whose host is not loopback needs `allow_insecure_http`.
+pub(crate) fn check_transport(
+    base_url: &str,
+    has_key: bool,
+    allow_insecure_http: bool,
+) -> Result<(), LlmConfigError> {
+    let plain = base_url
+        .get(..7)
+        .is_some_and(|s| s.eq_ignore_ascii_case("http://"));
+    if has_key && plain && !allow_insecure_http && !is_loopback_host(url_host(base_url)) {
+        return Err(invalid(
+            "base_url",
+            format!(
+                "refusing to send the API key in clear text to `{}` (plain http:// to a host \
+that is not loopback); use https://, or no API key, or set `allow_insecure_http = true` \
+if this network is trusted",
+                display_url(base_url)
+            ),
+        ));
+    }
+    Ok(())
 }
 
 fn invalid(field: &str, message: String) -> LlmConfigError {

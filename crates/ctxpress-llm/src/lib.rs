@@ -10,6 +10,14 @@
 //! rejecting an answer against the input (and falling back) is the caller's
 //! job; this crate only strips a "Summary:"-style preamble and reports an
 //! empty answer as [`ctxpress_core::SummarizeError::Rejected`].
+//!
+//! Every request is redacted here, in the one place all callers (the
+//! summarizer, the compactor's chunk-and-fold and re-summarization, the
+//! ladder) go through: secrets in the prompt, the context and the system
+//! message become `[REDACTED:kind]` before the body is built. An API key is
+//! never sent over plain `http://` off loopback without `allow_insecure_http`,
+//! and neither the key nor a base URL's `user:pass@` appears in any error or
+//! `Debug` output (see [`LlmConfig`]).
 
 mod backend;
 mod config;
@@ -19,7 +27,7 @@ mod prompt;
 pub use backend::{ANTHROPIC_VERSION, LlmBackend, OpenAiBackend, parse_anthropic, parse_openai};
 pub use config::{
     ENV_MODEL, ENV_URL, HYBRID_ASSISTANT, HYBRID_USER, LlmConfig, LlmConfigError, MaxTokens,
-    PromptStyle, Prompts, Provider, Resolved,
+    PromptStyle, Prompts, Provider, Resolved, display_url, is_loopback_host,
 };
 pub use http::Stats;
 pub use prompt::{budget_chars, clean_answer, default_budget, max_tokens, render, user_prompt};
