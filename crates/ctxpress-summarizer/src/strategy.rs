@@ -5,7 +5,7 @@
 use crate::backend::{Extractive, FallbackSummary, SummarySource, accept};
 use crate::bounded::run_bounded;
 use crate::terms::{for_each_term, term_counts};
-use crate::text::{Budget, extract_entities, format_code_split, format_summary, summary_id};
+use crate::text::{Budget, extract_entities, format_summary, summary_id};
 use async_trait::async_trait;
 use ctxpress_core::archive::content_hash;
 use ctxpress_core::summarize::{SummarizeAsync, SummaryKind, SummaryRequest, build_backend};
@@ -35,7 +35,11 @@ pub struct SummarizerConfig {
     pub llm: Value,
     /// Requests in flight at once on the async path.
     pub concurrency: usize,
-    /// Replace secrets with placeholders before text goes to a non-extractive backend.
+    /// Replace secrets with placeholders before text goes to a non-extractive
+    /// backend. (The `openai` and `anthropic` backends also redact every
+    /// request themselves unless their own `redact_secrets` is off, so turning
+    /// this off alone does not send secrets to them.) Either way the secrets
+    /// a summary replaces stay in the output, on `keep:` lines after it.
     pub redact_secrets: bool,
     /// Write `[summary#{id}: ...]` instead of `[summary: ...]`.
     pub embed_summary_id: bool,
@@ -355,29 +359,76 @@ fn plan(conv: &Conversation, cfg: &SummarizerConfig) -> Plan {
     p
 }
 
-/// Render a unit's final text from its bare summary.
+/// Render a unit's final text from its bare summary. Secrets of the
+/// summarized text (provider keys, passwords, credentials in URLs, ... as
+/// [`ctxpress_core::secrets::find_sensitive`] finds them) that the summary
+/// does not hold verbatim are kept after it, one `keep: {key = value}` line
+/// each (before the fences of a code-split message): a summary, above all an
+/// LLM's, which never sees them, must not lose them from the output.
 fn render(unit: &Unit, summary: &str, cfg: &SummarizerConfig) -> String {
     let id = cfg.embed_summary_id.then(|| summary_id(&unit.original));
     match unit.kind {
         UnitKind::CodeSplit => {
-            let fences: Vec<&str> = unit.fences.iter().map(String::as_str).collect();
-            format_code_split(summary, &fences, id.as_deref())
+            let mut out = format_summary(summary, 1, &[], id.as_deref());
+            let keep = keep_lines(&secrets_of(&unit.input), &out);
+            out.push_str(&keep);
+            for f in &unit.fences {
+                out.push_str("\n\n");
+                out.push_str(f);
+            }
+            out
         }
         UnitKind::Compress => {
+            let secrets = secrets_of(&unit.original);
             // Entities the summary text already holds would be said twice:
-            // the slots go to the ones it dropped.
+            // the slots go to the ones it dropped. Pieces of a secret or its
+            // key are left to the keep lines, which hold them whole.
             let entities: Vec<String> = if cfg.max_entities > 0 {
                 extract_entities(&unit.original, usize::MAX)
                     .into_iter()
                     .filter(|e| !summary.contains(e.as_str()))
+                    .filter(|e| !secrets.iter().any(|(_, ctx)| ctx.contains(e.as_str())))
                     .take(cfg.max_entities)
                     .collect()
             } else {
                 Vec::new()
             };
-            format_summary(summary, unit.end - unit.start, &entities, id.as_deref())
+            let mut out = format_summary(summary, unit.end - unit.start, &entities, id.as_deref());
+            let keep = keep_lines(&secrets, &out);
+            out.push_str(&keep);
+            out
         }
     }
+}
+
+/// The secrets of `text` as (value, context) pairs, in order: the context is
+/// the assignment, the URL, the PEM block, or the token itself.
+fn secrets_of(text: &str) -> Vec<(&str, &str)> {
+    ctxpress_core::secrets::find_sensitive(text)
+        .into_iter()
+        .filter_map(|s| {
+            Some((
+                text.get(s.start..s.end)?,
+                text.get(s.context_start..s.context_end)?.trim(),
+            ))
+        })
+        .collect()
+}
+
+/// `\nkeep: {context}` for each secret whose value `rendered` does not hold
+/// verbatim, each context once, in order.
+fn keep_lines(secrets: &[(&str, &str)], rendered: &str) -> String {
+    let mut out = String::new();
+    let mut seen: Vec<&str> = Vec::new();
+    for &(value, ctx) in secrets {
+        if rendered.contains(value) || seen.contains(&ctx) {
+            continue;
+        }
+        seen.push(ctx);
+        out.push_str("\nkeep: ");
+        out.push_str(ctx);
+    }
+    out
 }
 
 /// Every text a model reads of a message: its text, tool-result texts and
