@@ -8,7 +8,7 @@ use serde_json::{Map, Value};
 use std::borrow::Cow;
 use std::collections::HashSet;
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 /// Stable identity of a message inside one conversation: the message's own `id`
 /// field when it has a unique one, otherwise derived from position and content.
@@ -119,6 +119,9 @@ struct Inner {
     fields: Map<String, Value>,
     raw: Option<Box<str>>,
     id: MessageId,
+    /// The parsed role, worked out on first use (every stage and every
+    /// validation asks); reset by `fields_mut`.
+    role: OnceLock<Role>,
 }
 
 /// One message. Cloning is cheap (shared until changed).
@@ -179,6 +182,7 @@ impl Message {
             fields,
             raw: None,
             id,
+            role: OnceLock::new(),
         }))
     }
 
@@ -188,6 +192,7 @@ impl Message {
             fields,
             raw: Some(raw),
             id,
+            role: OnceLock::new(),
         }))
     }
 
@@ -218,6 +223,7 @@ impl Message {
     pub fn fields_mut(&mut self) -> &mut Map<String, Value> {
         let inner = Arc::make_mut(&mut self.0);
         inner.raw = None;
+        inner.role = OnceLock::new();
         &mut inner.fields
     }
 
@@ -239,7 +245,10 @@ impl Message {
 
     /// The role.
     pub fn role(&self) -> Role {
-        Role::parse(str_of(self.0.fields.get("role")).unwrap_or(""))
+        self.0
+            .role
+            .get_or_init(|| Role::parse(str_of(self.0.fields.get("role")).unwrap_or("")))
+            .clone()
     }
 
     /// The role as written (empty when missing).
@@ -788,6 +797,19 @@ mod tests {
             let mut c = m.clone();
             assert!(!c.set_tool_call_arg_at(9, "content", "S", &json!({"content": "x"})));
         }
+    }
+
+    #[test]
+    fn role_follows_edits_of_the_fields() {
+        let mut m = msg(json!({"role":"tool","tool_call_id":"c","content":"x"}));
+        assert_eq!(m.role(), Role::Tool);
+        let shared = m.clone();
+        m.fields_mut()
+            .insert("role".into(), Value::String("assistant".into()));
+        assert_eq!(m.role(), Role::Assistant);
+        assert_eq!(shared.role(), Role::Tool);
+        m.fields_mut().shift_remove("role");
+        assert_eq!(m.role(), Role::Other(String::new()));
     }
 
     #[test]
