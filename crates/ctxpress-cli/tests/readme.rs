@@ -104,3 +104,51 @@ fn readme_pipeline_config_builds() {
     }
     assert_eq!(built, 1, "the README's pipeline example");
 }
+
+/// The synopsis block: every `ctxpress SUBCOMMAND` line names a subcommand
+/// that exists, and every `--flag` on it (and on its continuation lines) is
+/// in that subcommand's `--help`.
+#[test]
+fn readme_synopsis_flags_exist() {
+    let mut checked = 0;
+    for (lang, body) in readme_blocks() {
+        if lang != "sh" || !body.lines().any(|l| l.starts_with("ctxpress ")) {
+            continue;
+        }
+        // Continuation lines (indented, not a comment) belong to the command above.
+        let mut commands: Vec<String> = Vec::new();
+        for line in body.lines() {
+            let code = line.split('#').next().unwrap_or("");
+            if line.starts_with("ctxpress ") {
+                commands.push(code.to_string());
+            } else if line.starts_with(' ')
+                && !code.trim().is_empty()
+                && let Some(last) = commands.last_mut()
+            {
+                last.push(' ');
+                last.push_str(code);
+            }
+        }
+        for cmd in commands {
+            let sub = cmd.split_whitespace().nth(1).expect("a subcommand");
+            let out = Command::cargo_bin("ctxpress")
+                .unwrap()
+                .args([sub, "--help"])
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "`ctxpress {sub} --help` failed");
+            let help = String::from_utf8_lossy(&out.stdout);
+            for flag in cmd
+                .split(|c: char| !(c.is_ascii_alphanumeric() || c == '-'))
+                .filter(|w| w.starts_with("--") && w.len() > 2)
+            {
+                assert!(
+                    help.contains(flag),
+                    "README synopsis: `ctxpress {sub}` has no {flag}\n{help}"
+                );
+            }
+            checked += 1;
+        }
+    }
+    assert!(checked >= 8, "synopsis commands checked: {checked}");
+}

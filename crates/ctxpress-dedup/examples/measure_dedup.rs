@@ -2,7 +2,7 @@
 //! removed and time.
 //!
 //! ```text
-//! cargo run --release -p ctxpress-dedup --example measure -- IN.jsonl OUT.jsonl [--fuzzy] [--delta] [--threshold T] [--min-chars N] [--recency N]
+//! cargo run --release -p ctxpress-dedup --example measure_dedup -- IN.jsonl OUT.jsonl [--fuzzy] [--delta] [--threshold T] [--min-chars N] [--recency N]
 //! ```
 
 use ctxpress_core::{Conversation, Pipeline, StageContext, StageStatus};
