@@ -681,6 +681,13 @@ impl ToolCompressor {
         terms: Option<&mut TermCounts>,
     ) -> Result<usize, Attempt> {
         let before = text.chars().count();
+        let max_after = ((before as f64) * (1.0 - self.cfg.min_saving)).floor() as usize;
+        // The `names:` line only makes the summary longer: one already too
+        // long without it is rejected before the terms are looked at.
+        let bare = s.chars().count();
+        if bare >= before || bare > max_after {
+            return Err(Attempt::Skipped);
+        }
         let checked = terms.as_deref().map(|global| {
             // Occurrences of each term of `text`, and the terms in order of
             // first appearance.
@@ -717,7 +724,6 @@ impl ToolCompressor {
             s.push_str(&names.join(", "));
         }
         let after = s.chars().count();
-        let max_after = ((before as f64) * (1.0 - self.cfg.min_saving)).floor() as usize;
         if after >= before || after > max_after {
             return Err(Attempt::Skipped);
         }
