@@ -601,8 +601,10 @@ fn placeholder(v: &str, key: &str) -> bool {
     let first = v.chars().next().unwrap_or(' ');
     if matches!(
         first,
-        '<' | '$' | '{' | '%' | '[' | '(' | '&' | '*' | '!' | '~' | '/' | '='
+        '<' | '$' | '{' | '%' | '[' | '(' | '&' | '*' | '!' | '~' | '/' | '=' | '?' | '|'
     ) || lower.starts_with("your")
+        || lower.contains("xxxx")
+        || lower.contains("****")
         || lower.ends_with("here")
         || lower.contains("redacted")
         || lower.contains("placeholder")
@@ -629,6 +631,7 @@ fn identifier_path(v: &str) -> bool {
             .is_some_and(|f| f.is_ascii_alphabetic() || f == '_')
             && c.all(|c| c.is_ascii_alphanumeric() || c == '_')
     };
+    let v = v.replace("?.", ".");
     (v.contains('.') && v.split('.').all(ident)) || (v.contains("::") && v.split("::").all(ident))
 }
 
@@ -654,11 +657,15 @@ fn word_like(v: &str) -> bool {
     changes * 4 < b.len()
 }
 
-/// PascalCase words (`SecretString`, `Option`): a type name.
+/// PascalCase or camelCase words (`SecretString`, `Option`, `rawToken`): a
+/// type or variable name.
 fn type_name(v: &str) -> bool {
-    v.chars().next().is_some_and(|c| c.is_ascii_uppercase())
-        && v.chars().all(|c| c.is_ascii_alphabetic())
-        && v.chars().skip(1).any(|c| c.is_ascii_lowercase())
+    let b = v.as_bytes();
+    b.iter().all(u8::is_ascii_alphabetic)
+        && b.iter().any(u8::is_ascii_lowercase)
+        && (b.first().is_some_and(u8::is_ascii_uppercase)
+            || b.windows(2)
+                .any(|w| w[0].is_ascii_lowercase() && w[1].is_ascii_uppercase()))
 }
 
 /// Key names whose value is a secret: the key ends with one of these words.
@@ -699,16 +706,19 @@ fn assignments(text: &str, out: &mut Vec<SecretSpan>) {
             let stem = &lower[..lower.len() - w.len()];
             stem.is_empty() || stem.ends_with(['_', '-', '.'])
         };
-        // `pass` and `pwd` only as their own word (not `bypass`, `compass`,
-        // nor the shell's `PWD` / `OLDPWD`, which hold directories)
-        if lower.ends_with("pass") && !before_word("pass") {
+        // `pass` and `pwd` only as the last word of a longer key (not
+        // `bypass`, `compass`, test output's `PASS: TestLogin`, nor the
+        // shell's `PWD` / `OLDPWD`, which hold directories)
+        if lower.ends_with("pass") && (lower == "pass" || !before_word("pass")) {
             continue;
         }
         if lower.ends_with("pwd") && (lower == "pwd" || !before_word("pwd")) {
             continue;
         }
-        // `user:pass@host` is the URL rule's
-        if key.start() >= 2 && text.get(key.start() - 2..key.start()) == Some("//") {
+        // `user:pass@host` is the URL rule's; `${KEY:-default}` is a shell
+        // expansion
+        let before = text.get(key.start().saturating_sub(2)..key.start());
+        if before == Some("//") || before == Some("${") {
             continue;
         }
         let sep = sep.as_str();
@@ -727,8 +737,9 @@ fn assignments(text: &str, out: &mut Vec<SecretSpan>) {
             };
             let v = &inner[..close];
             let vs = p + q.len();
-            let ok =
-                v.chars().count() >= 4 && !v.chars().any(char::is_whitespace) && !placeholder(v, k);
+            let ok = v.chars().count() >= 4
+                && !v.chars().any(|c| c.is_whitespace() || c == '\\')
+                && !placeholder(v, k);
             (vs, vs + close, vs + close + q.len(), ok)
         } else {
             let len = rest
@@ -767,7 +778,8 @@ fn assignments(text: &str, out: &mut Vec<SecretSpan>) {
                 && !placeholder(v, k)
                 && !identifier_path(v)
                 && !v.bytes().all(|c| c.is_ascii_digit())
-                && (!word_like(v) || (strong && !type_name(v)));
+                && (!type_name(v) || tight)
+                && (!word_like(v) || strong);
             (p, p + len, p + len, ok)
         };
         if ok && vs < ve {
@@ -798,8 +810,8 @@ fn quote_of(rest: &str) -> Option<&'static str> {
 }
 
 /// An assignment alone on its line (an env, ini or yaml line): only blanks,
-/// a list dash or `export` before the key, only blanks, `,` or `;` after the
-/// value.
+/// a list dash or `export` before the key, only blanks after the value (a
+/// `,` or `;` there makes it code: a struct or object literal).
 fn line_style(text: &str, key_start: usize, value_end: usize) -> bool {
     // blanks, a dash or `export` fit in a few bytes
     let head = &text[..key_start];
@@ -825,7 +837,7 @@ fn line_style(text: &str, key_start: usize, value_end: usize) -> bool {
         None if after.len() == text.len() - value_end => after,
         None => return false,
     };
-    before.is_empty() && after.trim().trim_end_matches([',', ';']).trim().is_empty()
+    before.is_empty() && after.trim().is_empty()
 }
 
 /// Passwords in URLs: `postgres://user:pass@host/db` (scheme, user and host
@@ -988,9 +1000,17 @@ fn aws_secret_keys(text: &str, out: &mut Vec<SecretSpan>) {
                 3
             }
         };
-        let has = |k: u8| v.iter().any(|&c| class(c) == k);
-        let changes = v.windows(2).filter(|w| class(w[0]) != class(w[1])).count();
-        if has(0) && has(1) && has(2) && changes * 10 >= 39 * 3 {
+        // class changes between letters and digits, the slashes left out (a
+        // path's slashes would count for randomness); a path starts with one
+        let alnum: Vec<u8> = v.iter().map(|&c| class(c)).filter(|&k| k < 3).collect();
+        let count = |k: u8| alnum.iter().filter(|&&c| c == k).count();
+        let changes = alnum.windows(2).filter(|w| w[0] != w[1]).count();
+        if v.first() != Some(&b'/')
+            && count(0) >= 1
+            && count(1) >= 2
+            && count(2) >= 2
+            && changes * 10 >= alnum.len().saturating_sub(1) * 3
+        {
             out.push(SecretSpan::token(m.start(), m.end(), "aws_secret"));
         }
     }
@@ -1303,6 +1323,18 @@ mod tests {
             "OLDPWD=/tmp",
             "bypass: enabled-for-now",
             "DB_PASSWORD_FILE=/run/secrets/db",
+            "--- PASS: TestLogin_WrongPassword (0.01s)",
+            "PASS: TestHashAndVerifyPassword",
+            "key: ${AES_MASTER_KEY:-0123456789abcdef} x",
+            "FIELD_ENCRYPTION_KEY:?FIELD_ENCRYPTION_KEY",
+            "  AESMasterKey:  aesKey,",
+            "  refreshToken: rawRefreshToken,",
+            "const token = request.cookies?.petmed_session;",
+            "buyerToken = |financeToken",
+            "\"plaintext_token\": \"rc_xxxxxxxxxxxxxxxxxxxx\"",
+            "\"access_token\":\"\\([^\"",
+            "cd /Users/hana/eglepoint/w2t71/repo/phpunit && ls",
+            "2/fullstack/backend/test/auth/authRoutes",
             "password: [REDACTED:password]",
             "Password: make sure it is strong",
             "The token: reset-required before login.",
