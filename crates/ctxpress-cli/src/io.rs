@@ -2,8 +2,9 @@
 //! reads and writes, and writing output atomically.
 
 use ctxpress::Conversation;
+use std::collections::VecDeque;
 use std::ffi::OsString;
-use std::io::{Read, Write};
+use std::io::{BufRead, Read, Write};
 use std::path::{Path, PathBuf};
 
 /// A user-facing input error (exit code 2).
@@ -32,12 +33,13 @@ pub enum Kind {
 enum Line {
     /// The next conversation, then this line ending (`\n`, `\r\n`, or
     /// nothing on a last line without one).
-    Item(String),
+    Item(&'static str),
     /// A blank (or whitespace-only) line, kept verbatim with its ending.
     Blank(String),
 }
 
-/// A parsed input.
+/// A parsed input, held whole (for the commands that need every
+/// conversation at once; `compress` and `expand` stream through [`Reader`]).
 pub struct Input {
     /// Name for messages (`<stdin>` or the path).
     pub name: String,
@@ -58,99 +60,318 @@ fn err(msg: impl Into<String>) -> anyhow::Error {
     anyhow::Error::new(InputError(msg.into()))
 }
 
-/// Read and parse an input path (`-` for stdin). Everything is parsed before
-/// anything is written, so bad input never leaves partial output.
-pub fn read_input(path: &str) -> anyhow::Result<Input> {
-    let (name, file, text) = if path == "-" {
-        let mut s = String::new();
-        std::io::stdin()
-            .read_to_string(&mut s)
-            .map_err(|e| err(format!("<stdin>: cannot read: {e}")))?;
-        ("<stdin>".to_string(), None, s)
-    } else {
-        let p = PathBuf::from(path);
-        let bytes = std::fs::read(&p).map_err(|e| err(format!("{path}: cannot read: {e}")))?;
-        let s = String::from_utf8(bytes).map_err(|e| {
-            err(format!(
-                "{path}: not UTF-8 (byte {})",
-                e.utf8_error().valid_up_to()
-            ))
-        })?;
-        (path.to_string(), Some(p), s)
-    };
-    // A byte-order mark (Windows editors) is kept aside and written back.
-    let mut text = text;
-    let bom = text.starts_with('\u{feff}');
-    if bom {
-        text.drain(..'\u{feff}'.len_utf8());
-    }
-    if text.trim().is_empty() {
-        return Err(err(format!(
-            "{name}: empty input: expected a JSON array of messages, an object with a `messages` array, or JSONL"
-        )));
-    }
-    let kind = match file
-        .as_deref()
-        .and_then(Path::extension)
-        .and_then(|e| e.to_str())
-    {
-        Some("jsonl") | Some("ndjson") => Kind::Jsonl,
-        Some("json") => Kind::Document,
-        _ => sniff(&text),
-    };
-    let bytes = text.len() + if bom { 3 } else { 0 };
-    let mut layout = Vec::new();
-    let items = match kind {
-        Kind::Document => {
-            let c = Conversation::parse(&text)
-                .map_err(|e| err(format!("{name}:{}:{}: {}", e.line, e.column, e.message)))?;
-            vec![(1, c)]
-        }
-        Kind::Jsonl => {
-            let mut items = Vec::new();
-            for (i, raw) in text.split_inclusive('\n').enumerate() {
-                let (line, ending) = match raw.strip_suffix("\r\n") {
-                    Some(l) => (l, "\r\n"),
-                    None => match raw.strip_suffix('\n') {
-                        Some(l) => (l, "\n"),
-                        None => (raw, ""),
-                    },
-                };
-                if line.trim().is_empty() {
-                    layout.push(Line::Blank(raw.to_string()));
-                    continue;
-                }
-                let c = Conversation::parse(line).map_err(|e| {
-                    err(format!("{name}:{}:{}: {}", i + e.line, e.column, e.message))
-                })?;
-                items.push((i + 1, c));
-                layout.push(Line::Item(ending.to_string()));
-            }
-            items
-        }
-    };
-    Ok(Input {
-        name,
-        kind,
-        items,
-        bytes,
-        layout,
-        bom,
+/// Parse one conversation's text (a JSONL line without its ending, or a
+/// whole document) that starts on 1-based `line` of input `name`; errors
+/// name the file, line and column (exit 2).
+pub fn parse_item(name: &str, line: usize, text: &str) -> anyhow::Result<Conversation> {
+    Conversation::parse(text).map_err(|e| {
+        err(format!(
+            "{name}:{}:{}: {}",
+            line + e.line - 1,
+            e.column,
+            e.message
+        ))
     })
 }
 
-/// JSONL when there are several non-blank lines and the first is a whole object.
-fn sniff(text: &str) -> Kind {
-    let mut lines = text.lines().filter(|l| !l.trim().is_empty());
-    let first = lines.next().unwrap_or("");
-    if lines.next().is_some()
-        && first.trim_start().starts_with('{')
-        && serde_json::from_str::<serde_json::Value>(first).is_ok()
-    {
-        Kind::Jsonl
-    } else {
-        Kind::Document
+/// Read and parse a whole input path (`-` for stdin). Everything is parsed
+/// before anything is written, so bad input never leaves partial output.
+pub fn read_input(path: &str) -> anyhow::Result<Input> {
+    let mut r = Reader::open(path)?;
+    let mut items = Vec::new();
+    let mut layout = Vec::new();
+    while let Some(p) = r.next_piece()? {
+        match p {
+            Piece::Blank(raw) => layout.push(Line::Blank(raw)),
+            Piece::Item { line, text, ending } => {
+                items.push((line, parse_item(&r.name, line, &text)?));
+                layout.push(Line::Item(ending));
+            }
+        }
     }
+    Ok(Input {
+        name: r.name.clone(),
+        kind: r.kind,
+        items,
+        bytes: r.bytes(),
+        layout: if r.kind == Kind::Jsonl {
+            layout
+        } else {
+            Vec::new()
+        },
+        bom: r.bom(),
+    })
+}
+
+/// One piece of an input, in order: a conversation's text or a blank line.
+#[derive(Debug)]
+pub enum Piece {
+    /// A conversation: a JSONL line without its ending, or the whole
+    /// document (line 1, no ending).
+    Item {
+        /// 1-based line where it starts.
+        line: usize,
+        /// Its text.
+        text: String,
+        /// `\n`, `\r\n`, or nothing (a last line without one; a document).
+        ending: &'static str,
+    },
+    /// A blank or whitespace-only JSONL line, verbatim with its ending.
+    Blank(String),
+}
+
+/// An input read piece by piece: a JSONL batch one line at a time (only the
+/// lines asked for are held), a document whole. The kind comes from the
+/// extension (`.jsonl`/`.ndjson`, `.json`) or, for stdin and other names,
+/// from the first lines: JSONL when there are several non-blank lines and
+/// the first is a whole object.
+pub struct Reader {
+    /// Name for messages (`<stdin>` or the path).
+    pub name: String,
+    /// Document or JSONL.
+    pub kind: Kind,
+    /// The size of the input file, when it is one (for progress).
+    pub size: Option<u64>,
+    src: Box<dyn BufRead>,
+    /// Raw lines read ahead while sniffing the kind, in order.
+    ahead: VecDeque<(usize, Vec<u8>)>,
+    /// A document's text, until it is handed out.
+    doc: Option<String>,
+    /// Raw lines read so far (the next line's 0-based index).
+    lines: usize,
+    /// Bytes read so far.
+    offset: usize,
+    /// Conversations handed out so far.
+    items: usize,
+    bom: bool,
+    eof: bool,
+    buf: Vec<u8>,
+}
+
+/// The UTF-8 byte-order mark, kept aside when an input starts with it and
+/// written back first.
+pub const BOM: &[u8] = b"\xef\xbb\xbf";
+
+impl Reader {
+    /// Open an input path (`-` for stdin) and find its kind. A document is
+    /// read whole here; a JSONL batch only as far as its kind needs.
+    pub fn open(path: &str) -> anyhow::Result<Reader> {
+        let (name, src, size, ext): (String, Box<dyn BufRead>, _, _) = if path == "-" {
+            let src = std::io::BufReader::with_capacity(1 << 16, std::io::stdin());
+            ("<stdin>".to_string(), Box::new(src), None, None)
+        } else {
+            let p = PathBuf::from(path);
+            let f =
+                std::fs::File::open(&p).map_err(|e| err(format!("{path}: cannot read: {e}")))?;
+            let size = f.metadata().ok().filter(|m| m.is_file()).map(|m| m.len());
+            let ext = match p.extension().and_then(|e| e.to_str()) {
+                Some("jsonl") | Some("ndjson") => Some(Kind::Jsonl),
+                Some("json") => Some(Kind::Document),
+                _ => None,
+            };
+            let src = std::io::BufReader::with_capacity(1 << 16, f);
+            (path.to_string(), Box::new(src), size, ext)
+        };
+        let mut r = Reader {
+            name,
+            kind: Kind::Jsonl,
+            size,
+            src,
+            ahead: VecDeque::new(),
+            doc: None,
+            lines: 0,
+            offset: 0,
+            items: 0,
+            bom: false,
+            eof: false,
+            buf: Vec::new(),
+        };
+        r.kind = match ext {
+            Some(k) => k,
+            None => r.sniff()?,
+        };
+        match r.kind {
+            Kind::Document => r.read_document()?,
+            // The first line, to know about a byte-order mark from the start.
+            Kind::Jsonl if r.ahead.is_empty() => {
+                if let Some(l) = r.read_raw()? {
+                    r.ahead.push_back(l);
+                }
+            }
+            Kind::Jsonl => {}
+        }
+        Ok(r)
+    }
+
+    /// The input started with a UTF-8 byte-order mark (kept aside and
+    /// written back).
+    pub fn bom(&self) -> bool {
+        self.bom
+    }
+
+    /// Input bytes read so far (all of them once [`Reader::next_piece`]
+    /// returned `None`).
+    pub fn bytes(&self) -> usize {
+        self.offset
+    }
+
+    /// The next raw line (with its ending) and the offset of its first byte,
+    /// from the lines read ahead first.
+    fn raw_line(&mut self) -> anyhow::Result<Option<(usize, Vec<u8>)>> {
+        if let Some(l) = self.ahead.pop_front() {
+            return Ok(Some(l));
+        }
+        self.read_raw()
+    }
+
+    /// Read one raw line from the source (with its ending) and the offset of
+    /// its first byte, the byte-order mark taken off the first line.
+    fn read_raw(&mut self) -> anyhow::Result<Option<(usize, Vec<u8>)>> {
+        if self.eof {
+            return Ok(None);
+        }
+        self.buf.clear();
+        let n = self
+            .src
+            .read_until(b'\n', &mut self.buf)
+            .map_err(|e| err(format!("{}: cannot read: {e}", self.name)))?;
+        if n == 0 {
+            self.eof = true;
+            return Ok(None);
+        }
+        let mut from = 0;
+        if self.offset == 0 && self.buf.starts_with(BOM) {
+            self.bom = true;
+            from = BOM.len();
+        }
+        let start = self.offset + from;
+        self.offset += n;
+        Ok(Some((start, self.buf[from..].to_vec())))
+    }
+
+    /// JSONL when there are several non-blank lines and the first is a
+    /// whole object; the lines read to decide are kept for the reading.
+    fn sniff(&mut self) -> anyhow::Result<Kind> {
+        let mut first = None;
+        while let Some((start, l)) = self.read_raw()? {
+            let blank = is_blank(&l);
+            self.ahead.push_back((start, l));
+            if blank {
+                continue;
+            }
+            if first.is_some() {
+                return Ok(Kind::Jsonl);
+            }
+            let line = self
+                .ahead
+                .back()
+                .map(|l| l.1.as_slice())
+                .unwrap_or_default();
+            let whole = std::str::from_utf8(line).is_ok_and(|t| {
+                t.trim_start().starts_with('{')
+                    && serde_json::from_str::<serde::de::IgnoredAny>(t).is_ok()
+            });
+            if !whole {
+                return Ok(Kind::Document);
+            }
+            first = Some(());
+        }
+        Ok(Kind::Document)
+    }
+
+    /// Read the rest of a document and check it.
+    fn read_document(&mut self) -> anyhow::Result<()> {
+        let mut bytes: Vec<u8> = self.ahead.drain(..).flat_map(|l| l.1).collect();
+        if !self.eof {
+            let first = self.offset == 0;
+            let start = bytes.len();
+            self.src
+                .read_to_end(&mut bytes)
+                .map_err(|e| err(format!("{}: cannot read: {e}", self.name)))?;
+            self.offset += bytes.len() - start;
+            self.eof = true;
+            if first && bytes.starts_with(BOM) {
+                self.bom = true;
+                bytes.drain(..BOM.len());
+            }
+        }
+        let mark = if self.bom { BOM.len() } else { 0 };
+        let text = String::from_utf8(bytes).map_err(|e| {
+            err(format!(
+                "{}: not UTF-8 (byte {})",
+                self.name,
+                e.utf8_error().valid_up_to() + mark
+            ))
+        })?;
+        if text.trim().is_empty() {
+            return Err(self.empty());
+        }
+        self.doc = Some(text);
+        Ok(())
+    }
+
+    fn empty(&self) -> anyhow::Error {
+        err(format!(
+            "{}: empty input: expected a JSON array of messages, an object with a `messages` array, or JSONL",
+            self.name
+        ))
+    }
+
+    /// The next conversation or blank line, in input order; `None` at the
+    /// end. A JSONL input without any conversation is an error (exit 2).
+    pub fn next_piece(&mut self) -> anyhow::Result<Option<Piece>> {
+        if self.kind == Kind::Document {
+            return Ok(self.doc.take().map(|text| {
+                self.items += 1;
+                Piece::Item {
+                    line: 1,
+                    text,
+                    ending: "",
+                }
+            }));
+        }
+        let Some((start, raw)) = self.raw_line()? else {
+            if self.items == 0 {
+                return Err(self.empty());
+            }
+            return Ok(None);
+        };
+        self.lines += 1;
+        let line = self.lines;
+        let raw = String::from_utf8(raw).map_err(|e| {
+            err(format!(
+                "{}: not UTF-8 (line {line}, byte {})",
+                self.name,
+                start + e.utf8_error().valid_up_to()
+            ))
+        })?;
+        let (body, ending) = match raw.strip_suffix("\r\n") {
+            Some(l) => (l.len(), "\r\n"),
+            None => match raw.strip_suffix('\n') {
+                Some(l) => (l.len(), "\n"),
+                None => (raw.len(), ""),
+            },
+        };
+        if raw[..body].trim().is_empty() {
+            return Ok(Some(Piece::Blank(raw)));
+        }
+        let mut text = raw;
+        text.truncate(body);
+        self.items += 1;
+        Ok(Some(Piece::Item { line, text, ending }))
+    }
+}
+
+fn is_blank(raw: &[u8]) -> bool {
+    std::str::from_utf8(raw).is_ok_and(|t| t.trim().is_empty())
+}
+
+/// Write one piece of output in the input's layout: a conversation then its
+/// line ending, or a blank line as it was.
+pub fn write_piece(out: &mut Vec<u8>, conv: &Conversation, ending: &str) {
+    conv.write_to(&mut *out)
+        .expect("writing to a Vec cannot fail");
+    out.extend_from_slice(ending.as_bytes());
 }
 
 impl Input {
@@ -162,7 +383,7 @@ impl Input {
     pub fn render(&self, convs: &[&Conversation]) -> Vec<u8> {
         let mut out = Vec::with_capacity(self.bytes);
         if self.bom {
-            out.extend_from_slice("\u{feff}".as_bytes());
+            out.extend_from_slice(BOM);
         }
         match self.kind {
             Kind::Document => {
@@ -177,8 +398,7 @@ impl Input {
                         Line::Blank(raw) => out.extend_from_slice(raw.as_bytes()),
                         Line::Item(ending) => {
                             if let Some(c) = next.next() {
-                                c.write_to(&mut out).expect("writing to a Vec cannot fail");
-                                out.extend_from_slice(ending.as_bytes());
+                                write_piece(&mut out, c, ending);
                             }
                         }
                     }
@@ -188,8 +408,7 @@ impl Input {
                     if out.last().is_some_and(|b| *b != b'\n') {
                         out.push(b'\n');
                     }
-                    c.write_to(&mut out).expect("writing to a Vec cannot fail");
-                    out.push(b'\n');
+                    write_piece(&mut out, c, "\n");
                 }
             }
         }
@@ -539,70 +758,232 @@ impl Drop for Temp {
     }
 }
 
-/// Write to `out` (or stdout when `None` or `-`).
+/// Write to `out` (or stdout when `None` or `-`): [`Output`] with all the
+/// bytes at once.
+pub fn write_output(out: Option<&str>, bytes: &[u8]) -> anyhow::Result<()> {
+    let mut o = Output::create(out)?;
+    o.write(bytes)?;
+    o.commit()
+}
+
+/// Bytes an output holds in memory before it spills to a spool file.
+const SPOOL_IN_MEMORY: usize = 8 << 20;
+
+/// An output being written, piece by piece, that appears only when it is
+/// committed: dropped uncommitted (an error), it leaves nothing behind.
 ///
 /// A file is replaced atomically: the bytes go to `.{name}.ctxpress-{pid}.tmp`
 /// in its folder, which is then renamed over it, so a failed run never leaves
 /// partial output (and removes its temporary file). A new file gets the mode
 /// a shell redirect gives (0666 less the umask); an existing one keeps its
 /// mode. A symbolic link is followed (its target is replaced, not the link).
-/// An existing file that is not a regular file (`/dev/null`, a pipe, a
-/// terminal) is written in place. The paths were checked by [`check_paths`].
-pub fn write_output(out: Option<&str>, bytes: &[u8]) -> anyhow::Result<()> {
-    let path = match out {
-        None | Some("-") => {
-            let mut so = std::io::stdout().lock();
-            so.write_all(bytes)?;
-            so.flush()?;
-            return Ok(());
+/// Stdout and an existing file that is not a regular file (`/dev/null`, a
+/// pipe, a terminal) are written in place at commit; until then the bytes
+/// are held, in memory up to 8 MiB and beyond that in an unlinked spool file
+/// in the temporary folder, so memory stays bounded. The paths were checked
+/// by [`check_paths`].
+pub struct Output {
+    sink: Sink,
+}
+
+enum Sink {
+    /// A temporary file beside the destination, renamed over it on commit.
+    File {
+        file: std::io::BufWriter<std::fs::File>,
+        tmp: Temp,
+        dest: PathBuf,
+        path: String,
+        mode: Option<std::fs::Permissions>,
+    },
+    /// Held, then written in place on commit.
+    Spool {
+        held: Vec<u8>,
+        file: Option<std::io::BufWriter<std::fs::File>>,
+        _guard: Temp,
+        to: Option<(PathBuf, String)>,
+    },
+}
+
+/// Spool files made by this process, for unique names.
+static SPOOLS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+impl Output {
+    /// Start writing `out` (stdout when `None` or `-`).
+    pub fn create(out: Option<&str>) -> anyhow::Result<Output> {
+        let path = match out {
+            None | Some("-") => return Ok(Output::spool(None)),
+            Some(path) => path,
+        };
+        let dest = resolve_links(Path::new(path));
+        let existing = std::fs::metadata(&dest).ok();
+        if let Some(md) = &existing
+            && !md.is_file()
+            && !md.is_dir()
+        {
+            return Ok(Output::spool(Some((dest, path.to_string()))));
         }
-        Some(path) => path,
-    };
-    let dest = resolve_links(Path::new(path));
-    let existing = std::fs::metadata(&dest).ok();
-    if let Some(md) = &existing
-        && !md.is_file()
-        && !md.is_dir()
-    {
-        // The io::Error stays in the chain: a pipe whose reader went away
-        // ends the run quietly, as on stdout.
-        let mut f = std::fs::OpenOptions::new()
+        let dir = folder(&dest);
+        let Some(name) = dest.file_name() else {
+            return Err(err(format!("{path}: not a file name")));
+        };
+        let mut tmp_name = temp_prefix(name);
+        tmp_name.push(format!("{}{TEMP_EXT}", std::process::id()));
+        let tmp_path = dir.join(tmp_name);
+        // Ours only if a killed earlier process with our pid left it.
+        let _ = std::fs::remove_file(&tmp_path);
+        let f = std::fs::OpenOptions::new()
             .write(true)
-            .open(&dest)
-            .map_err(|e| anyhow::Error::new(e).context(format!("{path}: cannot write")))?;
-        f.write_all(bytes)
-            .and_then(|()| f.flush())
-            .map_err(|e| anyhow::Error::new(e).context(format!("{path}: cannot write")))?;
-        return Ok(());
+            .create_new(true)
+            .open(&tmp_path)
+            .map_err(|e| {
+                err(format!(
+                    "{path}: cannot create a temporary file in {}: {e}",
+                    dir.display()
+                ))
+            })?;
+        Ok(Output {
+            sink: Sink::File {
+                file: std::io::BufWriter::with_capacity(1 << 16, f),
+                tmp: Temp(Some(tmp_path)),
+                dest,
+                path: path.to_string(),
+                mode: existing.as_ref().filter(|m| m.is_file()).map(kept_mode),
+            },
+        })
     }
-    let dir = folder(&dest);
-    let Some(name) = dest.file_name() else {
-        return Err(err(format!("{path}: not a file name")));
-    };
-    let mut tmp_name = temp_prefix(name);
-    tmp_name.push(format!("{}{TEMP_EXT}", std::process::id()));
-    let tmp_path = dir.join(tmp_name);
-    // Ours only if a killed earlier process with our pid left it.
-    let _ = std::fs::remove_file(&tmp_path);
-    let mut f = std::fs::OpenOptions::new()
+
+    fn spool(to: Option<(PathBuf, String)>) -> Output {
+        Output {
+            sink: Sink::Spool {
+                held: Vec::new(),
+                file: None,
+                _guard: Temp(None),
+                to,
+            },
+        }
+    }
+
+    /// Append bytes.
+    pub fn write(&mut self, bytes: &[u8]) -> anyhow::Result<()> {
+        match &mut self.sink {
+            Sink::File { file, path, .. } => file
+                .write_all(bytes)
+                .map_err(|e| err(format!("{path}: cannot write: {e}"))),
+            Sink::Spool {
+                held, file, _guard, ..
+            } => {
+                if let Some(f) = file {
+                    return f
+                        .write_all(bytes)
+                        .map_err(|e| err(format!("cannot write the spool file: {e}")));
+                }
+                held.extend_from_slice(bytes);
+                if held.len() > SPOOL_IN_MEMORY
+                    && let Some((f, guard)) = spool_file()
+                {
+                    let mut f = std::io::BufWriter::with_capacity(1 << 16, f);
+                    f.write_all(held)
+                        .map_err(|e| err(format!("cannot write the spool file: {e}")))?;
+                    *held = Vec::new();
+                    *file = Some(f);
+                    *_guard = guard;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// Make the output appear: rename the temporary file over the
+    /// destination, or write what was held to stdout or the device.
+    pub fn commit(self) -> anyhow::Result<()> {
+        match self.sink {
+            Sink::File {
+                file,
+                mut tmp,
+                dest,
+                path,
+                mode,
+            } => {
+                let fail = |e: std::io::Error| err(format!("{path}: cannot write: {e}"));
+                let f = file.into_inner().map_err(|e| fail(e.into_error()))?;
+                if let Some(m) = mode {
+                    f.set_permissions(m).map_err(fail)?;
+                }
+                f.sync_all().map_err(fail)?;
+                drop(f);
+                let Some(tmp_path) = tmp.0.clone() else {
+                    return Ok(());
+                };
+                std::fs::rename(&tmp_path, &dest).map_err(fail)?;
+                tmp.0 = None;
+                Ok(())
+            }
+            Sink::Spool {
+                held,
+                file,
+                _guard,
+                to,
+            } => {
+                let mut spooled = match file {
+                    Some(f) => {
+                        let mut f = f
+                            .into_inner()
+                            .map_err(|e| err(format!("cannot write the spool file: {e}")))?;
+                        std::io::Seek::rewind(&mut f)
+                            .map_err(|e| err(format!("cannot read the spool file: {e}")))?;
+                        Some(f)
+                    }
+                    None => None,
+                };
+                let mut copy = |w: &mut dyn Write| -> std::io::Result<()> {
+                    w.write_all(&held)?;
+                    if let Some(f) = spooled.as_mut() {
+                        std::io::copy(f, w)?;
+                    }
+                    w.flush()
+                };
+                match to {
+                    None => {
+                        let mut so = std::io::stdout().lock();
+                        copy(&mut so)?;
+                    }
+                    Some((dest, path)) => {
+                        // The io::Error stays in the chain: a pipe whose
+                        // reader went away ends the run quietly, as on stdout.
+                        let mut f = std::fs::OpenOptions::new()
+                            .write(true)
+                            .open(&dest)
+                            .map_err(|e| {
+                                anyhow::Error::new(e).context(format!("{path}: cannot write"))
+                            })?;
+                        copy(&mut f).map_err(|e| {
+                            anyhow::Error::new(e).context(format!("{path}: cannot write"))
+                        })?;
+                    }
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+/// A spool file in the temporary folder, unlinked at once where the system
+/// allows (it goes away with the process), else removed when dropped.
+/// `None` when none can be made: the output is then held in memory.
+fn spool_file() -> Option<(std::fs::File, Temp)> {
+    let n = SPOOLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let p = std::env::temp_dir().join(format!(
+        ".ctxpress-spool-{}-{n}{TEMP_EXT}",
+        std::process::id()
+    ));
+    let f = std::fs::OpenOptions::new()
+        .read(true)
         .write(true)
         .create_new(true)
-        .open(&tmp_path)
-        .map_err(|e| {
-            err(format!(
-                "{path}: cannot create a temporary file in {}: {e}",
-                dir.display()
-            ))
-        })?;
-    let mut tmp = Temp(Some(tmp_path.clone()));
-    let fail = |e: std::io::Error| err(format!("{path}: cannot write: {e}"));
-    f.write_all(bytes).map_err(fail)?;
-    if let Some(md) = existing.as_ref().filter(|m| m.is_file()) {
-        f.set_permissions(kept_mode(md)).map_err(fail)?;
+        .open(&p)
+        .ok()?;
+    if cfg!(unix) && std::fs::remove_file(&p).is_ok() {
+        return Some((f, Temp(None)));
     }
-    f.sync_all().map_err(fail)?;
-    drop(f);
-    std::fs::rename(&tmp_path, &dest).map_err(fail)?;
-    tmp.0 = None;
-    Ok(())
+    Some((f, Temp(Some(p))))
 }

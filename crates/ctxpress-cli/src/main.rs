@@ -1,8 +1,11 @@
 //! `ctxpress`: compress, expand, validate and inspect LLM conversation histories.
 
+mod batch;
 mod compact;
 mod io;
 mod search;
+// `Trace::print` is unused now: a batch prints the rendered traces in input order.
+#[allow(dead_code)]
 mod trace;
 
 use anyhow::{Context, Result};
@@ -10,7 +13,10 @@ use clap::{Parser, Subcommand};
 use ctxpress::core::tokens::{count_message, counter_by_name};
 use ctxpress::core::{Role, StageStatus, TokenCounter};
 use ctxpress::{Compressor, Conversation, PipelineConfig, Report};
-use io::{InputError, PathUse, check_paths, print_out, read_input, write_output};
+use io::{
+    InputError, Kind, Output, PathUse, Reader, check_paths, parse_item, print_out, read_input,
+    write_output,
+};
 use serde_json::{Value, json};
 use std::io::IsTerminal;
 use std::process::ExitCode;
@@ -60,6 +66,10 @@ enum Cmd {
         /// cannot be restored (a warning says how many); exit 0.
         #[arg(long)]
         partial: bool,
+        /// Worker threads for a JSONL batch [default: the available cores];
+        /// the output is the same for any N.
+        #[arg(long, short = 'j', value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+        jobs: Option<u32>,
     },
     /// Search the archived originals (ranked); exit 1 when nothing matches.
     Search(search::SearchArgs),
@@ -153,6 +163,10 @@ struct CompressArgs {
     /// that made it, and what became of it (kept, summarized, merged, ...).
     #[arg(long)]
     trace: bool,
+    /// Worker threads for a JSONL batch [default: the available cores]. The
+    /// output is the same for any N, in input order; 1 runs on one thread.
+    #[arg(long, short = 'j', value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    jobs: Option<u32>,
 }
 
 fn main() -> ExitCode {
@@ -165,7 +179,8 @@ fn main() -> ExitCode {
             archive,
             output,
             partial,
-        } => expand(&input, &archive, output.as_deref(), partial),
+            jobs,
+        } => expand(&input, &archive, output.as_deref(), partial, jobs),
         Cmd::Search(a) => search::run(&a),
         Cmd::Validate { input } => validate(&input),
         Cmd::Classify { input, config } => classify(&input, config.as_deref()),
@@ -274,16 +289,41 @@ fn compress_paths(a: &CompressArgs) -> Vec<PathUse> {
     uses
 }
 
+/// What a worker made of one conversation.
+struct Compressed {
+    /// The conversation written out (without its line ending).
+    bytes: Vec<u8>,
+    /// Input bytes of the conversation (for progress).
+    in_bytes: usize,
+    report: Report,
+    /// Why it does not fit its budget, when it does not.
+    misfit: Option<String>,
+    /// `--trace` output.
+    trace: Option<String>,
+    /// Its archive writes, made in input order by the emitting thread.
+    held: batch::Held,
+}
+
+/// The first conversations that do not fit (five are shown) and how many.
+#[derive(Default)]
+struct Misfits {
+    shown: Vec<String>,
+    count: usize,
+}
+
 fn compress(a: CompressArgs) -> Result<ExitCode> {
     check_paths(&compress_paths(&a))?;
     let cfg = load_config(&a)?;
-    let mut input = read_input(&a.input)?;
-    let archive = a.archive.as_deref().map(open_archive).transpose()?;
+    let mut reader = Reader::open(&a.input)?;
+    let archive = a
+        .archive
+        .as_deref()
+        .map(open_archive)
+        .transpose()?
+        .map(|inner| Arc::new(batch::HeldArchive::new(inner)));
     let compressor = Compressor::from_config(&cfg)
         .map_err(|e| usage(e.to_string()))?
-        .with_archive(archive);
-    let bar = progress(input.items.len());
-    let mut total = Report::default();
+        .with_archive(archive.clone().map(|h| h as Arc<dyn ctxpress::Archive>));
     let runtime = if compressor.needs_async() {
         Some(
             tokio::runtime::Builder::new_multi_thread()
@@ -295,68 +335,141 @@ fn compress(a: CompressArgs) -> Result<ExitCode> {
     } else {
         None
     };
-    let mut misfits: Vec<String> = Vec::new();
-    for (line, conv) in input.items.iter_mut() {
-        let trace = a.trace.then(|| trace::Trace::start(conv));
-        let r = match &runtime {
-            Some(rt) => rt.block_on(compressor.compress_async(conv)),
-            None => compressor.compress(conv),
-        }
-        .with_context(|| format!("{}:{line}", input.name))?;
-        if let Some(t) = &trace {
-            t.print(conv, &input.name, *line);
-        }
-        if let Some(b) = &r.budget
-            && !b.fits
-        {
-            let id = conv.id().map(|i| format!(" ({i})")).unwrap_or_default();
-            misfits.push(format!(
-                "{}:{line}{id}: {} tokens, {} over the target of {} (its protected messages and their tool results alone are {} tokens)",
-                input.name, b.tokens_after, b.over_by, b.target, b.protected_tokens
-            ));
-        }
-        total.merge(&r);
-        if let Some(b) = &bar {
-            b.inc(1);
-        }
+    let jobs = match reader.kind {
+        Kind::Document => 1,
+        Kind::Jsonl => batch::jobs(a.jobs.map(|n| n as usize)),
+    };
+    let mut output = Output::create(a.output.as_deref())?;
+    if reader.bom() {
+        output.write(io::BOM)?;
     }
+    let bar = progress(&reader);
+    let name = reader.name.clone();
+    let work = |line: usize, text: String| -> Result<Compressed> {
+        let in_bytes = text.len();
+        let mut conv = parse_item(&name, line, &text)?;
+        drop(text);
+        let trace = a.trace.then(|| trace::Trace::start(&conv));
+        let (r, held) = batch::HeldArchive::hold(|| match &runtime {
+            Some(rt) => rt.block_on(compressor.compress_async(&mut conv)),
+            None => compressor.compress(&mut conv),
+        });
+        let r = r.with_context(|| format!("{name}:{line}"))?;
+        let id = || conv.id().map(|i| format!(" ({i})")).unwrap_or_default();
+        let trace = trace.map(|t| t.render(&conv, &format!("{name}:{line}{}", id())));
+        let misfit = r.budget.as_ref().filter(|b| !b.fits).map(|b| {
+            format!(
+                "{name}:{line}{}: {} tokens, {} over the target of {} (its protected messages and their tool results alone are {} tokens)",
+                id(),
+                b.tokens_after,
+                b.over_by,
+                b.target,
+                b.protected_tokens
+            )
+        });
+        let mut bytes = Vec::new();
+        conv.write_to(&mut bytes)
+            .expect("writing to a Vec cannot fail");
+        Ok(Compressed {
+            bytes,
+            in_bytes,
+            report: r,
+            misfit,
+            trace,
+            held,
+        })
+    };
+    let mut total = Report::default();
+    let mut misfits = Misfits::default();
+    let mut conversations = 0usize;
+    batch::run(&mut reader, jobs, work, |piece| {
+        match piece {
+            batch::Out::Blank(raw) => output.write(raw.as_bytes())?,
+            batch::Out::Item {
+                line,
+                ending,
+                value: c,
+            } => {
+                if let Some(arch) = &archive {
+                    arch.replay(c.held)
+                        .with_context(|| format!("{name}:{line}"))?;
+                }
+                if let Some(t) = &c.trace {
+                    eprint!("{t}");
+                }
+                output.write(&c.bytes)?;
+                output.write(ending.as_bytes())?;
+                if let Some(m) = c.misfit {
+                    if misfits.shown.len() < 5 {
+                        misfits.shown.push(m);
+                    }
+                    misfits.count += 1;
+                }
+                total.merge(&c.report);
+                conversations += 1;
+                if let Some(b) = &bar {
+                    b.inc((c.in_bytes + ending.len()) as u64);
+                }
+            }
+        }
+        Ok(())
+    })?;
     if let Some(b) = bar {
         b.finish_and_clear();
     }
-    let convs: Vec<&Conversation> = input.items.iter().map(|(_, c)| c).collect();
-    write_output(a.output.as_deref(), &input.render(&convs))?;
+    output.commit()?;
     if a.stats {
         eprint!("{}", stats_table(&total));
     }
     if let Some(p) = &a.stats_json {
-        let v = json!({ "conversations": input.items.len(), "input_bytes": input.bytes, "ratio": total.ratio(), "fits": total.budget.as_ref().map(|b| b.fits), "statistics": ctxpress::statistics(&total), "report": total });
+        let v = json!({ "conversations": conversations, "input_bytes": reader.bytes(), "jobs": jobs, "peak_rss_bytes": peak_rss(), "ratio": total.ratio(), "fits": total.budget.as_ref().map(|b| b.fits), "statistics": ctxpress::statistics(&total), "report": total });
         write_output(Some(p), serde_json::to_string_pretty(&v)?.as_bytes())?;
     }
-    if misfits.is_empty() {
+    if misfits.count == 0 {
         return Ok(ExitCode::SUCCESS);
     }
-    for m in misfits.iter().take(5) {
+    for m in &misfits.shown {
         eprintln!("does not fit: {m}");
     }
-    if misfits.len() > 5 {
-        eprintln!("... and {} more", misfits.len() - 5);
+    if misfits.count > 5 {
+        eprintln!("... and {} more", misfits.count - 5);
     }
     eprintln!(
-        "error: {} of {} conversations do not fit the budget (output written; exit {EXIT_DOES_NOT_FIT})",
-        misfits.len(),
-        input.items.len()
+        "error: {} of {conversations} conversations do not fit the budget (output written; exit {EXIT_DOES_NOT_FIT})",
+        misfits.count,
     );
     Ok(ExitCode::from(EXIT_DOES_NOT_FIT))
 }
 
-fn progress(n: usize) -> Option<indicatif::ProgressBar> {
-    if n < 2 || !std::io::stderr().is_terminal() {
+/// The process's peak resident set size in bytes (`VmHWM` of
+/// `/proc/self/status`; `None` where there is no such file).
+fn peak_rss() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/self/status").ok()?;
+    let l = s.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kb: u64 = l
+        .trim_start_matches("VmHWM:")
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()?;
+    Some(kb * 1024)
+}
+
+/// A progress bar on a terminal: over the input's bytes when its size is
+/// known, else a count of conversations.
+fn progress(reader: &Reader) -> Option<indicatif::ProgressBar> {
+    if !std::io::stderr().is_terminal() || reader.kind == Kind::Document {
         return None;
     }
-    let b = indicatif::ProgressBar::new(n as u64);
-    if let Ok(style) =
-        indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} conversations {elapsed}")
-    {
+    let (b, template) = match reader.size {
+        Some(n) => (
+            indicatif::ProgressBar::new(n),
+            "{bar:40} {bytes}/{total_bytes} {elapsed}",
+        ),
+        None => (indicatif::ProgressBar::no_length(), "{bytes} {elapsed}"),
+    };
+    if let Ok(style) = indicatif::ProgressStyle::with_template(template) {
         b.set_style(style);
     }
     Some(b)
@@ -461,7 +574,23 @@ fn stats_table(r: &Report) -> String {
 /// cannot restore (nothing is written without --partial).
 const EXIT_NOT_RESTORED: u8 = 1;
 
-fn expand(input: &str, archive: &str, output: Option<&str>, partial: bool) -> Result<ExitCode> {
+/// What a worker made of one compressed conversation.
+struct Expanded {
+    /// The conversation expanded and written out (without its line ending).
+    bytes: Vec<u8>,
+    /// Its id, when compressed messages are left in it.
+    id: Option<String>,
+    /// Positions of the compressed messages left (none when all restored).
+    left: Vec<usize>,
+}
+
+fn expand(
+    input: &str,
+    archive: &str,
+    output: Option<&str>,
+    partial: bool,
+    jobs: Option<u32>,
+) -> Result<ExitCode> {
     let mut uses = vec![
         PathUse::read("INPUT", input),
         PathUse::write("--archive", archive),
@@ -473,45 +602,80 @@ fn expand(input: &str, archive: &str, output: Option<&str>, partial: bool) -> Re
     if !std::path::Path::new(archive).exists() {
         return Err(usage(format!("{archive}: no such archive")));
     }
-    let inp = read_input(input)?;
+    let mut reader = Reader::open(input)?;
     let arch = open_archive(archive)?;
-    let mut out = Vec::with_capacity(inp.items.len());
-    // (line, conversation id, positions of compressed messages left)
-    let mut left: Vec<(usize, Option<String>, Vec<usize>)> = Vec::new();
-    for (line, c) in &inp.items {
-        let e =
-            ctxpress::expand(c, arch.as_ref()).with_context(|| format!("{}:{line}", inp.name))?;
-        let g = generated_messages(&e);
-        if !g.is_empty() {
-            left.push((*line, e.id(), g));
-        }
-        out.push(e);
+    let jobs = match reader.kind {
+        Kind::Document => 1,
+        Kind::Jsonl => batch::jobs(jobs.map(|n| n as usize)),
+    };
+    let mut out = Output::create(output)?;
+    if reader.bom() {
+        out.write(io::BOM)?;
     }
-    if !left.is_empty() {
-        let n: usize = left.iter().map(|l| l.2.len()).sum();
-        for (line, id, pos) in left.iter().take(5) {
+    let name = reader.name.clone();
+    let work = |line: usize, text: String| -> Result<Expanded> {
+        let c = parse_item(&name, line, &text)?;
+        drop(text);
+        let e = ctxpress::expand(&c, arch.as_ref()).with_context(|| format!("{name}:{line}"))?;
+        drop(c);
+        let left = generated_messages(&e);
+        let mut bytes = Vec::new();
+        e.write_to(&mut bytes)
+            .expect("writing to a Vec cannot fail");
+        Ok(Expanded {
+            bytes,
+            id: if left.is_empty() { None } else { e.id() },
+            left,
+        })
+    };
+    // (line, conversation id, positions of compressed messages left): the
+    // first five conversations, then counts.
+    let mut shown: Vec<(usize, Option<String>, Vec<usize>)> = Vec::new();
+    let (mut left_convs, mut left_msgs, mut conversations) = (0usize, 0usize, 0usize);
+    batch::run(&mut reader, jobs, work, |piece| {
+        match piece {
+            batch::Out::Blank(raw) => out.write(raw.as_bytes())?,
+            batch::Out::Item {
+                line,
+                ending,
+                value: e,
+            } => {
+                out.write(&e.bytes)?;
+                out.write(ending.as_bytes())?;
+                conversations += 1;
+                if !e.left.is_empty() {
+                    left_convs += 1;
+                    left_msgs += e.left.len();
+                    if shown.len() < 5 {
+                        shown.push((line, e.id, e.left));
+                    }
+                }
+            }
+        }
+        Ok(())
+    })?;
+    if left_convs > 0 {
+        for (line, id, pos) in &shown {
             let id = id.as_ref().map(|i| format!(" ({i})")).unwrap_or_default();
-            let shown: Vec<String> = pos
+            let listed: Vec<String> = pos
                 .iter()
                 .take(8)
                 .map(|p| format!("messages[{p}]"))
                 .collect();
             let more = if pos.len() > 8 { ", ..." } else { "" };
             eprintln!(
-                "not restored: {}:{line}{id}: {}{more}",
-                inp.name,
-                shown.join(", ")
+                "not restored: {name}:{line}{id}: {}{more}",
+                listed.join(", ")
             );
         }
-        if left.len() > 5 {
-            eprintln!("... and {} more conversations", left.len() - 5);
+        if left_convs > 5 {
+            eprintln!("... and {} more conversations", left_convs - 5);
         }
         let what = format!(
-            "{n} compressed messages in {} of {} conversations could not be restored from {archive} (not the archive they were compressed with?)",
-            left.len(),
-            inp.items.len()
+            "{left_msgs} compressed messages in {left_convs} of {conversations} conversations could not be restored from {archive} (not the archive they were compressed with?)",
         );
         if !partial {
+            // `out` is dropped uncommitted: nothing is written.
             eprintln!(
                 "error: {what}; nothing written (exit {EXIT_NOT_RESTORED}; --partial writes what could be restored)"
             );
@@ -519,8 +683,7 @@ fn expand(input: &str, archive: &str, output: Option<&str>, partial: bool) -> Re
         }
         eprintln!("warning: {what}; written as they are (--partial)");
     }
-    let refs: Vec<&Conversation> = out.iter().collect();
-    write_output(output, &inp.render(&refs))?;
+    out.commit()?;
     Ok(ExitCode::SUCCESS)
 }
 
