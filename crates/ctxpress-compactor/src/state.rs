@@ -14,6 +14,8 @@
 //! error: <key>\t<first line of the error>   (failures not yet resolved)
 //! open: <item>                      (open plan/todo items; `#N <item>` for
 //!                                    a task created with id N)
+//! keep: "<secret with its context>" (a credential seen in the folded
+//!                                    messages, verbatim, as a JSON string)
 //! [/task state]
 //! ```
 //!
@@ -45,6 +47,7 @@ const MAX_PATHS: usize = 40;
 const MAX_COMMANDS: usize = 20;
 const MAX_ERRORS: usize = 10;
 const MAX_OPEN: usize = 20;
+const MAX_KEPT: usize = 32;
 
 /// The task state.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -64,6 +67,11 @@ pub struct TaskState {
     /// Open plan/todo items; a task created with an id (`Task #3 created`)
     /// starts with `#3 `, so a later update of that id can close it.
     pub open: Vec<String>,
+    /// Secrets in the folded messages, each with the text around it that
+    /// makes it usable (`DB_PASSWORD=...`, a whole URL, a PEM block), kept
+    /// verbatim: a summary must not lose a credential the agent was given
+    /// (it stays in the output, on `keep:` lines written as JSON strings).
+    pub kept: Vec<String>,
 }
 
 /// One line, white space collapsed, clipped to `max` characters (with `…`).
@@ -234,6 +242,7 @@ impl TaskState {
         let mut pending: HashMap<String, Pending> = HashMap::new();
         let mut pending_tasks: Vec<(String, String)> = Vec::new();
         for m in msgs {
+            s.keep_secrets(m);
             if m.role() == Role::User && !m.is_tool_result_carrier() {
                 let t = m.text();
                 let t = t.trim();
@@ -299,6 +308,23 @@ impl TaskState {
             s.record(&p.key, p.op.as_ref(), Status::Unknown, "");
         }
         s
+    }
+
+    /// Add the secrets of every text of `m` a model reads (its text, tool
+    /// results, tool-call arguments) with their context.
+    fn keep_secrets(&mut self, m: &Message) {
+        let mut texts: Vec<String> = vec![m.text().into_owned()];
+        if m.is_tool_result() && !matches!(m.role(), Role::Tool | Role::Function) {
+            texts.extend(m.tool_results().into_iter().map(|r| r.text.to_string()));
+        }
+        texts.extend(m.tool_calls().into_iter().map(|c| c.arguments.to_string()));
+        for t in &texts {
+            for sp in ctxpress_core::secrets::find_sensitive(t) {
+                if let Some(ctx) = t.get(sp.context_start..sp.context_end) {
+                    push_unique(&mut self.kept, ctx);
+                }
+            }
+        }
     }
 
     fn record(&mut self, key: &str, op: Option<&dialect::Operation>, status: Status, text: &str) {
@@ -373,6 +399,9 @@ impl TaskState {
         for o in &self.open[..self.open.len().min(MAX_OPEN)] {
             line("open", o);
         }
+        for k in &self.kept[last(self.kept.len(), MAX_KEPT)..] {
+            line("keep", &Value::String(k.clone()).to_string());
+        }
         out.push_str(END);
         out.push('\n');
         out
@@ -405,6 +434,11 @@ impl TaskState {
                     }
                 }
                 "open" => s.open.push(v.to_string()),
+                "keep" => {
+                    if let Ok(k) = serde_json::from_str::<String>(v) {
+                        s.kept.push(k);
+                    }
+                }
                 _ => {}
             }
         }
@@ -443,10 +477,43 @@ mod tests {
             commands: vec![("cargo test | tail -5".into(), "failed".into())],
             errors: vec![("command cargo test".into(), "error: x: y".into())],
             open: vec!["#2 write docs".into()],
+            kept: vec![
+                "DB_PASSWORD=hunter2x9".into(),
+                "-----BEGIN KEY-----\nx\n-----END KEY-----".into(),
+            ],
         };
         let text = format!("summary\n\n{}", s.render());
         assert_eq!(TaskState::parse(&text).unwrap(), s);
         assert_eq!(TaskState::strip(&text), "summary");
+    }
+
+    #[test]
+    fn secrets_of_folded_messages_are_kept_across_updates() {
+        let m = |role: &str, text: &str| {
+            Message::text_message(ctxpress_core::MessageId::new(text), role, text)
+        };
+        let s = TaskState::build(&[
+            m("user", "deploy with DB_PASSWORD=hunter2x9 please"),
+            m(
+                "assistant",
+                "connecting to postgres://app:s3cr3tpw@db.internal/prod now",
+            ),
+        ]);
+        assert!(
+            s.kept.iter().any(|k| k.contains("DB_PASSWORD=hunter2x9")),
+            "{:?}",
+            s.kept
+        );
+        assert!(
+            s.kept.iter().any(|k| k.contains("s3cr3tpw")),
+            "{:?}",
+            s.kept
+        );
+        // Rendered, parsed back and carried through a later update.
+        let again = TaskState::parse(&s.render())
+            .unwrap()
+            .update(&[m("user", "and now?")]);
+        assert_eq!(again.kept, s.kept);
     }
 
     #[test]

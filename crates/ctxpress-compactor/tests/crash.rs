@@ -28,7 +28,7 @@ const STEP: usize = 9;
 /// The whole conversation, message by message (JSON texts).
 fn conversation() -> Vec<String> {
     let mut out = vec![json!({"role": "system", "content": "You are a coding agent."}).to_string()];
-    for i in 0..1500_u32 {
+    for i in 0..600_u32 {
         let t = T0 + 60 * i64::from(i);
         if i % 5 == 4 {
             let id = format!("call{i}");
