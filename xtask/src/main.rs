@@ -85,6 +85,11 @@ struct BenchArgs {
     /// Timed runs per budget measurement.
     #[arg(long, default_value_t = 1)]
     budget_runs: usize,
+    /// Worker threads for the jobs table: the `ctxpress` binary (built in
+    /// release) compresses the largest agent file with `--preset agent
+    /// --jobs N` for each N (comma-separated); `none` for no jobs table.
+    #[arg(long, value_delimiter = ',', default_values_t = vec!["1".to_string(), "2".to_string()])]
+    jobs: Vec<String>,
     /// JSONL files; default every file of ../shared/corpus.
     files: Vec<PathBuf>,
 }
@@ -442,6 +447,25 @@ fn bench(a: BenchArgs) -> Result<()> {
     if !fits.is_empty() {
         table.push_str(&budget_markdown(&fits));
     }
+    let jobs: Vec<usize> = match a.jobs.as_slice() {
+        [n] if n == "none" => Vec::new(),
+        j => j
+            .iter()
+            .map(|x| {
+                x.parse()
+                    .ok()
+                    .filter(|n| *n > 0)
+                    .with_context(|| format!("--jobs: `{x}` is not a thread count"))
+            })
+            .collect::<Result<_>>()?,
+    };
+    let largest_agent_file = files
+        .iter()
+        .filter(|f| is_agent_file(f))
+        .max_by_key(|f| std::fs::metadata(f).map_or(0, |m| m.len()));
+    if let (false, Some(f)) = (jobs.is_empty(), largest_agent_file) {
+        table.push_str(&jobs_markdown(f, &jobs, a.runs, tmp.path())?);
+    }
     println!("{table}");
     all.extend(fits);
     if let Some(p) = &a.json {
@@ -467,6 +491,92 @@ fn bench(a: BenchArgs) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// The jobs table: `ctxpress compress --preset agent --jobs N FILE` for each
+/// N through the release binary (built first), median wall time of `runs`
+/// runs and the peak RSS its `--stats-json` reports; the outputs of every N
+/// must be the same bytes.
+fn jobs_markdown(file: &Path, jobs: &[usize], runs: usize, tmp: &Path) -> Result<String> {
+    let status = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+        .args(["build", "--quiet", "--release", "-p", "ctxpress-cli"])
+        .current_dir(root())
+        .status()
+        .context("building the ctxpress binary")?;
+    if !status.success() {
+        bail!("building the ctxpress binary failed");
+    }
+    // Beside this binary: target/release/ctxpress.
+    let bin = std::env::current_exe()?.with_file_name("ctxpress");
+    let bytes = std::fs::metadata(file)?.len() as f64;
+    let name = file
+        .file_name()
+        .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let mut s = format!(
+        "\n## Jobs\n\n`ctxpress compress --preset agent --jobs N` on {name} ({:.1} MB, one conversation a line): \
+the release binary, a whole run (read, compress on N threads, write in input order); the output is the same bytes \
+for every N. Median of {runs} runs on a machine with {cores} cores. **peak RSS**: the process's high-water mark \
+(at most 4 × N conversations and 64 MiB of input text are in flight, not the whole file).\n\n\
+| file | jobs | s | MB/s | × jobs 1 | peak RSS MB |\n|---|---|---|---|---|---|\n",
+        bytes / 1e6
+    );
+    let mut first: Option<(f64, Vec<u8>)> = None;
+    for &n in jobs {
+        let out = tmp.join("jobs.jsonl");
+        let stats = tmp.join("jobs.json");
+        let mut secs = Vec::new();
+        let mut peak = 0u64;
+        for _ in 0..runs.max(1) {
+            let t = Instant::now();
+            let o = Command::new(&bin)
+                .args(["compress", "--preset", "agent", "--jobs", &n.to_string()])
+                .arg("--stats-json")
+                .arg(&stats)
+                .arg("-o")
+                .arg(&out)
+                .arg(file)
+                .output()
+                .with_context(|| format!("running {}", bin.display()))?;
+            secs.push(t.elapsed().as_secs_f64());
+            if !o.status.success() {
+                bail!(
+                    "ctxpress --jobs {n} failed: {}",
+                    String::from_utf8_lossy(&o.stderr)
+                );
+            }
+            let v: serde_json::Value = serde_json::from_slice(&std::fs::read(&stats)?)?;
+            peak = peak.max(v["peak_rss_bytes"].as_u64().unwrap_or(0));
+        }
+        secs.sort_by(f64::total_cmp);
+        let median = secs[secs.len() / 2];
+        let output = std::fs::read(&out)?;
+        let speedup = match &first {
+            None => {
+                first = Some((median, output));
+                1.0
+            }
+            Some((one, bytes)) => {
+                if *bytes != output {
+                    bail!(
+                        "ctxpress --jobs {n} wrote other bytes than --jobs {}",
+                        jobs[0]
+                    );
+                }
+                one / median.max(1e-9)
+            }
+        };
+        eprintln!(
+            "{name:<28} agent --jobs {n}: {median:.2} s, {:.1} MB/s",
+            bytes / 1e6 / median
+        );
+        s.push_str(&format!(
+            "| {name} | {n} | {median:.2} | {:.1} | {speedup:.2} | {:.0} |\n",
+            bytes / 1e6 / median.max(1e-9),
+            peak as f64 / (1 << 20) as f64
+        ));
+    }
+    Ok(s)
 }
 
 /// True when the file's conversations call tools (an agent file).

@@ -14,8 +14,7 @@ use ctxpress::core::tokens::{count_message, counter_by_name};
 use ctxpress::core::{Role, StageStatus, TokenCounter};
 use ctxpress::{Compressor, Conversation, PipelineConfig, Report};
 use io::{
-    InputError, Kind, Output, PathUse, Reader, check_paths, parse_item, print_out, read_input,
-    write_output,
+    InputError, Kind, Output, PathUse, Reader, check_paths, parse_item, print_out, write_output,
 };
 use serde_json::{Value, json};
 use std::io::IsTerminal;
@@ -747,22 +746,41 @@ fn looks_generated(s: &str) -> bool {
             .is_some_and(|r| r.starts_with("dup of ") || r.starts_with("near-dup of "))
 }
 
+/// Every conversation of `input` in order, one at a time (a JSONL batch is
+/// streamed), with its line.
+fn each_conversation(
+    input: &str,
+    mut f: impl FnMut(&str, usize, Conversation) -> Result<()>,
+) -> Result<usize> {
+    let mut reader = Reader::open(input)?;
+    let mut n = 0;
+    while let Some(p) = reader.next_piece()? {
+        if let io::Piece::Item { line, text, .. } = p {
+            let c = parse_item(&reader.name, line, &text)?;
+            drop(text);
+            f(&reader.name, line, c)?;
+            n += 1;
+        }
+    }
+    Ok(n)
+}
+
 fn validate(input: &str) -> Result<ExitCode> {
-    let inp = read_input(input)?;
     let mut bad = 0;
-    for (line, c) in &inp.items {
-        let v = ctxpress::validate(c);
+    let n = each_conversation(input, |name, line, c| {
+        let v = ctxpress::validate(&c);
         for x in &v {
             let id = c.id().map(|i| format!(" ({i})")).unwrap_or_default();
-            outln!("{}:{line}{id}: {x}", inp.name);
+            outln!("{name}:{line}{id}: {x}");
         }
         bad += usize::from(!v.is_empty());
-    }
+        Ok(())
+    })?;
     if bad > 0 {
-        eprintln!("{bad} of {} conversations have violations", inp.items.len());
+        eprintln!("{bad} of {n} conversations have violations");
         Ok(ExitCode::from(1))
     } else {
-        eprintln!("{} conversations, no violations", inp.items.len());
+        eprintln!("{n} conversations, no violations");
         Ok(ExitCode::SUCCESS)
     }
 }
@@ -787,27 +805,26 @@ fn classify(input: &str, config: Option<&str>) -> Result<ExitCode> {
                 .map_err(|e| usage(format!("{path}: {e}")))?
         }
     };
-    let inp = read_input(input)?;
     let mut out = std::io::stdout().lock();
-    for (_, c) in &inp.items {
-        for d in decide(c, &cfg) {
+    each_conversation(input, |_, _, c| {
+        for d in decide(&c, &cfg) {
             let mut v = serde_json::to_value(&d)?;
             if let (Some(id), Some(o)) = (c.id(), v.as_object_mut()) {
                 o.insert("conversation".into(), Value::String(id));
             }
             std::io::Write::write_all(&mut out, format!("{v}\n").as_bytes())?;
         }
-    }
+        Ok(())
+    })?;
     Ok(ExitCode::SUCCESS)
 }
 
 fn stats(input: &str, tokenizer: &str, as_json: bool) -> Result<ExitCode> {
     let counter: Arc<dyn TokenCounter> = counter_by_name(tokenizer)
         .ok_or_else(|| usage(format!("--tokenizer: unknown counter `{tokenizer}`")))?;
-    let inp = read_input(input)?;
     let mut by_role: std::collections::BTreeMap<String, (usize, usize)> = Default::default();
     let (mut chars, mut tool_chars, mut msgs) = (0usize, 0usize, 0usize);
-    for (_, c) in &inp.items {
+    let n = each_conversation(input, |_, _, c| {
         for m in &c.messages {
             msgs += 1;
             let t = count_message(counter.as_ref(), m);
@@ -827,7 +844,8 @@ fn stats(input: &str, tokenizer: &str, as_json: bool) -> Result<ExitCode> {
                 };
             }
         }
-    }
+        Ok(())
+    })?;
     let tokens: usize = by_role.values().map(|v| v.1).sum();
     let share = if chars == 0 {
         0.0
@@ -841,10 +859,10 @@ fn stats(input: &str, tokenizer: &str, as_json: bool) -> Result<ExitCode> {
             .collect();
         outln!(
             "{}",
-            json!({"conversations": inp.items.len(), "messages": msgs, "tokens": tokens, "tokenizer": counter.name(), "chars": chars, "tool_output_share": share, "roles": roles})
+            json!({"conversations": n, "messages": msgs, "tokens": tokens, "tokenizer": counter.name(), "chars": chars, "tool_output_share": share, "roles": roles})
         );
     } else {
-        outln!("conversations  {}", inp.items.len());
+        outln!("conversations  {n}");
         outln!("messages       {msgs}");
         outln!("tokens         {tokens} ({})", counter.name());
         outln!("tool output    {:.1}% of {chars} chars", share * 100.0);
