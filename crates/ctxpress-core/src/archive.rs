@@ -267,6 +267,15 @@ pub fn records(input: &Conversation, output: &Conversation) -> Vec<Record> {
         key: format!("doc:{}", keys[keys.len() - 1]),
         originals: in_texts.clone(),
     }];
+    if !input.envelope.uniform {
+        // The input's separators, when they differ, so expand writes them back.
+        out.push(Record {
+            key: format!("gaps:{}", keys[keys.len() - 1]),
+            originals: (1..input.messages.len())
+                .map(|i| input.gap_before(i).to_string())
+                .collect(),
+        });
+    }
     for (i, (own, o)) in out_texts.iter().zip(&origins).enumerate() {
         let originals: Vec<String> = o.iter().map(|&j| in_texts[j].clone()).collect();
         if originals.first() == Some(own) || input_keys.contains(&keys[i]) {
@@ -323,9 +332,11 @@ pub fn expand(conv: &Conversation, archive: &dyn Archive) -> Result<Conversation
             }
         }
         if let Some((k, mut texts)) = doc {
+            let gaps = archive.get(&format!("gaps:{}", ends[k]))?;
             seen.insert(ends[k].clone());
+            let restored = texts.len();
             texts.extend(cur.messages[k..].iter().map(|m| cur.message_json(m)));
-            cur = rebuild(&cur, texts)?;
+            cur = rebuild(&cur, texts, gaps.filter(|g| g.len() + 1 == restored))?;
             continue;
         }
         let mut hit = false;
@@ -346,7 +357,7 @@ pub fn expand(conv: &Conversation, archive: &dyn Archive) -> Result<Conversation
         if !hit {
             return Ok(cur);
         }
-        cur = rebuild(&cur, texts)?;
+        cur = rebuild(&cur, texts, None)?;
     }
     Err(ArchiveError::Corrupt(
         "expansion did not converge after 1024 rounds".into(),
@@ -368,13 +379,26 @@ fn prefix_keys(conv: &Conversation) -> (Vec<String>, Vec<String>) {
     (keys, ends)
 }
 
-fn rebuild(cur: &Conversation, texts: Vec<String>) -> Result<Conversation, ArchiveError> {
+/// The document of `texts` in `cur`'s envelope; `gaps` are the separators
+/// between the first `gaps.len() + 1` texts (the envelope's elsewhere).
+fn rebuild(
+    cur: &Conversation,
+    texts: Vec<String>,
+    gaps: Option<Vec<String>>,
+) -> Result<Conversation, ArchiveError> {
     let env = &cur.envelope;
-    let doc = format!("{}{}{}", env.prefix, texts.join(&env.sep), env.suffix);
+    let gaps = gaps.unwrap_or_default();
+    let mut doc = env.prefix.clone();
+    for (i, t) in texts.iter().enumerate() {
+        if i > 0 {
+            doc.push_str(gaps.get(i - 1).map_or(env.sep.as_str(), String::as_str));
+        }
+        doc.push_str(t);
+    }
+    doc.push_str(&env.suffix);
     let mut next = Conversation::parse(&doc)
         .map_err(|e| ArchiveError::Corrupt(format!("expanded document does not parse: {e}")))?;
     next.envelope.sep = env.sep.clone();
-    next.envelope.uniform = env.uniform;
     Ok(next)
 }
 

@@ -53,9 +53,13 @@ pub struct Envelope {
     pub suffix: String,
     /// Source text between two messages (e.g. `", "`).
     pub sep: String,
-    /// False when the input used different separators between messages; output
-    /// then uses the first one everywhere.
+    /// False when the input used different separators between messages.
     pub uniform: bool,
+    /// When the separators differ: for each message after the first, the id
+    /// of the message before it and the source text between them, so that
+    /// two messages still adjacent are written with the separator they had
+    /// (others get `sep`). Empty when the separators are uniform.
+    pub gaps: HashMap<MessageId, (MessageId, String)>,
     /// Separator style for rewritten messages.
     pub style: Style,
 }
@@ -70,6 +74,7 @@ impl Envelope {
             suffix: "]".into(),
             sep: ",".into(),
             uniform: true,
+            gaps: HashMap::new(),
             style: Style::default(),
         }
     }
@@ -282,6 +287,7 @@ impl Conversation {
                 suffix: text[open..].into(),
                 sep: ",".into(),
                 uniform: true,
+                gaps: HashMap::new(),
                 style: Style::default(),
             }
         } else {
@@ -301,6 +307,17 @@ impl Conversation {
                 }
             });
             let uniform = seps.all(|s| s == sep);
+            let mut gaps = HashMap::new();
+            if !uniform {
+                for (i, w) in items.windows(2).enumerate() {
+                    let a = offset_in(text, w[0].get()) + w[0].get().len();
+                    let gap = &text[a..offset_in(text, w[1].get())];
+                    gaps.insert(
+                        messages[i + 1].id().clone(),
+                        (messages[i].id().clone(), gap.to_string()),
+                    );
+                }
+            }
             Envelope {
                 shape,
                 fields,
@@ -308,6 +325,7 @@ impl Conversation {
                 suffix: text[end..].into(),
                 sep,
                 uniform,
+                gaps,
                 style,
             }
         };
@@ -341,12 +359,25 @@ impl Conversation {
         }
     }
 
+    /// The text written between message `i - 1` and message `i`: the
+    /// separator they had in the input when they were adjacent there, else
+    /// the envelope's.
+    pub fn gap_before(&self, i: usize) -> &str {
+        if i > 0
+            && let Some((prev, gap)) = self.envelope.gaps.get(self.messages[i].id())
+            && prev == self.messages[i - 1].id()
+        {
+            return gap;
+        }
+        &self.envelope.sep
+    }
+
     /// Write the whole document.
     pub fn write_to(&self, out: &mut impl io::Write) -> io::Result<()> {
         out.write_all(self.envelope.prefix.as_bytes())?;
         for (i, m) in self.messages.iter().enumerate() {
             if i > 0 {
-                out.write_all(self.envelope.sep.as_bytes())?;
+                out.write_all(self.gap_before(i).as_bytes())?;
             }
             match m.raw() {
                 Some(r) => out.write_all(r.as_bytes())?,

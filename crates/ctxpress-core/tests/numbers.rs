@@ -30,3 +30,21 @@ fn numbers_survive_a_rewrite_as_written() {
     let out2 = again.to_json_string();
     assert!(out2.contains("123456789012345678901234567890"), "{out2}");
 }
+
+/// Found by the `pipeline` fuzz target: separators that differ between
+/// messages (`}, {` here, `},{` there) come back as they were, from an
+/// identity run and from expand after a compression that removed messages.
+#[test]
+fn uneven_separators_survive_identity_and_expand() {
+    use ctxpress_core::archive::{MemoryArchive, archive, expand};
+    let input = "{\"messages\": [{\"role\": \"user\", \"content\": \"a\"},{\"role\": \"assistant\", \"content\": \"b\"}, {\"role\": \"user\", \"content\": \"c\"} ,\n {\"role\": \"assistant\", \"content\": \"d\"}]}";
+    let conv = Conversation::parse(input).unwrap();
+    assert_eq!(conv.to_json_string(), input);
+    // Drop the second message, archive, expand.
+    let mut out = conv.clone();
+    out.messages.remove(1);
+    let store = MemoryArchive::new();
+    archive(&conv, &out, &store).unwrap();
+    let written = Conversation::parse(&out.to_json_string()).unwrap();
+    assert_eq!(expand(&written, &store).unwrap().to_json_string(), input);
+}

@@ -172,6 +172,10 @@ pub(crate) fn index_batch(
     let mut seen = HashSet::new();
     for (key, originals) in last {
         clear_key(tx, key)?;
+        // The separators of a document (core::archive) are not messages.
+        if key.starts_with("gaps:") {
+            continue;
+        }
         for (pos, text) in originals.iter().enumerate() {
             if seen.insert(content_hash(text)) {
                 index_one(tx, kind, conversation, key, pos, text)?;
