@@ -2,7 +2,8 @@
 //! time, worked on by up to `jobs` threads, and handed back in input order,
 //! with a bounded window of them in flight.
 //!
-//! The window is at most [`WINDOW_PER_JOB`] × `jobs` conversations and
+//! The window is what was read and not yet emitted: at most
+//! [`WINDOW_PER_JOB`] × `jobs` pieces (conversations or blank lines) and
 //! [`WINDOW_BYTES`] of their input text (a longer conversation is still taken,
 //! alone): the reader waits when it is full, so memory does not grow with the
 //! input. The results are reordered by their place in the input, so the output
@@ -17,7 +18,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 
-/// Conversations in flight per worker thread.
+/// Pieces (conversations, blank lines) in flight per worker thread.
 pub const WINDOW_PER_JOB: usize = 4;
 
 /// Input text in flight at most (beyond the first conversation).
@@ -57,6 +58,8 @@ enum Ready<T> {
     Item {
         line: usize,
         ending: &'static str,
+        /// Its input bytes.
+        bytes: usize,
         value: anyhow::Result<T>,
     },
 }
@@ -91,7 +94,7 @@ where
     let stop = AtomicBool::new(false);
     let (job_tx, job_rx) = mpsc::channel::<Job>();
     let job_rx = Arc::new(Mutex::new(job_rx));
-    let (done_tx, done_rx) = mpsc::channel::<(usize, usize, anyhow::Result<T>)>();
+    let (done_tx, done_rx) = mpsc::channel::<(usize, anyhow::Result<T>)>();
     std::thread::scope(|s| {
         for _ in 0..jobs {
             let job_rx = Arc::clone(&job_rx);
@@ -106,7 +109,6 @@ where
                     let Ok(job) = next else {
                         return;
                     };
-                    let bytes = job.text.len();
                     let r = if stop.load(Ordering::Relaxed) {
                         Err(anyhow::anyhow!("stopped"))
                     } else {
@@ -123,7 +125,7 @@ where
                             Err(anyhow::anyhow!("internal error (panic): {what}"))
                         })
                     };
-                    if done_tx.send((job.seq, bytes, r)).is_err() {
+                    if done_tx.send((job.seq, r)).is_err() {
                         return;
                     }
                 }
@@ -143,7 +145,7 @@ fn drive<T, E>(
     reader: &mut Reader,
     window: usize,
     job_tx: &mpsc::Sender<Job>,
-    done_rx: &mpsc::Receiver<(usize, usize, anyhow::Result<T>)>,
+    done_rx: &mpsc::Receiver<(usize, anyhow::Result<T>)>,
     emit: &mut E,
 ) -> anyhow::Result<()>
 where
@@ -151,29 +153,30 @@ where
 {
     // Pieces waiting for their turn, by place in the input.
     let mut ready: BTreeMap<usize, Ready<T>> = BTreeMap::new();
-    // Conversations handed out and not back yet: their line and ending.
-    let mut out: BTreeMap<usize, (usize, &'static str)> = BTreeMap::new();
-    let (mut next_seq, mut next_emit) = (0usize, 0usize);
-    let (mut in_flight, mut in_flight_bytes) = (0usize, 0usize);
+    // Conversations handed out and not back yet: line, ending, input bytes.
+    let mut out: BTreeMap<usize, (usize, &'static str, usize)> = BTreeMap::new();
+    // Pieces read and not yet emitted are next_emit..next_seq; their input
+    // bytes are `held`.
+    let (mut next_seq, mut next_emit, mut held) = (0usize, 0usize, 0usize);
     let mut read_error: Option<(usize, anyhow::Error)> = None;
     let mut eof = false;
     loop {
         // Read while the window has room.
         while !eof
             && read_error.is_none()
-            && in_flight < window
-            && (in_flight == 0 || in_flight_bytes < WINDOW_BYTES)
+            && next_seq - next_emit < window
+            && (next_seq == next_emit || held < WINDOW_BYTES)
         {
             match reader.next_piece() {
                 Ok(None) => eof = true,
                 Ok(Some(Piece::Blank(raw))) => {
+                    held += raw.len();
                     ready.insert(next_seq, Ready::Blank(raw));
                     next_seq += 1;
                 }
                 Ok(Some(Piece::Item { line, text, ending })) => {
-                    in_flight += 1;
-                    in_flight_bytes += text.len();
-                    out.insert(next_seq, (line, ending));
+                    held += text.len();
+                    out.insert(next_seq, (line, ending, text.len()));
                     let seq = next_seq;
                     next_seq += 1;
                     if job_tx.send(Job { seq, line, text }).is_err() {
@@ -196,34 +199,45 @@ where
             };
             next_emit += 1;
             match r {
-                Ready::Blank(raw) => emit(Out::Blank(raw))?,
+                Ready::Blank(raw) => {
+                    held -= raw.len();
+                    emit(Out::Blank(raw))?;
+                }
                 Ready::Item {
                     line,
                     ending,
+                    bytes,
                     value,
-                } => emit(Out::Item {
-                    line,
-                    ending,
-                    value: value?,
-                })?,
+                } => {
+                    held -= bytes;
+                    emit(Out::Item {
+                        line,
+                        ending,
+                        value: value?,
+                    })?;
+                }
             }
         }
         if next_emit == next_seq && (eof || read_error.is_some()) {
             // A read error is emitted above once everything before it was.
             return Ok(());
         }
+        if out.is_empty() {
+            // Nothing with the workers (the window held blank lines only):
+            // read on.
+            continue;
+        }
         // Wait for a worker.
-        let Ok((seq, bytes, value)) = done_rx.recv() else {
+        let Ok((seq, value)) = done_rx.recv() else {
             return Err(anyhow::anyhow!("the worker threads stopped"));
         };
-        in_flight -= 1;
-        in_flight_bytes -= bytes;
-        let (line, ending) = out.remove(&seq).unwrap_or((0, ""));
+        let (line, ending, bytes) = out.remove(&seq).unwrap_or((0, "", 0));
         ready.insert(
             seq,
             Ready::Item {
                 line,
                 ending,
+                bytes,
                 value,
             },
         );

@@ -238,9 +238,16 @@ fn stdin_gives_the_bytes_of_the_file_with_blank_lines_and_crlf() {
     let d = dir.path();
     let text = std::fs::read_to_string(&input).unwrap();
     let l: Vec<&str> = text.lines().take(6).collect();
+    // Also a run of blank lines longer than the window of pieces in flight.
     let awkward = format!(
-        "\u{feff}{}\r\n\r\n{}\n  \n{}\r\n{}\n\n{}\r\n{}",
-        l[0], l[1], l[2], l[3], l[4], l[5]
+        "\u{feff}{}\r\n\r\n{}\n  \n{}\r\n{}{}\n\n{}\r\n{}",
+        l[0],
+        l[1],
+        l[2],
+        l[3],
+        "\n".repeat(50),
+        l[4],
+        l[5]
     );
     let f = d.join("awkward.jsonl");
     std::fs::write(&f, &awkward).unwrap();
