@@ -42,13 +42,8 @@ pub struct CompactArgs {
     /// `clip_window = 2`, `protected_tail = 5`).
     #[arg(long, value_name = "FILE")]
     config: Option<String>,
-    /// OpenAI-compatible endpoint to summarize with (key from
-    /// $OPENAI_API_KEY); without one, summaries are extractive.
-    #[arg(long, value_name = "URL")]
-    llm_url: Option<String>,
-    /// Model name for --llm-url.
-    #[arg(long, value_name = "NAME")]
-    llm_model: Option<String>,
+    #[command(flatten)]
+    llm: crate::LlmArgs,
     /// Print, per conversation, the messages folded, the batches added (and
     /// summarized again), chunks that fell back to the deterministic summary
     /// (e.g. the model failed), the deepest batch and the tokens before and
@@ -73,19 +68,14 @@ fn load_config(a: &CompactArgs) -> Result<CompactionConfig> {
             params = s.params.clone();
         }
     }
-    if a.llm_url.is_some() || a.llm_model.is_some() {
+    if a.llm.any() {
         let llm = params
             .entry("llm")
             .or_insert_with(|| Value::Object(Map::new()));
         let Value::Object(llm) = llm else {
             return Err(usage("--config: `llm` must be a table"));
         };
-        if let Some(u) = &a.llm_url {
-            llm.insert("base_url".into(), Value::String(u.clone()));
-        }
-        if let Some(m) = &a.llm_model {
-            llm.insert("model".into(), Value::String(m.clone()));
-        }
+        a.llm.apply(llm);
         let endpoint = llm.get("base_url").is_some_and(|u| !u.is_null());
         if endpoint && !params.contains_key("backend") {
             params.insert("backend".into(), Value::String("openai".into()));

@@ -146,12 +146,8 @@ struct CompressArgs {
     /// Token counter: heuristic, o200k_base, cl100k_base.
     #[arg(long)]
     tokenizer: Option<String>,
-    /// OpenAI-compatible endpoint for summarizing stages (key from $OPENAI_API_KEY).
-    #[arg(long, value_name = "URL")]
-    llm_url: Option<String>,
-    /// Model name for --llm-url.
-    #[arg(long, value_name = "NAME")]
-    llm_model: Option<String>,
+    #[command(flatten)]
+    llm: LlmArgs,
     /// Print a per-stage table to stderr.
     #[arg(long)]
     stats: bool,
@@ -247,16 +243,46 @@ fn load_config(a: &CompressArgs) -> Result<PipelineConfig> {
     cfg.window
         .validate()
         .map_err(|e| usage(e.to_string().replace("`window.", "`--")))?;
-    if a.llm_url.is_some() || a.llm_model.is_some() {
-        let llm = cfg.llm.get_or_insert_with(Default::default);
-        if let Some(u) = &a.llm_url {
-            llm.insert("base_url".into(), Value::String(u.clone()));
-        }
-        if let Some(m) = &a.llm_model {
-            llm.insert("model".into(), Value::String(m.clone()));
-        }
+    if a.llm.any() {
+        a.llm.apply(cfg.llm.get_or_insert_with(Default::default));
     }
     Ok(cfg)
+}
+
+/// The LLM flags `compress` and `compact` share.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub(crate) struct LlmArgs {
+    /// OpenAI-compatible endpoint for summarizing stages (key from
+    /// $OPENAI_API_KEY); without one, summaries are extractive.
+    #[arg(long, value_name = "URL")]
+    pub(crate) llm_url: Option<String>,
+    /// Model name for --llm-url.
+    #[arg(long, value_name = "NAME")]
+    pub(crate) llm_model: Option<String>,
+    /// Allow sending the API key over plain http to a host that is not
+    /// loopback (refused otherwise).
+    #[arg(long)]
+    pub(crate) llm_allow_insecure_http: bool,
+}
+
+impl LlmArgs {
+    /// True when any LLM flag is given.
+    pub(crate) fn any(&self) -> bool {
+        self.llm_url.is_some() || self.llm_model.is_some() || self.llm_allow_insecure_http
+    }
+
+    /// Put the flags into an `[llm]` table.
+    pub(crate) fn apply(&self, llm: &mut serde_json::Map<String, Value>) {
+        if let Some(u) = &self.llm_url {
+            llm.insert("base_url".into(), Value::String(u.clone()));
+        }
+        if let Some(m) = &self.llm_model {
+            llm.insert("model".into(), Value::String(m.clone()));
+        }
+        if self.llm_allow_insecure_http {
+            llm.insert("allow_insecure_http".into(), Value::Bool(true));
+        }
+    }
 }
 
 /// The preset used when neither --preset nor --config is given.

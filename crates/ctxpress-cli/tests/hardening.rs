@@ -820,3 +820,51 @@ fn two_outputs_on_stdout_and_a_missing_folder_are_refused_before_any_write() {
     assert!(stderr(&o).contains("no such directory"), "{}", stderr(&o));
     assert!(!db.exists());
 }
+
+/// An API key is not sent over plain http to a host that is not loopback:
+/// compress and compact refuse the endpoint before any request (naming the
+/// flag that allows it), and never print the URL's credentials.
+#[test]
+fn an_api_key_over_plain_http_is_refused_and_credentials_not_printed() {
+    let dir = tempfile::tempdir().unwrap();
+    let input = data("swe_agent.jsonl");
+    let out = dir.path().join("out.jsonl");
+    let db = dir.path().join("a.db");
+    let url = "http://alice:hunter2pw@example.invalid:9/v1";
+    for args in [
+        vec![
+            "compress",
+            input.to_str().unwrap(),
+            "--preset",
+            "hybrid",
+            "--window",
+            "2000",
+        ],
+        vec![
+            "compact",
+            input.to_str().unwrap(),
+            "--archive",
+            db.to_str().unwrap(),
+        ],
+    ] {
+        let mut cmd = Command::new(BIN);
+        cmd.args(&args)
+            .args(["--llm-url", url, "--llm-model", "m", "-o"])
+            .arg(&out)
+            .env("OPENAI_API_KEY", "sk-test-0123456789abcdef0123456789abcdef");
+        let o = cmd.output().unwrap();
+        let err = stderr(&o);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+        assert!(
+            err.contains("allow_insecure_http") || err.contains("--llm-allow-insecure-http"),
+            "{err}"
+        );
+        assert!(!err.contains("hunter2pw"), "credentials printed: {err}");
+        assert!(!out.exists(), "{args:?} wrote an output");
+    }
+    // The flag exists on both commands.
+    for sub in ["compress", "compact"] {
+        let o = Command::new(BIN).args([sub, "--help"]).output().unwrap();
+        assert!(String::from_utf8_lossy(&o.stdout).contains("--llm-allow-insecure-http"));
+    }
+}
