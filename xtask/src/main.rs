@@ -726,12 +726,12 @@ Measured on 2026-11-24 (by hand, not by `cargo xtask bench`) on the whole corpus
 
 /// Compaction figures measured by hand (kept by `write_docs`).
 const COMPACT_DOCS: &str = "\n## Compaction\n\n\
-Measured on 2026-11-24 (by hand): `ctxpress compress ../shared/corpus/coding_agent_sessions.jsonl --preset compact \
---window 128000 --archive DB` (trigger 89.6k, target 51.2k tokens), release build, a busy 2-core machine; quality \
+Measured on 2026-11-25 (by hand, session 15): `ctxpress compress ../shared/corpus/coding_agent_sessions.jsonl --preset compact \
+--window 128000 --archive DB --jobs 1` (trigger 89.6k, target 51.2k tokens), release build, a busy 2-core machine; quality \
 from `../shared/eval/score.py`.\n\n\
 | sessions | over trigger | under target after | tokens in → out | ratio (chars) | fact ret. | user fact ret. | trail ret. | \
 new violations | time per session | peak RSS | archive per MB of input |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n\
-| 37 | 29 | 37 | 6.82M → 1.93M | 3.55 | 0.484 | 0.497 | 0.760 | 0 | 0.13-0.19 s | 111 MB | 2.6 MB (69 MB for 26.7 MB, FTS index included) |\n\n\
+| 37 | 29 | 37 | 6.82M → 1.93M | 3.55 | 0.484 | 0.498 | 0.760 | 0 | 0.28 s (10.5 s for 37; a fuzzer and a test run shared the 2 cores) | 79 MB | 2.6 MB (68.8 MB for 26.7 MB, FTS index included) |\n\n\
 `ctxpress expand` restores the input byte for byte from the archive.\n";
 
 fn write_docs(table: &str) -> Result<()> {
