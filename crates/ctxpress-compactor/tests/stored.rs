@@ -229,14 +229,7 @@ fn stored_messages_that_do_not_parse_are_an_error_not_a_panic() {
 /// for byte, and no compaction reports an error.
 #[test]
 fn corpus_conversations_compacted_three_times_expand_exactly() {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/corpus");
-    let mut files: Vec<_> = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("the shared corpus is missing at {}: {e}", dir.display()))
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
-        .collect();
-    files.sort();
-    assert!(!files.is_empty(), "no corpus files in {}", dir.display());
+    let files = ctxpress_tests::corpus::files();
     let c = Compactor::new(CompactionConfig::default()).unwrap();
     let (mut convs, mut compactions, mut thrice) = (0, 0, 0);
     for f in files {

@@ -23,12 +23,6 @@ use ctxpress::{Compressor, PRESETS};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-fn corpus_dir() -> PathBuf {
-    std::env::var_os("CTXPRESS_CORPUS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/corpus"))
-}
-
 fn golden_path() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/data/preset_outputs.txt")
 }
@@ -110,20 +104,7 @@ fn mask_times_replaces_iso_times_only() {
 
 #[test]
 fn preset_outputs_match_the_golden_hashes() {
-    let dir = corpus_dir();
-    let entries = std::fs::read_dir(&dir).unwrap_or_else(|e| {
-        panic!(
-            "corpus folder {} is absent ({e}): set CTXPRESS_CORPUS to the folder of the shared corpus",
-            dir.display()
-        )
-    });
-    let mut files: Vec<PathBuf> = entries
-        .filter_map(Result::ok)
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
-        .collect();
-    files.sort();
-    assert!(!files.is_empty(), "no .jsonl file in {}", dir.display());
+    let files = ctxpress_tests::corpus::files();
 
     let golden_text = std::fs::read_to_string(golden_path()).unwrap_or_default();
     let golden: BTreeMap<(String, String), String> = golden_text
