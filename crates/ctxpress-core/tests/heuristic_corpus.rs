@@ -8,24 +8,10 @@
 
 use ctxpress_core::tokens::{Bpe, TokenCounter, count_message};
 use ctxpress_core::{Conversation, Heuristic};
-use std::path::PathBuf;
 
 #[test]
 fn heuristic_is_never_more_than_two_percent_low_on_a_corpus_conversation() {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/corpus");
-    let entries = std::fs::read_dir(&dir).unwrap_or_else(|e| {
-        panic!(
-            "corpus folder {} is missing ({e}): this test needs the shared corpus beside the repository",
-            dir.display()
-        )
-    });
-    let mut files: Vec<PathBuf> = entries
-        .filter_map(Result::ok)
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
-        .collect();
-    files.sort();
-    assert!(!files.is_empty(), "no .jsonl file in {}", dir.display());
+    let files = ctxpress_tests::corpus::files();
     let exact = Bpe::new("o200k_base").unwrap();
     let mut failures = Vec::new();
     let mut checked = 0;

@@ -12,10 +12,6 @@ use serde_json::{Map, Value, json};
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
-fn corpus_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/corpus")
-}
-
 fn first_difference(a: &str, b: &str) -> usize {
     a.bytes().zip(b.bytes()).take_while(|(x, y)| x == y).count()
 }
@@ -56,20 +52,7 @@ fn check_line(file: &str, n: usize, line: &str) {
 
 #[test]
 fn every_corpus_conversation_round_trips_byte_for_byte() {
-    let dir = corpus_dir();
-    let entries = std::fs::read_dir(&dir).unwrap_or_else(|e| {
-        panic!(
-            "corpus folder {} is missing ({e}): this test needs the shared corpus beside the repository",
-            dir.display()
-        )
-    });
-    let mut files: Vec<PathBuf> = entries
-        .filter_map(Result::ok)
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
-        .collect();
-    files.sort();
-    assert!(!files.is_empty(), "no .jsonl file in {}", dir.display());
+    let files = ctxpress_tests::corpus::files();
     let mut total = 0;
     for path in &files {
         let name = path
@@ -513,7 +496,7 @@ proptest! {
 
 /// The first `n` conversations of a corpus file that are valid as they are.
 fn corpus_sample(file: &str, n: usize) -> Option<Vec<String>> {
-    let path: PathBuf = corpus_dir().join(file);
+    let path: PathBuf = ctxpress_tests::corpus::dir().join(file);
     let text = std::fs::read_to_string(Path::new(&path)).ok()?;
     Some(
         text.lines()

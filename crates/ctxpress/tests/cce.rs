@@ -272,32 +272,13 @@ fn prose_tool_result_in_place_code_output_verbatim() {
 
 // ---- corpus ---------------------------------------------------------------
 
-fn corpus_dir() -> PathBuf {
-    std::env::var_os("CTXPRESS_CORPUS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/corpus"))
-}
-
 /// On every corpus conversation: no new pairing or role violation, system
 /// messages and the last `recency_window` (4) messages byte-identical. The
 /// corpus is read at test time, never copied; a missing corpus is a failure
 /// (set CTXPRESS_CORPUS to its folder), not a silent pass.
 #[test]
 fn corpus_pairing_system_and_tail_kept() {
-    let dir = corpus_dir();
-    let entries = std::fs::read_dir(&dir).unwrap_or_else(|e| {
-        panic!(
-            "corpus folder {} is absent ({e}): set CTXPRESS_CORPUS to the folder of the shared corpus",
-            dir.display()
-        )
-    });
-    let mut files: Vec<PathBuf> = entries
-        .filter_map(Result::ok)
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
-        .collect();
-    files.sort();
-    assert!(!files.is_empty(), "no .jsonl file in {}", dir.display());
+    let files = ctxpress_tests::corpus::files();
     let c = Compressor::preset("cce").expect("cce");
     let window = 4;
     for path in &files {
