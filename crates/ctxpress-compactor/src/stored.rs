@@ -102,7 +102,10 @@ impl Compactor {
             Ok(x) => x,
             Err(e) => return failed(Conversation::new(Vec::new()), e),
         };
-        let res = self.compress_async(&conv, conversation_id, archive).await;
+        let res = self
+            .folding_system()
+            .compress_async(&conv, conversation_id, archive)
+            .await;
         finish_stored(conversation_id, persistence, &stored, &conv, res, notes)
     }
 

@@ -8,6 +8,7 @@ use ctxpress_core::compaction::{
     BatchArchive, MemoryBatchArchive, MemoryPersistence, Persistence, StoredMessage,
 };
 use serde_json::json;
+use std::future::Future;
 use std::sync::Mutex;
 
 const T0: i64 = 1_790_000_000;
@@ -283,4 +284,47 @@ fn corpus_conversations_compacted_three_times_expand_exactly() {
         "{convs} conversations, {compactions} compactions, {thrice} compacted three times"
     );
     eprintln!("{convs} conversations, {compactions} compactions, {thrice} compacted three times");
+}
+
+/// The async path folds a stored conversation the same way as the sync one
+/// (system messages after the clip included), so it expands exactly too.
+#[test]
+fn the_async_path_folds_like_the_sync_one_and_expands_exactly() {
+    let mut appended = vec![system()];
+    for (i, m) in messages(0..40).into_iter().enumerate() {
+        if i % 7 == 3 {
+            appended.push(json!({"role": "system", "content": format!("note {i}")}).to_string());
+        }
+        appended.push(m);
+    }
+    let run = |sync: bool| {
+        let (p, a) = (MemoryPersistence::new(), MemoryBatchArchive::new());
+        p.append("c", &appended).unwrap();
+        let r = if sync {
+            compactor().compress_stored("c", &p, &a)
+        } else {
+            let c = compactor();
+            let fut = c.compress_stored_async("c", &p, &a);
+            let mut fut = std::pin::pin!(fut);
+            let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+            match fut.as_mut().poll(&mut cx) {
+                std::task::Poll::Ready(r) => r,
+                std::task::Poll::Pending => panic!("a sync backend never waits"),
+            }
+        };
+        assert!(
+            r.compacted && r.error.is_none(),
+            "{:?} {:?}",
+            r.notes,
+            r.error
+        );
+        assert_eq!(
+            expand_stored("c", &p, &a).unwrap(),
+            appended,
+            "sync: {sync}"
+        );
+        let stored: Vec<String> = p.load("c").unwrap().into_iter().map(|m| m.json).collect();
+        stored
+    };
+    assert_eq!(run(false), run(true));
 }
