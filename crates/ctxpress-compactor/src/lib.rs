@@ -366,11 +366,7 @@ impl Compactor {
         budget: Option<usize>,
         counter: &dyn TokenCounter,
     ) -> CompactionResult {
-        let before: usize = history
-            .messages
-            .iter()
-            .map(|m| count_message(counter, m))
-            .sum();
+        let before = total_tokens(history, counter);
         let run = catch_unwind(AssertUnwindSafe(|| {
             ctxpress_core::window::ready(self.run(
                 history,
@@ -417,11 +413,7 @@ impl Compactor {
         budget: Option<usize>,
         counter: &dyn TokenCounter,
     ) -> CompactionResult {
-        let before: usize = history
-            .messages
-            .iter()
-            .map(|m| count_message(counter, m))
-            .sum();
+        let before = total_tokens(history, counter);
         let fut: BoxFut<'_, _> =
             Box::pin(self.run(history, conversation_id, archive, budget, counter, before));
         let outcome = CatchUnwind(fut).await.ok_or_else(|| "panic".to_string());
@@ -879,6 +871,15 @@ fn accept(chunk: &str, answer: &str) -> Result<String, String> {
         ));
     }
     Ok(a.to_string())
+}
+
+/// Tokens of a whole history, counted with `counter`.
+fn total_tokens(history: &Conversation, counter: &dyn TokenCounter) -> usize {
+    history
+        .messages
+        .iter()
+        .map(|m| count_message(counter, m))
+        .sum()
 }
 
 /// True for a clip-archive message (a plain-text user or system message

@@ -19,7 +19,6 @@
 
 use crate::{CompactionError, CompactionResult, Compactor, clip_position, clip_text, is_clip};
 use ctxpress_core::compaction::{BatchArchive, Persistence, StoredMessage};
-use ctxpress_core::tokens::{Heuristic, count_message};
 use ctxpress_core::{Conversation, Message, MessageId};
 use std::collections::{HashMap, HashSet};
 
@@ -35,13 +34,6 @@ fn parse(stored: &[StoredMessage]) -> Result<Conversation, CompactionError> {
     text.push(']');
     Conversation::parse(&text)
         .map_err(|e| CompactionError::Failed(format!("the stored messages do not parse: {e}")))
-}
-
-fn tokens(conv: &Conversation) -> usize {
-    conv.messages
-        .iter()
-        .map(|m| count_message(&Heuristic, m))
-        .sum()
 }
 
 impl Compactor {
@@ -60,7 +52,7 @@ impl Compactor {
     ) -> CompactionResult {
         let (stored, conv, notes) = match self.load_stored(conversation_id, persistence, archive) {
             Ok(x) => x,
-            Err(e) => return failed(Conversation::new(Vec::new()), e),
+            Err(e) => return failed(e),
         };
         let res = self
             .folding_system()
@@ -82,13 +74,7 @@ impl Compactor {
     ) -> Result<usize, CompactionError> {
         let stored = persistence.load(conversation_id)?;
         let conv = parse(&stored)?;
-        match self.pending(conversation_id, &stored, &conv, archive)? {
-            Some((removed, insert, n)) => {
-                persistence.fold(conversation_id, &removed, &insert)?;
-                Ok(n)
-            }
-            None => Ok(0),
-        }
+        self.finish_pending(conversation_id, &stored, &conv, persistence, archive)
     }
 
     /// [`Compactor::compress_stored`] for async backends (any backend works).
@@ -100,7 +86,7 @@ impl Compactor {
     ) -> CompactionResult {
         let (stored, conv, notes) = match self.load_stored(conversation_id, persistence, archive) {
             Ok(x) => x,
-            Err(e) => return failed(Conversation::new(Vec::new()), e),
+            Err(e) => return failed(e),
         };
         let res = self
             .folding_system()
@@ -127,38 +113,35 @@ impl Compactor {
     ) -> Result<(Vec<StoredMessage>, Conversation, Vec<String>), CompactionError> {
         let stored = persistence.load(id)?;
         let conv = parse(&stored)?;
-        let mut notes = Vec::new();
-        if let Some((removed, insert, n)) = self.pending(id, &stored, &conv, archive)? {
-            persistence.fold(id, &removed, &insert)?;
-            notes.push(format!(
-                "finished an interrupted compaction: {n} archived messages deleted"
-            ));
-            let stored = persistence.load(id)?;
-            let conv = parse(&stored)?;
-            return Ok((stored, conv, notes));
+        let n = self.finish_pending(id, &stored, &conv, persistence, archive)?;
+        if n == 0 {
+            return Ok((stored, conv, Vec::new()));
         }
-        Ok((stored, conv, notes))
+        let note = format!("finished an interrupted compaction: {n} archived messages deleted");
+        let stored = persistence.load(id)?;
+        let conv = parse(&stored)?;
+        Ok((stored, conv, vec![note]))
     }
 
-    /// An interrupted compaction: the newest batches whose originals are
-    /// exactly the messages right after the clip position.
-    /// Returns the keys to delete, what goes in their place and how many
-    /// archived messages that is.
-    #[allow(clippy::type_complexity)]
-    fn pending(
+    /// Finish an interrupted compaction of the loaded `stored` (`conv`): when
+    /// the newest batches' originals are exactly the messages right after the
+    /// clip position, delete those messages and put the clip in their place
+    /// (one [`Persistence::fold`]). Returns how many were deleted.
+    fn finish_pending(
         &self,
         id: &str,
         stored: &[StoredMessage],
         conv: &Conversation,
+        persistence: &dyn Persistence,
         archive: &dyn BatchArchive,
-    ) -> Result<Option<(Vec<i64>, Vec<String>, usize)>, CompactionError> {
+    ) -> Result<usize, CompactionError> {
         let msgs = &conv.messages;
         let lead = clip_position(conv, self.cfg.protected_tail);
         let old_clip = lead < msgs.len() && is_clip(&msgs[lead]);
         let start = lead + usize::from(old_clip);
-        let after: Vec<usize> = (start..msgs.len()).collect();
+        let after = &stored[start..];
         if after.is_empty() {
-            return Ok(None);
+            return Ok(0);
         }
         let batches = archive.batches(id)?;
         let mut best = 0;
@@ -173,28 +156,27 @@ impl Compactor {
                 break;
             }
             let originals = newest.iter().flat_map(|b| b.originals.iter());
-            if originals.zip(&after).all(|(o, &i)| stored[i].json == *o) {
+            if originals.zip(after).all(|(o, m)| m.json == *o) {
                 best = total;
             }
         }
         if best == 0 {
-            return Ok(None);
+            return Ok(0);
         }
-        let last = after[best - 1];
-        let removed: Vec<i64> = stored[lead..=last].iter().map(|m| m.key).collect();
+        let removed: Vec<i64> = stored[lead..start + best].iter().map(|m| m.key).collect();
         let clip = Message::text_message(
             MessageId::new("compaction"),
             "user",
             &clip_text(&batches, self.cfg.clip_window, id),
         );
-        let insert = vec![conv.message_json(&clip)];
-        Ok(Some((removed, insert, best)))
+        persistence.fold(id, &removed, &[conv.message_json(&clip)])?;
+        Ok(best)
     }
 }
 
-fn failed(history: Conversation, e: CompactionError) -> CompactionResult {
-    let t = tokens(&history);
-    let mut r = CompactionResult::unchanged(&history, t);
+/// Nothing could be loaded: an empty history and the error.
+fn failed(e: CompactionError) -> CompactionResult {
+    let mut r = CompactionResult::unchanged(&Conversation::new(Vec::new()), 0);
     r.error = Some(e);
     r
 }
