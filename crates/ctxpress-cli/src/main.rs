@@ -10,8 +10,8 @@ mod trace;
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
-use ctxpress::core::tokens::{count_message, counter_by_name};
-use ctxpress::core::{Role, StageStatus, TokenCounter};
+use ctxpress::core::tokens::counter_by_name;
+use ctxpress::core::{StageStatus, TokenCounter};
 use ctxpress::{Compressor, Conversation, PipelineConfig, Report};
 use io::{
     InputError, Kind, Output, PathUse, Reader, check_paths, parse_item, print_out, write_output,
@@ -643,7 +643,7 @@ fn expand(
         drop(text);
         let e = ctxpress::expand(&c, arch.as_ref()).with_context(|| format!("{name}:{line}"))?;
         drop(c);
-        let left = generated_messages(&e);
+        let left = ctxpress::unrestored(&e);
         let mut bytes = Vec::new();
         e.write_to(&mut bytes)
             .expect("writing to a Vec cannot fail");
@@ -710,66 +710,6 @@ fn expand(
     }
     out.commit()?;
     Ok(ExitCode::SUCCESS)
-}
-
-/// Positions of the messages ctxpress wrote in place of others: extractive
-/// or LLM summaries (`[summary: `, `[summary#`), tool-result summaries,
-/// dedup references (`[cce:dup of `, `[cce:near-dup of `), stale-pruner notes
-/// (`[ctxpress: `), evict notes (`[N earlier messages archived: `) and
-/// compaction clips (`[Context Summary`). Any string of the message counts
-/// (content, content blocks, tool results, tool-call arguments, which are
-/// JSON inside a string).
-fn generated_messages(c: &Conversation) -> Vec<usize> {
-    c.messages
-        .iter()
-        .enumerate()
-        .filter(|(_, m)| {
-            serde_json::from_str::<Value>(&c.message_json(m)).is_ok_and(|v| has_generated(&v, 0))
-        })
-        .map(|(i, _)| i)
-        .collect()
-}
-
-fn has_generated(v: &Value, depth: usize) -> bool {
-    match v {
-        Value::String(s) => {
-            looks_generated(s)
-                || (depth < 4
-                    && s.trim_start().starts_with('{')
-                    && serde_json::from_str::<Value>(s).is_ok_and(|v| has_generated(&v, depth + 1)))
-        }
-        Value::Array(a) => a.iter().any(|x| has_generated(x, depth)),
-        Value::Object(o) => o.values().any(|x| has_generated(x, depth)),
-        _ => false,
-    }
-}
-
-/// True for a text that starts the way ctxpress's generated texts do.
-fn looks_generated(s: &str) -> bool {
-    let t = s.trim_start();
-    let Some(rest) = t.strip_prefix('[') else {
-        return false;
-    };
-    if ["summary: ", "summary#", "ctxpress: ", "Context Summary"]
-        .iter()
-        .any(|p| rest.starts_with(p))
-    {
-        return true;
-    }
-    // `[N earlier messages archived: `
-    let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
-    if digits > 0 && rest[digits..].starts_with(" earlier messages archived: ") {
-        return true;
-    }
-    // `[LABEL:dup of ` / `[LABEL:near-dup of `
-    let label = rest
-        .bytes()
-        .take_while(|b| b.is_ascii_alphanumeric() || *b == b'_' || *b == b'-')
-        .count();
-    label > 0
-        && rest[label..]
-            .strip_prefix(':')
-            .is_some_and(|r| r.starts_with("dup of ") || r.starts_with("near-dup of "))
 }
 
 /// Every conversation of `input` in order, one at a time (a JSONL batch is
@@ -848,52 +788,28 @@ fn classify(input: &str, config: Option<&str>) -> Result<ExitCode> {
 fn stats(input: &str, tokenizer: &str, as_json: bool) -> Result<ExitCode> {
     let counter: Arc<dyn TokenCounter> = counter_by_name(tokenizer)
         .ok_or_else(|| usage(format!("--tokenizer: unknown counter `{tokenizer}`")))?;
-    let mut by_role: std::collections::BTreeMap<String, (usize, usize)> = Default::default();
-    let (mut chars, mut tool_chars, mut msgs) = (0usize, 0usize, 0usize);
-    let n = each_conversation(input, |_, _, c| {
-        for m in &c.messages {
-            msgs += 1;
-            let t = count_message(counter.as_ref(), m);
-            let e = by_role.entry(m.role_str().to_string()).or_default();
-            e.0 += 1;
-            e.1 += t;
-            let size = m.size();
-            chars += size;
-            if m.is_tool_result() {
-                tool_chars += if matches!(m.role(), Role::Tool | Role::Function) {
-                    size
-                } else {
-                    m.tool_results()
-                        .iter()
-                        .map(|r| r.text.chars().count())
-                        .sum()
-                };
-            }
-        }
+    let mut s = ctxpress::Stats::new(counter);
+    each_conversation(input, |_, _, c| {
+        s.add(&c);
         Ok(())
     })?;
-    let tokens: usize = by_role.values().map(|v| v.1).sum();
-    let share = if chars == 0 {
-        0.0
-    } else {
-        tool_chars as f64 / chars as f64
-    };
     if as_json {
-        let roles: serde_json::Map<String, Value> = by_role
-            .iter()
-            .map(|(k, v)| (k.clone(), json!({"messages": v.0, "tokens": v.1})))
-            .collect();
-        outln!(
-            "{}",
-            json!({"conversations": n, "messages": msgs, "tokens": tokens, "tokenizer": counter.name(), "chars": chars, "tool_output_share": share, "roles": roles})
-        );
+        outln!("{}", s.to_json());
     } else {
-        outln!("conversations  {n}");
-        outln!("messages       {msgs}");
-        outln!("tokens         {tokens} ({})", counter.name());
-        outln!("tool output    {:.1}% of {chars} chars", share * 100.0);
-        for (role, (n, t)) in &by_role {
-            outln!("  {role:<12} {n:>7} messages {t:>10} tokens");
+        outln!("conversations  {}", s.conversations);
+        outln!("messages       {}", s.messages);
+        outln!("tokens         {} ({})", s.tokens, s.tokenizer);
+        outln!(
+            "tool output    {:.1}% of {} chars",
+            s.tool_output_share() * 100.0,
+            s.chars
+        );
+        for (role, r) in &s.roles {
+            outln!(
+                "  {role:<12} {:>7} messages {:>10} tokens",
+                r.messages,
+                r.tokens
+            );
         }
     }
     Ok(ExitCode::SUCCESS)
@@ -929,33 +845,4 @@ fn presets(show: Option<&str>) -> Result<ExitCode> {
         }
     }
     Ok(ExitCode::SUCCESS)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::looks_generated;
-
-    #[test]
-    fn generated_texts_are_recognized() {
-        for t in [
-            "[summary: tool bash `ls`: 3 lines]",
-            "[summary#sum_1: t | entities: a]",
-            "[cce:dup of call_7 — 345 chars]",
-            "[cce:near-dup of m1 — 12 chars, ~82% match]",
-            "[ctxpress: a.rs unchanged: same content as Read call c1]",
-            "[16 earlier messages archived: 8 assistant; ctxpress expand restores them]",
-            "  [Context Summary: 9 earlier messages]",
-        ] {
-            assert!(looks_generated(t), "{t}");
-        }
-        for t in [
-            "[WIP] fix the parser",
-            "[summary] of the meeting",
-            "[1, 2, 3]",
-            "[x:dupe of y]",
-            "plain [summary: x]",
-        ] {
-            assert!(!looks_generated(t), "{t}");
-        }
-    }
 }

@@ -16,6 +16,8 @@
 
 pub mod config;
 pub mod presets;
+pub mod restore;
+pub mod stats;
 
 /// The README's Rust code blocks, compiled and run as doc tests (its shell
 /// and TOML blocks are checked by the CLI's `readme` test).
@@ -30,6 +32,8 @@ pub use ctxpress_core::{
     WindowConfig, expand, validate,
 };
 pub use presets::{PRESETS, Preset, preset};
+pub use restore::{looks_generated, unrestored};
+pub use stats::Stats;
 
 pub use ctxpress_classifier as classifier;
 pub use ctxpress_compactor as compactor;

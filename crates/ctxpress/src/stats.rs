@@ -1,0 +1,142 @@
+//! Figures of conversations before any compression: messages and tokens by
+//! role, characters, and the share of them that is tool output (what
+//! `ctxpress stats` prints and the Python `stats()` returns).
+
+use ctxpress_core::tokens::count_message;
+use ctxpress_core::{Conversation, Role, TokenCounter};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// Messages and tokens of one role.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct RoleStats {
+    /// Messages of this role.
+    pub messages: usize,
+    /// Their tokens.
+    pub tokens: usize,
+}
+
+/// Running figures over one or more conversations; [`Stats::add`] each.
+#[derive(Clone, Serialize)]
+pub struct Stats {
+    /// Conversations added.
+    pub conversations: usize,
+    /// Messages in them.
+    pub messages: usize,
+    /// Their tokens, by [`Stats::tokenizer`].
+    pub tokens: usize,
+    /// The counter's name.
+    pub tokenizer: String,
+    /// Characters of the messages (their text, as `Message::size` counts).
+    pub chars: usize,
+    /// Characters of tool output among them.
+    pub tool_chars: usize,
+    /// Messages and tokens by role.
+    pub roles: BTreeMap<String, RoleStats>,
+    #[serde(skip)]
+    counter: Arc<dyn TokenCounter>,
+}
+
+impl std::fmt::Debug for Stats {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.to_json().to_string())
+    }
+}
+
+impl Stats {
+    /// Empty figures counted with `counter`.
+    pub fn new(counter: Arc<dyn TokenCounter>) -> Self {
+        Stats {
+            conversations: 0,
+            messages: 0,
+            tokens: 0,
+            tokenizer: counter.name().to_string(),
+            chars: 0,
+            tool_chars: 0,
+            roles: BTreeMap::new(),
+            counter,
+        }
+    }
+
+    /// Add one conversation.
+    pub fn add(&mut self, c: &Conversation) {
+        self.conversations += 1;
+        for m in &c.messages {
+            self.messages += 1;
+            let t = count_message(self.counter.as_ref(), m);
+            self.tokens += t;
+            let e = self.roles.entry(m.role_str().to_string()).or_default();
+            e.messages += 1;
+            e.tokens += t;
+            let size = m.size();
+            self.chars += size;
+            if m.is_tool_result() {
+                self.tool_chars += if matches!(m.role(), Role::Tool | Role::Function) {
+                    size
+                } else {
+                    m.tool_results()
+                        .iter()
+                        .map(|r| r.text.chars().count())
+                        .sum()
+                };
+            }
+        }
+    }
+
+    /// Tool output's share of the characters (0 when there are none).
+    pub fn tool_output_share(&self) -> f64 {
+        if self.chars == 0 {
+            0.0
+        } else {
+            self.tool_chars as f64 / self.chars as f64
+        }
+    }
+
+    /// The figures as the JSON `ctxpress stats --json` prints.
+    pub fn to_json(&self) -> serde_json::Value {
+        let roles: serde_json::Map<String, serde_json::Value> = self
+            .roles
+            .iter()
+            .map(|(k, v)| {
+                (
+                    k.clone(),
+                    serde_json::json!({"messages": v.messages, "tokens": v.tokens}),
+                )
+            })
+            .collect();
+        serde_json::json!({
+            "conversations": self.conversations,
+            "messages": self.messages,
+            "tokens": self.tokens,
+            "tokenizer": self.tokenizer,
+            "chars": self.chars,
+            "tool_output_share": self.tool_output_share(),
+            "roles": roles,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_roles_and_tool_output() {
+        let c = Conversation::parse(
+            r#"[{"role":"user","content":"list"},{"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"ls","arguments":"{}"}}]},{"role":"tool","tool_call_id":"c1","content":"a.rs b.rs"}]"#,
+        )
+        .unwrap();
+        let mut s = Stats::new(Arc::new(ctxpress_core::tokens::Heuristic));
+        s.add(&c);
+        s.add(&c);
+        assert_eq!(s.conversations, 2);
+        assert_eq!(s.messages, 6);
+        assert_eq!(s.roles["tool"].messages, 2);
+        assert_eq!(s.tool_chars, 18);
+        assert!(s.tool_output_share() > 0.0 && s.tool_output_share() < 1.0);
+        let j = s.to_json();
+        assert_eq!(j["roles"]["user"]["messages"], 2);
+        assert_eq!(j["tokenizer"], "heuristic");
+    }
+}
