@@ -27,6 +27,7 @@
 //! `batches` table.
 
 use ctxpress_core::archive::{Archive, ArchiveError, Record, content_hash};
+use rusqlite::config::DbConfig;
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 mod batches;
@@ -201,8 +202,16 @@ impl SqliteArchive {
             source,
         };
         conn.busy_timeout(timeout).map_err(open_err)?;
+        // Until the file is known to be an archive, closing the connection
+        // must not checkpoint: a WAL file beside it that belongs to another
+        // database (SQLite cannot tell) would be copied into the file we
+        // refuse. So a refused file and its WAL are left as they were.
+        conn.set_db_config(DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, true)
+            .map_err(open_err)?;
         // Schema first, so a file we refuse is left as it was.
         migrate(&mut conn, &shown)?;
+        conn.set_db_config(DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, false)
+            .map_err(open_err)?;
         let journal_mode: String = conn
             .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
             .map_err(open_err)?;

@@ -197,6 +197,48 @@ fn foreign_database_and_non_database_are_refused() {
     assert!(matches!(ArchiveError::from(e), ArchiveError::Backend(_)));
 }
 
+/// A WAL file beside an archive that belongs to another database (an
+/// archive restored from a backup next to a newer `-wal`, files copied
+/// around): SQLite reads it as the archive's, so the file looks foreign and
+/// is refused, and closing the refused connection must not checkpoint that
+/// WAL into the archive (it did: the archive was overwritten by the other
+/// database's pages). The archive and the WAL are left byte for byte.
+#[test]
+fn a_foreign_wal_beside_an_archive_is_refused_without_touching_the_archive() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("a.db");
+    {
+        let a = SqliteArchive::open(&path).unwrap();
+        a.put(&[rec("k", &["kept text"])]).unwrap();
+    }
+    assert!(!dir.path().join("a.db-wal").exists());
+    let other = dir.path().join("other.db");
+    let o = raw(&other);
+    o.execute_batch(
+        "PRAGMA journal_mode = WAL; PRAGMA wal_autocheckpoint = 0;
+         CREATE TABLE people (name TEXT); INSERT INTO people VALUES ('x');",
+    )
+    .unwrap();
+    let wal = std::fs::read(dir.path().join("other.db-wal")).unwrap();
+    assert!(!wal.is_empty());
+    drop(o);
+    std::fs::write(dir.path().join("a.db-wal"), &wal).unwrap();
+    let before = std::fs::read(&path).unwrap();
+    let e = SqliteArchive::open(&path).unwrap_err();
+    assert!(matches!(e, StoreError::NotAnArchive { .. }), "{e}");
+    assert!(e.to_string().contains("a.db"), "{e}");
+    assert!(
+        std::fs::read(&path).unwrap() == before,
+        "the archive was rewritten"
+    );
+    assert_eq!(std::fs::read(dir.path().join("a.db-wal")).unwrap(), wal);
+    // Without the stray WAL it is the archive it was.
+    std::fs::remove_file(dir.path().join("a.db-wal")).unwrap();
+    let _ = std::fs::remove_file(dir.path().join("a.db-shm"));
+    let a = SqliteArchive::open(&path).unwrap();
+    assert_eq!(a.get("k").unwrap(), Some(vec!["kept text".to_string()]));
+}
+
 #[test]
 fn tampered_texts_are_reported_as_corrupt() {
     let dir = tempfile::tempdir().unwrap();
