@@ -1,0 +1,338 @@
+"""ctxpress: compress LLM conversation and agent histories so the next request
+fits the model's context window, keeping what the model needs (the user's
+intent, code, errors, file paths, decisions, the latest state of every file).
+
+Messages are OpenAI Chat messages or Anthropic Messages (content blocks), given
+as a list of dicts, a ``{"messages": [...]}`` dict, or the same as JSON text
+(``str`` or ``bytes``). Results come back in the shape and type given: dicts in,
+dicts out; ``str`` in, ``str`` out. Fields ctxpress does not know are kept.
+
+>>> import ctxpress
+>>> r = ctxpress.compress([{"role": "user", "content": "hi"}], preset="identity")
+>>> r.messages
+[{'role': 'user', 'content': 'hi'}]
+
+The work is done in Rust with the interpreter lock released, so threads
+compress in parallel. Errors are :class:`InputError`, :class:`ConfigError`
+and :class:`ArchiveError`, all subclasses of :class:`Error`.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
+
+from . import _native
+from ._errors import ArchiveError, ConfigError, Error, InputError
+from ._native import Archive, MemoryArchive, SqliteArchive
+
+__version__: str = _native.__version__
+
+__all__ = [
+    "Archive",
+    "ArchiveError",
+    "Compressor",
+    "ConfigError",
+    "Error",
+    "InputError",
+    "MemoryArchive",
+    "Result",
+    "SqliteArchive",
+    "compress",
+    "expand",
+    "presets",
+    "stats",
+    "strategies",
+    "validate",
+]
+
+#: What the functions accept as one conversation.
+Messages = Union[List[Dict[str, Any]], Dict[str, Any], str, bytes]
+#: A pipeline configuration: TOML or JSON text, a dict, or a path to a file.
+Config = Union[str, Mapping[str, Any], "os.PathLike[str]"]
+
+_LIST, _DICT, _STR, _BYTES = "list", "dict", "str", "bytes"
+
+
+def _encode(messages: Any) -> Tuple[str, str]:
+    """The conversation as JSON text, and the kind to give back."""
+    if isinstance(messages, str):
+        return messages, _STR
+    if isinstance(messages, (bytes, bytearray, memoryview)):
+        try:
+            return bytes(messages).decode("utf-8"), _BYTES
+        except UnicodeDecodeError as e:
+            raise InputError(f"the bytes are not UTF-8: {e}") from None
+    if isinstance(messages, (list, tuple)):
+        kind = _LIST
+    elif isinstance(messages, Mapping):
+        kind = _DICT
+    else:
+        raise TypeError(
+            "messages must be a list of message dicts, a {'messages': [...]} dict, "
+            f"or JSON text (str or bytes), not {type(messages).__name__}"
+        )
+    try:
+        return json.dumps(messages, ensure_ascii=False, allow_nan=False), kind
+    except (TypeError, ValueError) as e:
+        raise InputError(f"the messages are not JSON: {e}") from None
+
+
+def _decode(text: str, kind: str) -> Any:
+    if kind == _STR:
+        return text
+    if kind == _BYTES:
+        return text.encode("utf-8")
+    return json.loads(text)
+
+
+def _config_text(config: Optional[Config]) -> Optional[str]:
+    if config is None or isinstance(config, str):
+        return config
+    if isinstance(config, Mapping):
+        return json.dumps(config)
+    if isinstance(config, os.PathLike):
+        try:
+            with open(config, encoding="utf-8") as f:
+                return f.read()
+        except OSError as e:
+            raise ConfigError(f"{os.fspath(config)}: cannot read: {e.strerror}") from None
+    raise TypeError(
+        "config must be TOML or JSON text, a dict, or a path (pathlib.Path), "
+        f"not {type(config).__name__}"
+    )
+
+
+class Result:
+    """What :func:`compress` returns.
+
+    Attributes:
+        messages: the compressed conversation, in the shape and type given.
+        report: the pipeline's report as a dict: ``tokens_before``,
+            ``tokens_after``, ``messages_before``, ``messages_after``,
+            ``chars_before``, ``chars_after``, ``ratio``, ``fits`` (``None``
+            without a budget or window), ``budget`` (what fit and what it cost),
+            ``stages`` (one dict per stage) and ``statistics``.
+    """
+
+    __slots__ = ("messages", "report")
+
+    def __init__(self, messages: Any, report: Dict[str, Any]):
+        self.messages = messages
+        self.report = report
+
+    @property
+    def fits(self) -> bool:
+        """False only when a budget or window was set and the conversation
+        could not be brought under it (its protected part alone is over)."""
+        return self.report.get("fits") is not False
+
+    @property
+    def ratio(self) -> float:
+        """Characters in / characters out."""
+        return self.report["ratio"]
+
+    @property
+    def tokens_before(self) -> int:
+        return self.report["tokens_before"]
+
+    @property
+    def tokens_after(self) -> int:
+        return self.report["tokens_after"]
+
+    def __repr__(self) -> str:
+        r = self.report
+        return (
+            f"<ctxpress.Result {r['messages_before']}→{r['messages_after']} messages, "
+            f"{r['tokens_before']}→{r['tokens_after']} tokens, fits={self.fits}>"
+        )
+
+
+class Compressor:
+    """A configured pipeline, parsed once and reused across calls and threads.
+
+    Args:
+        preset: a preset name (see :func:`presets`); ``"agent"`` when neither
+            a preset nor a config is given.
+        config: a pipeline configuration instead of a preset: TOML or JSON
+            text, a dict, or a ``pathlib.Path`` of a file.
+        budget: token budget: a conversation at or under it comes out
+            unchanged; one over it is compressed, oldest first, until it fits.
+        window: the model's context window in tokens: compress a conversation
+            over 70% of it down to 40% (with a budget too, the lower of each).
+        tokenizer: ``"heuristic"`` (default), ``"o200k_base"`` or ``"cl100k_base"``.
+        archive: keep the originals here so :func:`expand` can restore them.
+
+    Raises:
+        ConfigError: an unknown preset, stage or field (with the closest
+            known name), or a bad budget, window or tokenizer.
+    """
+
+    def __init__(
+        self,
+        preset: Optional[str] = None,
+        config: Optional[Config] = None,
+        *,
+        budget: Optional[int] = None,
+        window: Optional[int] = None,
+        tokenizer: Optional[str] = None,
+        archive: Optional[Archive] = None,
+    ):
+        if archive is not None and not isinstance(archive, Archive):
+            raise TypeError(
+                "archive must be a ctxpress.SqliteArchive or ctxpress.MemoryArchive, "
+                f"not {type(archive).__name__}"
+            )
+        self._native = _native.Compressor(
+            preset, _config_text(config), budget, window, tokenizer, archive
+        )
+        self.archive = archive
+
+    @property
+    def config(self) -> str:
+        """The configuration in force, as TOML or JSON text."""
+        return self._native.config
+
+    def compress(self, messages: Messages) -> Result:
+        """Compress one conversation; see :func:`compress`."""
+        text, kind = _encode(messages)
+        out, report = self._native.compress(text, kind in (_STR, _BYTES))
+        return Result(_decode(out, kind), json.loads(report))
+
+    def compress_many(
+        self, conversations: Iterable[Messages], *, jobs: Optional[int] = None
+    ) -> List[Result]:
+        """Compress many conversations on ``jobs`` threads (default: the
+        machine's cores), results in input order. Each comes back in the shape
+        and type it was given. An :class:`InputError` names the item."""
+        encoded = [_encode(c) for c in conversations]
+        outs = self._native.compress_many([t for t, _ in encoded], jobs)
+        return [
+            Result(_decode(out, kind), json.loads(report))
+            for (out, report), (_, kind) in zip(outs, encoded)
+        ]
+
+    def __repr__(self) -> str:
+        return f"<ctxpress.Compressor {self._native!r}>"
+
+
+@functools.lru_cache(maxsize=16)
+def _cached(
+    preset: Optional[str],
+    config: Optional[str],
+    budget: Optional[int],
+    window: Optional[int],
+    tokenizer: Optional[str],
+) -> Compressor:
+    return Compressor(preset, config, budget=budget, window=window, tokenizer=tokenizer)
+
+
+def compress(
+    messages: Messages,
+    *,
+    preset: Optional[str] = "agent",
+    config: Optional[Config] = None,
+    budget: Optional[int] = None,
+    window: Optional[int] = None,
+    tokenizer: Optional[str] = None,
+    archive: Optional[Archive] = None,
+) -> Result:
+    """Compress one conversation.
+
+    Args:
+        messages: OpenAI Chat or Anthropic Messages: a list of dicts, a
+            ``{"messages": [...]}`` dict, or JSON text (``str``/``bytes``).
+        preset: ``identity``, ``chat``, ``cce``, ``agent`` (default),
+            ``hybrid`` or ``compact`` (see :func:`presets`).
+        config: a pipeline configuration instead of a preset (TOML or JSON
+            text, a dict, or a ``pathlib.Path``).
+        budget: target tokens; ``Result.fits`` says whether it was met.
+        window: the model's context window in tokens.
+        tokenizer: ``"heuristic"``, ``"o200k_base"`` or ``"cl100k_base"``.
+        archive: a :class:`SqliteArchive` or :class:`MemoryArchive` to keep
+            the originals in, for :func:`expand`.
+
+    Returns:
+        A :class:`Result`: ``.messages`` in the shape and type given,
+        ``.report`` (a dict), ``.fits``.
+
+    Raises:
+        InputError: the messages are not a conversation (the message says where).
+        ConfigError: a bad preset, configuration, budget, window or tokenizer.
+        ArchiveError: the archive could not be written.
+
+    Configuration is parsed once per distinct set of arguments and kept; a
+    :class:`Compressor` does the same explicitly.
+    """
+    if config is not None:
+        preset = None
+    if archive is None:
+        cfg = _config_text(config)
+        c = _cached(preset, cfg, budget, window, tokenizer)
+    else:
+        c = Compressor(
+            preset, config, budget=budget, window=window, tokenizer=tokenizer, archive=archive
+        )
+    return c.compress(messages)
+
+
+def expand(messages: Messages, archive: Archive, *, partial: bool = False) -> Messages:
+    """Restore the originals of a compressed conversation from ``archive``.
+
+    The result has the shape and type given; a conversation compressed with
+    that archive comes back exactly as it was first given.
+
+    Raises:
+        ArchiveError: some compressed messages cannot be restored from this
+            archive (not the one they were compressed with?), unless
+            ``partial=True``, which returns what could be restored.
+    """
+    if not isinstance(archive, Archive):
+        raise TypeError(
+            "archive must be a ctxpress.SqliteArchive or ctxpress.MemoryArchive, "
+            f"not {type(archive).__name__}"
+        )
+    text, kind = _encode(messages)
+    out, left = _native.expand(text, archive, kind in (_STR, _BYTES))
+    if left and not partial:
+        shown = ", ".join(f"messages[{i}]" for i in left[:8])
+        more = ", ..." if len(left) > 8 else ""
+        raise ArchiveError(
+            f"{len(left)} compressed messages could not be restored from {archive!r} "
+            f"({shown}{more}; not the archive they were compressed with?); "
+            "partial=True returns what could be restored"
+        )
+    return _decode(out, kind)
+
+
+def validate(messages: Messages) -> List[Dict[str, Any]]:
+    """Check tool-call pairing and roles for the provider's API.
+
+    Returns one dict per violation (``index``, ``kind``, ``detail``,
+    ``message``); an empty list means the conversation is valid.
+    """
+    text, kind = _encode(messages)
+    return json.loads(_native.validate(text, kind in (_STR, _BYTES)))
+
+
+def stats(messages: Messages, *, tokenizer: str = "heuristic") -> Dict[str, Any]:
+    """Messages and tokens by role, characters and the tool-output share of
+    one conversation (what ``ctxpress stats --json`` prints)."""
+    text, kind = _encode(messages)
+    return json.loads(_native.stats([text], tokenizer, kind in (_STR, _BYTES)))
+
+
+def presets() -> List[Dict[str, str]]:
+    """The presets: ``name``, ``summary`` and ``config`` (TOML) each."""
+    return [{"name": n, "summary": s, "config": t} for n, s, t in _native.presets()]
+
+
+def strategies() -> List[Dict[str, Any]]:
+    """The registered strategies: ``name``, ``summary`` and ``defaults`` (their
+    parameters with default values) each."""
+    return [
+        {"name": n, "summary": s, "defaults": json.loads(d)}
+        for n, s, d in _native.strategies()
+    ]

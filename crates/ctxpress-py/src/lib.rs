@@ -1,0 +1,438 @@
+//! `ctxpress._native`: the Rust half of the Python package `ctxpress`.
+//!
+//! Everything here takes and returns JSON text; the Python half
+//! (`python/ctxpress/__init__.py`) turns dicts into text and back, so the
+//! output has the shape and types the caller gave. The interpreter lock is
+//! released while Rust works, so Python threads compress in parallel.
+//! Errors are raised as the exception classes of `ctxpress._errors`.
+
+use ctxpress::core::tokens::counter_by_name;
+use ctxpress::{Archive, Compressor, Conversation, PipelineConfig, Report};
+use pyo3::exceptions::PyRuntimeError;
+use pyo3::prelude::*;
+use serde_json::{Value, json};
+use std::sync::Arc;
+
+/// An error made without the interpreter lock, raised once it is held again.
+enum Fail {
+    /// Bad input: what was wrong and, for text input, where.
+    Input {
+        message: String,
+        line: usize,
+        column: usize,
+    },
+    /// Bad configuration (with the "did you mean" text).
+    Config(String),
+    /// The archive failed, or could not restore what it was asked to.
+    Archive(String),
+    /// Anything else.
+    Other(String),
+}
+
+impl Fail {
+    fn raise(self, py: Python<'_>) -> PyErr {
+        let errors = match py.import("ctxpress._errors") {
+            Ok(m) => m,
+            Err(e) => return e,
+        };
+        let made = match self {
+            Fail::Input {
+                message,
+                line,
+                column,
+            } => errors
+                .getattr("InputError")
+                .and_then(|c| c.call1((message, line, column))),
+            Fail::Config(m) => errors.getattr("ConfigError").and_then(|c| c.call1((m,))),
+            Fail::Archive(m) => errors.getattr("ArchiveError").and_then(|c| c.call1((m,))),
+            Fail::Other(m) => errors.getattr("Error").and_then(|c| c.call1((m,))),
+        };
+        match made {
+            Ok(e) => PyErr::from_value(e),
+            Err(e) => e,
+        }
+    }
+}
+
+type Res<T> = Result<T, Fail>;
+
+/// Parse one conversation; `positions` says whether line and column mean
+/// anything to the caller (they do for text it gave, not for text made from
+/// its dicts).
+fn parse(text: &str, positions: bool) -> Res<Conversation> {
+    Conversation::parse(text).map_err(|e| Fail::Input {
+        message: if positions {
+            e.to_string()
+        } else {
+            e.message.clone()
+        },
+        line: e.line,
+        column: e.column,
+    })
+}
+
+fn write(c: &Conversation) -> String {
+    let mut out = Vec::new();
+    c.write_to(&mut out).expect("writing to a Vec cannot fail");
+    // The parser took UTF-8 text and every writer emits UTF-8.
+    String::from_utf8(out).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+}
+
+/// The report as the JSON the Python `Result.report` is made from.
+fn report_json(r: &Report) -> String {
+    json!({
+        "messages_before": r.messages_before,
+        "messages_after": r.messages_after,
+        "tokens_before": r.tokens_before,
+        "tokens_after": r.tokens_after,
+        "chars_before": r.chars_before,
+        "chars_after": r.chars_after,
+        "ratio": r.ratio(),
+        "fits": r.budget.as_ref().map(|b| b.fits),
+        "micros": r.micros as u64,
+        "stages": r.stages,
+        "budget": r.budget,
+        "statistics": ctxpress::statistics(r),
+    })
+    .to_string()
+}
+
+/// A store of originals: what `compress` archives and `expand` reads.
+#[pyclass(name = "Archive", module = "ctxpress._native", subclass, frozen)]
+struct PyArchive {
+    inner: Arc<dyn Archive>,
+    what: String,
+}
+
+#[pymethods]
+impl PyArchive {
+    fn __repr__(&self) -> String {
+        self.what.clone()
+    }
+}
+
+/// Originals kept in a SQLite file (created if missing), the same archive
+/// the CLI's `--archive` writes.
+#[pyclass(name = "SqliteArchive", module = "ctxpress._native", extends = PyArchive, frozen)]
+struct PySqliteArchive {
+    #[pyo3(get)]
+    path: String,
+}
+
+#[pymethods]
+impl PySqliteArchive {
+    #[new]
+    fn new(py: Python<'_>, path: std::path::PathBuf) -> PyResult<PyClassInitializer<Self>> {
+        let shown = path.display().to_string();
+        let opened = py.detach(|| ctxpress::store::SqliteArchive::open(&path));
+        match opened {
+            Ok(a) => Ok(PyClassInitializer::from(PyArchive {
+                inner: Arc::new(a),
+                what: format!("SqliteArchive({shown:?})"),
+            })
+            .add_subclass(PySqliteArchive { path: shown })),
+            Err(e) => Err(Fail::Archive(format!("{shown}: cannot open archive: {e}")).raise(py)),
+        }
+    }
+}
+
+/// Originals kept in memory for the life of this object.
+#[pyclass(name = "MemoryArchive", module = "ctxpress._native", extends = PyArchive, frozen)]
+struct PyMemoryArchive;
+
+#[pymethods]
+impl PyMemoryArchive {
+    #[new]
+    fn new() -> PyClassInitializer<Self> {
+        PyClassInitializer::from(PyArchive {
+            inner: Arc::new(ctxpress::MemoryArchive::default()),
+            what: "MemoryArchive()".into(),
+        })
+        .add_subclass(PyMemoryArchive)
+    }
+}
+
+/// A configured pipeline, parsed once and reused across calls and threads.
+#[pyclass(name = "Compressor", module = "ctxpress._native", frozen)]
+struct PyCompressor {
+    inner: Compressor,
+    /// For pipelines with an LLM stage.
+    runtime: Option<tokio::runtime::Runtime>,
+    /// The configuration as TOML or JSON text.
+    #[pyo3(get)]
+    config: String,
+}
+
+fn load_config(
+    preset: Option<&str>,
+    config: Option<&str>,
+    budget: Option<usize>,
+    window: Option<usize>,
+    tokenizer: Option<&str>,
+) -> Res<(PipelineConfig, String)> {
+    let (mut cfg, text) = match (preset, config) {
+        (Some(_), Some(_)) => {
+            return Err(Fail::Config(
+                "give a preset or a config, not both".to_string(),
+            ));
+        }
+        (_, Some(text)) => (
+            PipelineConfig::parse(text).map_err(|e| Fail::Config(e.to_string()))?,
+            text.to_string(),
+        ),
+        (p, None) => {
+            let name = p.unwrap_or("agent");
+            let cfg = ctxpress::preset(name).map_err(|e| Fail::Config(e.to_string()))?;
+            let toml = ctxpress::PRESETS
+                .iter()
+                .find(|p| p.name == name)
+                .map_or(String::new(), |p| p.toml.to_string());
+            (cfg, toml)
+        }
+    };
+    if let Some(t) = tokenizer {
+        if counter_by_name(t).is_none() {
+            return Err(Fail::Config(format!(
+                "tokenizer: unknown counter `{t}` (heuristic, o200k_base, cl100k_base)"
+            )));
+        }
+        cfg.tokenizer = Some(t.to_string());
+    }
+    if budget.is_some() {
+        cfg.window.budget = budget;
+    }
+    if window.is_some() {
+        cfg.window.size = window;
+    }
+    cfg.window
+        .validate()
+        .map_err(|e| Fail::Config(e.to_string()))?;
+    Ok((cfg, text))
+}
+
+impl PyCompressor {
+    fn run(&self, text: &str, positions: bool) -> Res<(String, String)> {
+        let mut conv = parse(text, positions)?;
+        let r = match &self.runtime {
+            Some(rt) => rt.block_on(self.inner.compress_async(&mut conv)),
+            None => self.inner.compress(&mut conv),
+        }
+        .map_err(|e| match e {
+            ctxpress::Error::Config(c) => Fail::Config(c.to_string()),
+            ctxpress::Error::Archive(a) => Fail::Archive(a.to_string()),
+            other => Fail::Other(other.to_string()),
+        })?;
+        Ok((write(&conv), report_json(&r)))
+    }
+}
+
+#[pymethods]
+impl PyCompressor {
+    #[new]
+    #[pyo3(signature = (preset=None, config=None, budget=None, window=None, tokenizer=None, archive=None))]
+    fn new(
+        py: Python<'_>,
+        preset: Option<&str>,
+        config: Option<&str>,
+        budget: Option<usize>,
+        window: Option<usize>,
+        tokenizer: Option<&str>,
+        archive: Option<PyRef<'_, PyArchive>>,
+    ) -> PyResult<Self> {
+        let (cfg, text) =
+            load_config(preset, config, budget, window, tokenizer).map_err(|f| f.raise(py))?;
+        let inner = Compressor::from_config(&cfg)
+            .map_err(|e| Fail::Config(e.to_string()).raise(py))?
+            .with_archive(archive.map(|a| a.inner.clone()));
+        let runtime = if inner.needs_async() {
+            Some(
+                tokio::runtime::Builder::new_multi_thread()
+                    .worker_threads(2)
+                    .enable_all()
+                    .build()
+                    .map_err(|e| {
+                        PyRuntimeError::new_err(format!("starting the async runtime: {e}"))
+                    })?,
+            )
+        } else {
+            None
+        };
+        Ok(PyCompressor {
+            inner,
+            runtime,
+            config: text,
+        })
+    }
+
+    /// Compress one conversation given as JSON text; returns the output text
+    /// and the report as JSON text.
+    #[pyo3(signature = (text, positions=true))]
+    fn compress(&self, py: Python<'_>, text: &str, positions: bool) -> PyResult<(String, String)> {
+        py.detach(|| self.run(text, positions))
+            .map_err(|f| f.raise(py))
+    }
+
+    /// Compress many conversations (JSON texts) on up to `jobs` threads;
+    /// the results come back in input order.
+    #[pyo3(signature = (texts, jobs=None))]
+    fn compress_many(
+        &self,
+        py: Python<'_>,
+        texts: Vec<String>,
+        jobs: Option<usize>,
+    ) -> PyResult<Vec<(String, String)>> {
+        let jobs = jobs
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+            .clamp(1, texts.len().max(1));
+        py.detach(|| {
+            let next = std::sync::atomic::AtomicUsize::new(0);
+            let mut slots: Vec<Option<Res<(String, String)>>> = Vec::new();
+            slots.resize_with(texts.len(), || None);
+            let slots = std::sync::Mutex::new(slots);
+            std::thread::scope(|s| {
+                for _ in 0..jobs {
+                    s.spawn(|| {
+                        loop {
+                            let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                            let Some(t) = texts.get(i) else { break };
+                            let r = self.run(t, true);
+                            if let Ok(mut g) = slots.lock() {
+                                g[i] = Some(r);
+                            }
+                        }
+                    });
+                }
+            });
+            slots
+                .into_inner()
+                .unwrap_or_default()
+                .into_iter()
+                .enumerate()
+                .map(|(i, r)| match r {
+                    Some(Err(Fail::Input {
+                        message,
+                        line,
+                        column,
+                    })) => Err(Fail::Input {
+                        message: format!("item {i}: {message}"),
+                        line,
+                        column,
+                    }),
+                    Some(r) => r,
+                    None => Err(Fail::Other(format!("item {i}: not compressed"))),
+                })
+                .collect::<Res<Vec<_>>>()
+        })
+        .map_err(|f| f.raise(py))
+    }
+
+    /// True when the pipeline calls an LLM.
+    #[getter]
+    fn needs_llm(&self) -> bool {
+        self.runtime.is_some()
+    }
+
+    fn __repr__(&self) -> String {
+        format!("{:?}", self.inner.window())
+    }
+}
+
+/// Restore the originals of a compressed conversation from `archive`.
+/// Returns the restored text and the positions of compressed messages the
+/// archive could not restore.
+#[pyfunction]
+#[pyo3(signature = (text, archive, positions=true))]
+fn expand(
+    py: Python<'_>,
+    text: &str,
+    archive: PyRef<'_, PyArchive>,
+    positions: bool,
+) -> PyResult<(String, Vec<usize>)> {
+    let a = archive.inner.clone();
+    py.detach(|| {
+        let c = parse(text, positions)?;
+        let e = ctxpress::expand(&c, a.as_ref()).map_err(|e| Fail::Archive(e.to_string()))?;
+        let left = ctxpress::unrestored(&e);
+        Ok((write(&e), left))
+    })
+    .map_err(|f: Fail| f.raise(py))
+}
+
+/// Pairing and role violations as JSON: a list of objects with `index`,
+/// `kind`, `detail` and `message`.
+#[pyfunction]
+#[pyo3(signature = (text, positions=true))]
+fn validate(py: Python<'_>, text: &str, positions: bool) -> PyResult<String> {
+    py.detach(|| {
+        let c = parse(text, positions)?;
+        let v: Vec<Value> = ctxpress::validate(&c)
+            .iter()
+            .map(|v| {
+                json!({
+                    "index": v.index,
+                    "kind": v.kind,
+                    "detail": v.detail,
+                    "message": v.to_string(),
+                })
+            })
+            .collect();
+        Ok(Value::Array(v).to_string())
+    })
+    .map_err(|f: Fail| f.raise(py))
+}
+
+/// Messages and tokens by role and the tool-output share, as JSON.
+#[pyfunction]
+#[pyo3(signature = (texts, tokenizer="heuristic", positions=true))]
+fn stats(py: Python<'_>, texts: Vec<String>, tokenizer: &str, positions: bool) -> PyResult<String> {
+    py.detach(|| {
+        let counter = counter_by_name(tokenizer).ok_or_else(|| {
+            Fail::Config(format!(
+                "tokenizer: unknown counter `{tokenizer}` (heuristic, o200k_base, cl100k_base)"
+            ))
+        })?;
+        let mut s = ctxpress::Stats::new(counter);
+        for t in &texts {
+            s.add(&parse(t, positions)?);
+        }
+        Ok(s.to_json().to_string())
+    })
+    .map_err(|f: Fail| f.raise(py))
+}
+
+/// The presets: (name, summary, TOML) each.
+#[pyfunction]
+fn presets() -> Vec<(&'static str, &'static str, &'static str)> {
+    ctxpress::PRESETS
+        .iter()
+        .map(|p| (p.name, p.summary, p.toml))
+        .collect()
+}
+
+/// The registered strategies: (name, summary, default parameters as JSON).
+#[pyfunction]
+fn strategies(py: Python<'_>) -> PyResult<Vec<(&'static str, &'static str, String)>> {
+    let all = ctxpress::core::registry::strategies()
+        .map_err(|e| Fail::Config(e.to_string()).raise(py))?;
+    Ok(all
+        .iter()
+        .map(|f| (f.name, f.summary, (f.default_config)().to_string()))
+        .collect())
+}
+
+/// The extension module.
+#[pymodule]
+#[pyo3(name = "_native")]
+fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add_class::<PyArchive>()?;
+    m.add_class::<PySqliteArchive>()?;
+    m.add_class::<PyMemoryArchive>()?;
+    m.add_class::<PyCompressor>()?;
+    m.add_function(wrap_pyfunction!(expand, m)?)?;
+    m.add_function(wrap_pyfunction!(validate, m)?)?;
+    m.add_function(wrap_pyfunction!(stats, m)?)?;
+    m.add_function(wrap_pyfunction!(presets, m)?)?;
+    m.add_function(wrap_pyfunction!(strategies, m)?)?;
+    Ok(())
+}
