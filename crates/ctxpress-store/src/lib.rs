@@ -177,7 +177,23 @@ impl SqliteArchive {
             path: path.clone(),
             source,
         };
+        let wal = {
+            let mut w = path.clone().into_os_string();
+            w.push("-wal");
+            PathBuf::from(w)
+        };
+        let wal_beside = std::fs::metadata(&wal).is_ok_and(|m| m.len() > 0);
         let conn = Connection::open(&path).map_err(open_err)?;
+        if wal_beside {
+            // Until the file is known to be an archive, closing the
+            // connection must not checkpoint: a WAL file beside it that
+            // belongs to another database (SQLite cannot tell) would be
+            // copied into the file we refuse. So a refused file and its WAL
+            // are left as they were. (Without a WAL there is nothing to
+            // copy, and the close removes the empty WAL it made.)
+            conn.set_db_config(DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, true)
+                .map_err(open_err)?;
+        }
         Self::init(conn, timeout, path.clone(), Some(path))
     }
 
@@ -202,14 +218,9 @@ impl SqliteArchive {
             source,
         };
         conn.busy_timeout(timeout).map_err(open_err)?;
-        // Until the file is known to be an archive, closing the connection
-        // must not checkpoint: a WAL file beside it that belongs to another
-        // database (SQLite cannot tell) would be copied into the file we
-        // refuse. So a refused file and its WAL are left as they were.
-        conn.set_db_config(DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, true)
-            .map_err(open_err)?;
         // Schema first, so a file we refuse is left as it was.
         migrate(&mut conn, &shown)?;
+        // An archive: checkpoint on close again (see `open_with_timeout`).
         conn.set_db_config(DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, false)
             .map_err(open_err)?;
         let journal_mode: String = conn

@@ -237,6 +237,17 @@ fn a_foreign_wal_beside_an_archive_is_refused_without_touching_the_archive() {
     let _ = std::fs::remove_file(dir.path().join("a.db-shm"));
     let a = SqliteArchive::open(&path).unwrap();
     assert_eq!(a.get("k").unwrap(), Some(vec!["kept text".to_string()]));
+    drop(a);
+    // A refused file without a WAL leaves none (nor a `-shm`) behind: a
+    // truncated archive, its header saying WAL mode.
+    let real = std::fs::read(&path).unwrap();
+    let cut = dir.path().join("cut.db");
+    std::fs::write(&cut, &real[..100]).unwrap();
+    assert!(SqliteArchive::open(&cut).is_err());
+    assert_eq!(std::fs::read(&cut).unwrap(), &real[..100]);
+    for side in ["cut.db-wal", "cut.db-shm"] {
+        assert!(!dir.path().join(side).exists(), "{side} left behind");
+    }
 }
 
 #[test]
