@@ -4,11 +4,11 @@
 //! far under the input's size, from a file or from stdin.
 #![allow(missing_docs)]
 
+mod common;
+
+use common::{run_from as run, stderr};
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
-
-const BIN: &str = env!("CARGO_BIN_EXE_ctxpress");
 
 /// A file of the shared corpus; a missing corpus fails the test.
 fn corpus(name: &str) -> PathBuf {
@@ -20,23 +20,6 @@ fn corpus(name: &str) -> PathBuf {
         p.display()
     );
     p
-}
-
-fn run(args: &[&dyn AsRef<std::ffi::OsStr>], stdin: Option<&Path>) -> Output {
-    let mut cmd = Command::new(BIN);
-    for a in args {
-        cmd.arg(a);
-    }
-    match stdin {
-        Some(p) => cmd.stdin(std::fs::File::open(p).unwrap()),
-        None => cmd.stdin(Stdio::null()),
-    };
-    cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
-    cmd.output().unwrap()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
 /// The --stats-json report without what differs between runs (timings,

@@ -1,19 +1,11 @@
 //! End-to-end tests of the `ctxpress` binary.
 #![allow(missing_docs)]
 
-use assert_cmd::Command;
+mod common;
+
+use common::{bin, data};
 use predicates::prelude::*;
 use std::path::{Path, PathBuf};
-
-fn bin() -> Command {
-    Command::cargo_bin("ctxpress").unwrap()
-}
-
-fn data(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../examples/data")
-        .join(name)
-}
 
 const TOOL_DOC: &str = r#"[{"role": "user", "content": "run it"}, {"role": "assistant", "content": "", "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "bash", "arguments": "{\"command\": \"ls\"}"}}]}, {"role": "tool", "tool_call_id": "c1", "content": "a.txt"}]"#;
 

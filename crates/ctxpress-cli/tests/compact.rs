@@ -2,21 +2,13 @@
 //! `search` over it.
 #![allow(missing_docs)]
 
-use assert_cmd::Command;
+mod common;
+
+use common::{bin, data};
 use ctxpress::Conversation;
 use ctxpress::core::{Message, MessageId};
 use predicates::prelude::*;
-use std::path::{Path, PathBuf};
-
-fn bin() -> Command {
-    Command::cargo_bin("ctxpress").unwrap()
-}
-
-fn data(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../examples/data")
-        .join(name)
-}
+use std::path::Path;
 
 /// Tokens of a conversation (the heuristic counter).
 fn tokens(c: &Conversation) -> usize {

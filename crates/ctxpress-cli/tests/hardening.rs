@@ -3,39 +3,11 @@
 //! and modes, a closed stdout.
 #![allow(missing_docs)]
 
-use std::io::Write;
+mod common;
+
+use common::{BIN, data, run, stderr, temps};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-
-const BIN: &str = env!("CARGO_BIN_EXE_ctxpress");
-
-fn data(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../examples/data")
-        .join(name)
-}
-
-/// Run `ctxpress ARGS` with `stdin` (empty when `None`).
-fn run(args: &[&dyn AsRef<std::ffi::OsStr>], stdin: Option<&[u8]>) -> Output {
-    let mut cmd = Command::new(BIN);
-    for a in args {
-        cmd.arg(a);
-    }
-    cmd.stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    let mut child = cmd.spawn().unwrap();
-    let mut si = child.stdin.take().unwrap();
-    if let Some(b) = stdin {
-        si.write_all(b).unwrap();
-    }
-    drop(si);
-    child.wait_with_output().unwrap()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
 
 /// The first `n` lines of the shipped SWE-agent batch (real agent
 /// trajectories with tool calls), without their line endings.
@@ -532,16 +504,6 @@ fn run_umask(mask: &str, args: &[&dyn AsRef<std::ffi::OsStr>]) -> Output {
 fn mode(p: &Path) -> u32 {
     use std::os::unix::fs::PermissionsExt;
     std::fs::metadata(p).unwrap().permissions().mode() & 0o7777
-}
-
-/// The files in `dir` whose name has `.ctxpress-` (temporary files).
-fn temps(dir: &Path) -> Vec<String> {
-    std::fs::read_dir(dir)
-        .unwrap()
-        .flatten()
-        .map(|e| e.file_name().to_string_lossy().into_owned())
-        .filter(|n| n.contains(".ctxpress-"))
-        .collect()
 }
 
 #[cfg(unix)]

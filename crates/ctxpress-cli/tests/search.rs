@@ -1,19 +1,10 @@
 //! `ctxpress search` over an archive written by `ctxpress compress --archive`.
 #![allow(missing_docs)]
 
-use assert_cmd::Command;
+mod common;
+
+use common::{bin, data};
 use predicates::prelude::*;
-use std::path::{Path, PathBuf};
-
-fn bin() -> Command {
-    Command::cargo_bin("ctxpress").unwrap()
-}
-
-fn data(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../examples/data")
-        .join(name)
-}
 
 #[test]
 fn compress_then_search_finds_archived_words() {
