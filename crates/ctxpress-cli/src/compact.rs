@@ -170,8 +170,7 @@ pub fn run(a: &CompactArgs) -> Result<ExitCode> {
             return Err(usage(format!("{out}: no such directory {}", d.display())));
         }
     }
-    let archive = SqliteArchive::open(&a.archive)
-        .map_err(|e| usage(format!("{}: cannot open archive: {e}", a.archive)))?;
+    let archive = crate::open_sqlite(&a.archive)?;
     let runtime = if compactor.is_async() {
         Some(
             tokio::runtime::Builder::new_multi_thread()
@@ -192,7 +191,11 @@ pub fn run(a: &CompactArgs) -> Result<ExitCode> {
             None => compactor.compress(conv, id, &archive),
         };
         if let Some(e) = &r.error {
-            return Err(anyhow::anyhow!("{}:{line} ({id}): {e}", input.name));
+            return Err(anyhow::anyhow!(
+                "{}:{line} ({id}): {e} (archive {})",
+                input.name,
+                a.archive
+            ));
         }
         if r.compacted {
             // The originals, for `expand` (the records `compress --archive`

@@ -293,9 +293,40 @@ const DEFAULT_PRESET: &str = "agent";
 const EXIT_DOES_NOT_FIT: u8 = 3;
 
 fn open_archive(path: &str) -> Result<Arc<dyn ctxpress::Archive>> {
-    let a = ctxpress::store::SqliteArchive::open(path)
-        .map_err(|e| usage(format!("{path}: cannot open archive: {e}")))?;
-    Ok(Arc::new(a))
+    Ok(Arc::new(open_sqlite(path)?))
+}
+
+/// Open (creating when missing) the SQLite archive at `path`. The error
+/// names the file (exit 2). When it cannot be opened, files this attempt
+/// created (the archive and its `-wal`, `-shm`, `-journal` beside it) are
+/// removed, so a failed run leaves nothing behind; files that were there
+/// are never touched.
+pub(crate) fn open_sqlite(path: &str) -> Result<ctxpress::store::SqliteArchive> {
+    let files: Vec<String> = ["", "-wal", "-shm", "-journal"]
+        .iter()
+        .map(|ext| format!("{path}{ext}"))
+        .collect();
+    let existed: Vec<bool> = files
+        .iter()
+        .map(|f| std::fs::symlink_metadata(f).is_ok())
+        .collect();
+    ctxpress::store::SqliteArchive::open(path).map_err(|e| {
+        if !existed[0] {
+            for (f, was) in files.iter().zip(&existed) {
+                if !was {
+                    let _ = std::fs::remove_file(f);
+                }
+            }
+        }
+        // Every store error names the file.
+        usage(e.to_string())
+    })
+}
+
+/// The context of a failed archive write: the input position and the
+/// archive, so that a full disk or a read-only archive is named.
+fn archive_write(name: &str, line: usize, archive: &str) -> String {
+    format!("{name}:{line}: cannot write the archive {archive}")
 }
 
 /// The paths `compress` reads and writes, checked before anything is.
@@ -416,8 +447,9 @@ fn compress(a: CompressArgs) -> Result<ExitCode> {
                 value: c,
             } => {
                 if let Some(arch) = &archive {
-                    arch.replay(c.held)
-                        .with_context(|| format!("{name}:{line}"))?;
+                    arch.replay(c.held).with_context(|| {
+                        archive_write(&name, line, a.archive.as_deref().unwrap_or_default())
+                    })?;
                 }
                 if let Some(t) = &c.trace {
                     eprint!("{t}");
@@ -641,7 +673,8 @@ fn expand(
     let work = |line: usize, text: String| -> Result<Expanded> {
         let c = parse_item(&name, line, &text)?;
         drop(text);
-        let e = ctxpress::expand(&c, arch.as_ref()).with_context(|| format!("{name}:{line}"))?;
+        let e = ctxpress::expand(&c, arch.as_ref())
+            .with_context(|| format!("{name}:{line}: cannot read the archive {archive}"))?;
         drop(c);
         let left = ctxpress::unrestored(&e);
         let mut bytes = Vec::new();

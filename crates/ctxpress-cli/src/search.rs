@@ -1,8 +1,8 @@
 //! `ctxpress search`: full-text search over an archive's stored originals.
 
 use crate::usage;
-use anyhow::Result;
-use ctxpress::store::{Hit, SqliteArchive};
+use anyhow::{Context, Result};
+use ctxpress::store::Hit;
 use serde_json::json;
 use std::io::Write;
 use std::process::ExitCode;
@@ -28,12 +28,17 @@ pub struct SearchArgs {
 
 /// Print the hits; exit 1 (like grep) when there are none.
 pub fn run(a: &SearchArgs) -> Result<ExitCode> {
-    if !std::path::Path::new(&a.archive).is_file() {
+    let p = std::path::Path::new(&a.archive);
+    if p.is_dir() {
+        return Err(usage(format!("{}: is a folder, not an archive", a.archive)));
+    }
+    if !p.is_file() {
         return Err(usage(format!("{}: no such archive", a.archive)));
     }
-    let arch = SqliteArchive::open(&a.archive)
-        .map_err(|e| usage(format!("{}: cannot open archive: {e}", a.archive)))?;
-    let hits = arch.search(&a.query, a.conversation.as_deref(), a.limit)?;
+    let arch = crate::open_sqlite(&a.archive)?;
+    let hits = arch
+        .search(&a.query, a.conversation.as_deref(), a.limit)
+        .with_context(|| format!("{}: cannot search the archive", a.archive))?;
     if hits.is_empty() {
         eprintln!("no matches");
         return Ok(ExitCode::from(1));
