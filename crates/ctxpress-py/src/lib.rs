@@ -169,6 +169,7 @@ fn load_config(
     budget: Option<usize>,
     window: Option<usize>,
     tokenizer: Option<&str>,
+    llm: Option<&str>,
 ) -> Res<(PipelineConfig, String)> {
     let (mut cfg, text) = match (preset, config) {
         (Some(_), Some(_)) => {
@@ -207,6 +208,14 @@ fn load_config(
     cfg.window
         .validate()
         .map_err(|e| Fail::Config(e.to_string()))?;
+    if let Some(l) = llm {
+        let Ok(Value::Object(fields)) = serde_json::from_str::<Value>(l) else {
+            return Err(Fail::Config(
+                "llm: expected a table of [llm] settings (base_url, model, ...)".into(),
+            ));
+        };
+        cfg.llm.get_or_insert_with(Default::default).extend(fields);
+    }
     Ok((cfg, text))
 }
 
@@ -229,7 +238,8 @@ impl PyCompressor {
 #[pymethods]
 impl PyCompressor {
     #[new]
-    #[pyo3(signature = (preset=None, config=None, budget=None, window=None, tokenizer=None, archive=None))]
+    #[pyo3(signature = (preset=None, config=None, budget=None, window=None, tokenizer=None, archive=None, llm=None))]
+    #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
         preset: Option<&str>,
@@ -238,9 +248,10 @@ impl PyCompressor {
         window: Option<usize>,
         tokenizer: Option<&str>,
         archive: Option<PyRef<'_, PyArchive>>,
+        llm: Option<&str>,
     ) -> PyResult<Self> {
         let (cfg, text) =
-            load_config(preset, config, budget, window, tokenizer).map_err(|f| f.raise(py))?;
+            load_config(preset, config, budget, window, tokenizer, llm).map_err(|f| f.raise(py))?;
         let inner = Compressor::from_config(&cfg)
             .map_err(|e| Fail::Config(e.to_string()).raise(py))?
             .with_archive(archive.map(|a| a.inner.clone()));

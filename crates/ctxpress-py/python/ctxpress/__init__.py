@@ -22,7 +22,7 @@ from __future__ import annotations
 import functools
 import json
 import os
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Tuple, Union
 
 from . import _native
 from ._errors import ArchiveError, ConfigError, Error, InputError
@@ -164,6 +164,12 @@ class Compressor:
             over 70% of it down to 40% (with a budget too, the lower of each).
         tokenizer: ``"heuristic"`` (default), ``"o200k_base"`` or ``"cl100k_base"``.
         archive: keep the originals here so :func:`expand` can restore them.
+        llm: an OpenAI-compatible endpoint for the summarizing stages, as the
+            ``[llm]`` table of a configuration: ``{"base_url": ..., "model":
+            ..., "api_key_env": "OPENAI_API_KEY", "timeout_ms": ...}``.
+            Without one, summaries are extractive; when the endpoint fails,
+            they fall back to extractive. Secrets are redacted before any text
+            is sent.
 
     Raises:
         ConfigError: an unknown preset, stage or field (with the closest
@@ -179,16 +185,33 @@ class Compressor:
         window: Optional[int] = None,
         tokenizer: Optional[str] = None,
         archive: Optional[Archive] = None,
+        llm: Optional[Mapping[str, Any]] = None,
     ):
         if archive is not None and not isinstance(archive, Archive):
             raise TypeError(
                 "archive must be a ctxpress.SqliteArchive or ctxpress.MemoryArchive, "
                 f"not {type(archive).__name__}"
             )
+        if llm is not None and not isinstance(llm, Mapping):
+            raise TypeError(f"llm must be a dict of [llm] settings, not {type(llm).__name__}")
+        for name, value in (("budget", budget), ("window", window)):
+            if value is not None and (not isinstance(value, int) or value <= 0):
+                raise ConfigError(f"{name} must be a positive number of tokens, not {value!r}")
         self._native = _native.Compressor(
-            preset, _config_text(config), budget, window, tokenizer, archive
+            preset,
+            _config_text(config),
+            budget,
+            window,
+            tokenizer,
+            archive,
+            None if llm is None else json.dumps(dict(llm)),
         )
         self.archive = archive
+
+    @property
+    def needs_llm(self) -> bool:
+        """True when the pipeline calls an LLM endpoint."""
+        return self._native.needs_llm
 
     @property
     def config(self) -> str:
@@ -238,6 +261,7 @@ def compress(
     window: Optional[int] = None,
     tokenizer: Optional[str] = None,
     archive: Optional[Archive] = None,
+    llm: Optional[Mapping[str, Any]] = None,
 ) -> Result:
     """Compress one conversation.
 
@@ -253,6 +277,7 @@ def compress(
         tokenizer: ``"heuristic"``, ``"o200k_base"`` or ``"cl100k_base"``.
         archive: a :class:`SqliteArchive` or :class:`MemoryArchive` to keep
             the originals in, for :func:`expand`.
+        llm: an endpoint for the summarizing stages (see :class:`Compressor`).
 
     Returns:
         A :class:`Result`: ``.messages`` in the shape and type given,
@@ -268,12 +293,18 @@ def compress(
     """
     if config is not None:
         preset = None
-    if archive is None:
+    if archive is None and llm is None:
         cfg = _config_text(config)
         c = _cached(preset, cfg, budget, window, tokenizer)
     else:
         c = Compressor(
-            preset, config, budget=budget, window=window, tokenizer=tokenizer, archive=archive
+            preset,
+            config,
+            budget=budget,
+            window=window,
+            tokenizer=tokenizer,
+            archive=archive,
+            llm=llm,
         )
     return c.compress(messages)
 
