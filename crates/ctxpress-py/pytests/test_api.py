@@ -251,3 +251,10 @@ def test_help_reads_well():
     assert ctxpress.__version__
     for name in ctxpress.__all__:
         assert getattr(ctxpress, name).__doc__, name
+
+
+def test_docstring_examples_run():
+    import doctest
+
+    failed, tried = doctest.testmod(ctxpress)
+    assert tried >= 2 and failed == 0
