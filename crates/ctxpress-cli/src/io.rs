@@ -893,6 +893,18 @@ impl Output {
         }
     }
 
+    /// Write out what a file output holds (flushed and synced to its
+    /// temporary file), so that a full disk fails here and not at
+    /// [`Output::commit`]; stdout and devices are written at commit.
+    pub fn prepare(&mut self) -> anyhow::Result<()> {
+        if let Sink::File { file, path, .. } = &mut self.sink {
+            let fail = |e: std::io::Error| err(format!("{path}: cannot write: {e}"));
+            file.flush().map_err(fail)?;
+            file.get_ref().sync_data().map_err(fail)?;
+        }
+        Ok(())
+    }
+
     /// Make the output appear: rename the temporary file over the
     /// destination, or write what was held to stdout or the device.
     pub fn commit(self) -> anyhow::Result<()> {

@@ -13,9 +13,7 @@ use clap::{Parser, Subcommand};
 use ctxpress::core::tokens::counter_by_name;
 use ctxpress::core::{StageStatus, TokenCounter};
 use ctxpress::{Compressor, Conversation, PipelineConfig, Report};
-use io::{
-    InputError, Kind, Output, PathUse, Reader, check_paths, parse_item, print_out, write_output,
-};
+use io::{InputError, Kind, Output, PathUse, Reader, check_paths, parse_item, print_out};
 use serde_json::{Value, json};
 use std::io::IsTerminal;
 use std::process::ExitCode;
@@ -474,13 +472,27 @@ fn compress(a: CompressArgs) -> Result<ExitCode> {
     if let Some(b) = bar {
         b.finish_and_clear();
     }
+    // The report is written (to its temporary file) before the output is
+    // committed, so a full disk under either fails the run with neither
+    // written; only a failure of the last step (a rename, a device) can
+    // leave the output without its report, and the error says so.
+    let report = match &a.stats_json {
+        Some(p) => {
+            let v = json!({ "conversations": conversations, "input_bytes": reader.bytes(), "jobs": jobs, "peak_rss_bytes": peak_rss(), "ratio": total.ratio(), "fits": total.budget.as_ref().map(|b| b.fits), "statistics": ctxpress::statistics(&total), "report": total });
+            let mut o = Output::create(Some(p))?;
+            o.write(serde_json::to_string_pretty(&v)?.as_bytes())?;
+            o.prepare()?;
+            Some(o)
+        }
+        None => None,
+    };
     output.commit()?;
+    if let Some(o) = report {
+        o.commit()
+            .context("the output was written, its --stats-json report was not")?;
+    }
     if a.stats {
         eprint!("{}", stats_table(&total));
-    }
-    if let Some(p) = &a.stats_json {
-        let v = json!({ "conversations": conversations, "input_bytes": reader.bytes(), "jobs": jobs, "peak_rss_bytes": peak_rss(), "ratio": total.ratio(), "fits": total.budget.as_ref().map(|b| b.fits), "statistics": ctxpress::statistics(&total), "report": total });
-        write_output(Some(p), serde_json::to_string_pretty(&v)?.as_bytes())?;
     }
     if misfits.count == 0 {
         return Ok(ExitCode::SUCCESS);

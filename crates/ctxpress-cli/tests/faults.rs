@@ -140,6 +140,39 @@ fn output_file_on_a_full_disk_keeps_the_previous_version() {
     assert_eq!(std::fs::read(&inp).unwrap(), before);
 }
 
+/// The `--stats-json` report on a full disk (the limit lets the tiny output
+/// through, not the 3 KiB report): exit 2 naming the report, and the output
+/// is not written either (it was: the run failed with its output in place).
+/// A report to /dev/full (written last, in place) fails with an error that
+/// says the output was written.
+#[cfg(unix)]
+#[test]
+fn a_report_on_a_full_disk_fails_the_run_before_the_output() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let inp = d.join("tiny.json");
+    std::fs::write(&inp, r#"[{"role":"user","content":"hi"}]"#).unwrap();
+    let out = d.join("out.json");
+    let report = d.join("report.json");
+    let files = names(d);
+    let o = run_limited(
+        2,
+        &[&"compress", &inp, &"-o", &out, &"--stats-json", &report],
+    );
+    assert_fails_naming(&o, &report, &["cannot write", "File too large"]);
+    assert_eq!(names(d), files, "neither the output nor the report");
+    #[cfg(target_os = "linux")]
+    {
+        let full = Path::new("/dev/full");
+        let o = run(
+            &[&"compress", &inp, &"-o", &out, &"--stats-json", &full],
+            None,
+        );
+        assert_fails_naming(&o, full, &["the output was written", "No space left"]);
+        assert_eq!(std::fs::read(&out).unwrap(), std::fs::read(&inp).unwrap());
+    }
+}
+
 // ---------------------------------------------------------------------------
 // 2. A full disk under the archive.
 
