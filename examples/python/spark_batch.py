@@ -228,7 +228,9 @@ def compress_jsonl(
     return figures
 
 
-def main(argv=None) -> int:
+def main(argv=None, spark=None) -> int:
+    """The command line. With ``spark`` given, use that session and leave it
+    running (for a driver program or a test); otherwise start one and stop it."""
     p = argparse.ArgumentParser(
         description="Compress a JSONL corpus (one conversation a line) with PySpark and ctxpress."
     )
@@ -251,10 +253,10 @@ def main(argv=None) -> int:
     if "://" not in a.input and not os.path.exists(a.input):
         p.error(f"{a.input}: no such file")
 
-    spark = build_session(a.master)
+    session = spark if spark is not None else build_session(a.master)
     try:
         f = compress_jsonl(
-            spark,
+            session,
             a.input,
             a.output,
             preset=a.preset,
@@ -264,7 +266,8 @@ def main(argv=None) -> int:
             partitions=a.partitions,
         )
     finally:
-        spark.stop()
+        if spark is None:
+            session.stop()
     rate = f["conversations"] / f["seconds"] if f["seconds"] else 0.0
     print(
         f"{f['conversations']} conversations, {f['tokens_before']} -> {f['tokens_after']} tokens, "

@@ -235,23 +235,27 @@ def test_spark_parquet(cli, corpus, spark, tmp_path):
     assert all(r["fits"] for r in rows)
 
 
-def test_spark_script_command_line(cli, tmp_path):
-    """The script as a user runs it: exit 0, the summary line, CLI-identical output.
-
-    Runs in its own process (its own local[2] SparkSession), on the example data
-    shipped in the repo, so it needs no corpus."""
-    src = EXAMPLE_DATA / "swe_agent.jsonl"
+def test_spark_command_line(cli, spark, tmp_path, capsys):
+    """The script's command line (argparse, summary line, exit codes) on the
+    example data shipped in the repo, with the module's session (a second
+    JVM for ``python spark_batch.py ...`` would cost ~30 s)."""
+    src = EXAMPLE_DATA / "taubench_airline.jsonl"
     expected, _ = run_cli(cli, src, tmp_path / "cli.jsonl")
     out = tmp_path / "spark"
-    env = {k: v for k, v in os.environ.items() if k not in ("OPENAI_API_KEY", "ANTHROPIC_API_KEY")}
-    env["PYTHONWARNINGS"] = "ignore::FutureWarning"
-    p = subprocess.run(
-        [sys.executable, str(EXAMPLE), str(src), str(out), "--preset", "agent", "--master", "local[2]"],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=240,
-    )
-    assert p.returncode == 0, p.stderr[-4000:]
-    assert re.search(r"^13 conversations, \d+ -> \d+ tokens, .* conversations/s\)", p.stdout, re.M), p.stdout
+    code = spark_batch.main([str(src), str(out), "--preset", "agent"], spark=spark)
+    printed = capsys.readouterr()
+    assert code == 0, printed.err
+    assert re.search(
+        r"^12 conversations, \d+ -> \d+ tokens, .* conversations/s\) -> ", printed.out, re.M
+    ), printed.out
     assert b"".join(q.read_bytes() for q in read_parts(out)) == expected
+
+    # A budget some conversations cannot meet: exit 3 and the CLI's count.
+    expected, not_fitting = run_cli(cli, src, tmp_path / "cli-budget.jsonl", budget=1000)
+    assert not_fitting > 0
+    code = spark_batch.main([str(src), str(out), "--budget", "1000"], spark=spark)
+    printed = capsys.readouterr()
+    assert code == 3
+    assert f"error: {not_fitting} of 12 conversations do not fit the budget" in printed.err
+    assert b"".join(q.read_bytes() for q in read_parts(out)) == expected
+    assert spark.range(3).count() == 3, "main() stopped the session it was given"
