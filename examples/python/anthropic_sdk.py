@@ -27,7 +27,7 @@ Run::
     ANTHROPIC_API_KEY=sk-ant-... ANTHROPIC_MODEL=claude-sonnet-4-5 \\
         python examples/python/anthropic_sdk.py
 
-Needs ``pip install ctxpress anthropic``.
+Needs the ctxpress package (crates/ctxpress-py) and ``pip install anthropic``.
 """
 
 from __future__ import annotations

@@ -15,8 +15,8 @@ Run (no network, no key)::
 
     python examples/python/langchain_messages.py
 
-Needs ``pip install ctxpress langchain-core``. To use it in a chain, wrap the
-function in ``RunnableLambda(compress_history)`` before the model.
+Needs the ctxpress package (crates/ctxpress-py) and ``pip install langchain-core``.
+To use it in a chain, put ``RunnableLambda(compress_history)`` before the model.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ Run::
     python examples/python/openai_sdk.py            # prints, sends nothing
     OPENAI_API_KEY=sk-... OPENAI_MODEL=gpt-4o-mini python examples/python/openai_sdk.py
 
-Needs ``pip install ctxpress openai``.
+Needs the ctxpress package (crates/ctxpress-py) and ``pip install openai``.
 """
 
 from __future__ import annotations

@@ -43,7 +43,8 @@ the input order; it is not the line number) and the report figures per row
 (``tokens_before``, ``tokens_after``, ``messages_before``, ``messages_after``,
 ``fits``), in input order as above.
 
-Run (no network; Java 17 and ``pip install pyspark pandas pyarrow ctxpress``)::
+Run (no network; Java 17, the ctxpress package (crates/ctxpress-py) and
+``pip install pyspark pandas pyarrow``)::
 
     python examples/python/spark_batch.py examples/data/taubench_airline.jsonl /tmp/out
     python examples/python/spark_batch.py IN.jsonl OUT_DIR --preset agent \\
