@@ -8,19 +8,22 @@
 //! input byte for byte, through the same provenance records that
 //! `compress --archive` writes).
 
-use crate::io::{Kind, PathUse, check_paths, read_input, write_output};
+use crate::io::{Kind, Output, PathUse, check_paths, read_input};
 use crate::usage;
 use anyhow::{Context, Result};
 use ctxpress::compactor::state::is_clip_text;
 use ctxpress::compactor::{CompactionConfig, CompactionResult, Compactor};
 use ctxpress::core::Archive;
 use ctxpress::core::archive::content_hash;
-use ctxpress::core::compaction::BatchArchive;
+use ctxpress::core::compaction::{BatchArchive, MemoryBatchArchive, SummaryBatch};
+use ctxpress::core::{ArchiveError, Record};
 use ctxpress::store::SqliteArchive;
 use ctxpress::{Conversation, PipelineConfig};
 use serde_json::{Map, Value};
+use std::collections::HashSet;
 use std::path::Path;
 use std::process::ExitCode;
+use std::sync::Mutex;
 
 /// Arguments of `ctxpress compact`.
 #[derive(clap::Args)]
@@ -170,7 +173,8 @@ pub fn run(a: &CompactArgs) -> Result<ExitCode> {
             return Err(usage(format!("{out}: no such directory {}", d.display())));
         }
     }
-    let archive = crate::open_sqlite(&a.archive)?;
+    let stored = crate::open_sqlite(&a.archive)?;
+    let archive = Staged::new(&stored);
     let runtime = if compactor.is_async() {
         Some(
             tokio::runtime::Builder::new_multi_thread()
@@ -185,7 +189,7 @@ pub fn run(a: &CompactArgs) -> Result<ExitCode> {
     let mut rows = Vec::with_capacity(ids.len());
     for ((line, conv), id) in input.items.iter_mut().zip(&ids) {
         let tail = compactor.config().protected_tail;
-        warn_if_continuing_elsewhere(&archive, conv, id, tail, &input.name, *line)?;
+        warn_if_continuing_elsewhere(&stored, conv, id, tail, &input.name, *line)?;
         let r = match &runtime {
             Some(rt) => rt.block_on(compactor.compress_async(conv, id, &archive)),
             None => compactor.compress(conv, id, &archive),
@@ -202,9 +206,7 @@ pub fn run(a: &CompactArgs) -> Result<ExitCode> {
             // writes, indexed under the conversation's id for search).
             let records = ctxpress::core::archive::records(conv, &r.history);
             if !records.is_empty() {
-                archive
-                    .put_for(Some(id), &records)
-                    .with_context(|| format!("{}: archiving the originals", a.archive))?;
+                archive.put_originals(id, records)?;
             }
         }
         let depth = archive
@@ -215,11 +217,128 @@ pub fn run(a: &CompactArgs) -> Result<ExitCode> {
         *conv = r.history;
     }
     let convs: Vec<&Conversation> = input.items.iter().map(|(_, c)| c).collect();
-    write_output(a.output.as_deref(), &input.render(&convs))?;
+    // The output is written (to its temporary file, synced) before the
+    // archive, and appears only once the archive holds its batches and
+    // originals: a full disk under the output leaves the archive as it was
+    // (a rerun then compacts as if nothing happened), and no output claims
+    // batches that are not stored.
+    let mut out = Output::create(a.output.as_deref())?;
+    out.write(&input.render(&convs))?;
+    out.prepare()?;
+    archive
+        .apply()
+        .with_context(|| format!("cannot write the archive {}", a.archive))?;
+    out.commit()?;
     if a.stats {
         eprint!("{}", table(&rows));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// One archive write of a `compact` run, held until its output is ready.
+enum Op {
+    Put(Vec<SummaryBatch>),
+    Replace(String, Vec<String>, SummaryBatch),
+    Originals(String, Vec<Record>),
+}
+
+/// The archive of one `compact` run: reads see the stored batches plus this
+/// run's writes; the writes are held (the batches of each conversation the
+/// run touches are copied into memory first) and made, in order, by
+/// [`Staged::apply`] once the output is ready. So a run that fails before
+/// (a full disk under the output) leaves the archive as it was.
+struct Staged<'a> {
+    stored: &'a SqliteArchive,
+    view: MemoryBatchArchive,
+    seeded: Mutex<HashSet<String>>,
+    ops: Mutex<Vec<Op>>,
+}
+
+fn poisoned<T>(_: T) -> ArchiveError {
+    ArchiveError::Backend("lock poisoned".into())
+}
+
+impl<'a> Staged<'a> {
+    fn new(stored: &'a SqliteArchive) -> Self {
+        Staged {
+            stored,
+            view: MemoryBatchArchive::new(),
+            seeded: Mutex::default(),
+            ops: Mutex::default(),
+        }
+    }
+
+    /// Copy the stored batches of `conversation` into the view, once.
+    fn seed(&self, conversation: &str) -> Result<(), ArchiveError> {
+        let mut seeded = self.seeded.lock().map_err(poisoned)?;
+        if seeded.insert(conversation.to_string()) {
+            self.view.put_batches(&self.stored.batches(conversation)?)?;
+        }
+        Ok(())
+    }
+
+    fn hold(&self, op: Op) -> Result<(), ArchiveError> {
+        self.ops.lock().map_err(poisoned)?.push(op);
+        Ok(())
+    }
+
+    /// Hold the originals records of `conversation` (for `expand`).
+    fn put_originals(&self, conversation: &str, records: Vec<Record>) -> Result<(), ArchiveError> {
+        self.hold(Op::Originals(conversation.to_string(), records))
+    }
+
+    /// Make the held writes, in the order they were made (each one
+    /// transaction, as it would have been).
+    fn apply(&self) -> Result<(), ArchiveError> {
+        let ops = std::mem::take(&mut *self.ops.lock().map_err(poisoned)?);
+        for op in ops {
+            match op {
+                Op::Put(b) => self.stored.put_batches(&b)?,
+                Op::Replace(c, removed, added) => self.stored.replace(&c, &removed, added)?,
+                Op::Originals(c, r) => self.stored.put_for(Some(&c), &r)?,
+            }
+        }
+        Ok(())
+    }
+}
+
+impl BatchArchive for Staged<'_> {
+    fn put_batches(&self, batches: &[SummaryBatch]) -> Result<(), ArchiveError> {
+        for b in batches {
+            self.seed(&b.conversation)?;
+        }
+        self.view.put_batches(batches)?;
+        self.hold(Op::Put(batches.to_vec()))
+    }
+
+    fn batches(&self, conversation: &str) -> Result<Vec<SummaryBatch>, ArchiveError> {
+        self.seed(conversation)?;
+        self.view.batches(conversation)
+    }
+
+    fn read(&self, label: &str) -> Result<Option<SummaryBatch>, ArchiveError> {
+        if let Some(b) = self.view.read(label)? {
+            return Ok(Some(b));
+        }
+        // Stored, unless this run removed it from a conversation it holds.
+        let seeded = self.seeded.lock().map_err(poisoned)?;
+        Ok(BatchArchive::read(self.stored, label)?.filter(|b| !seeded.contains(&b.conversation)))
+    }
+
+    fn replace(
+        &self,
+        conversation: &str,
+        removed: &[String],
+        added: SummaryBatch,
+    ) -> Result<(), ArchiveError> {
+        self.seed(conversation)?;
+        self.view.replace(conversation, removed, added.clone())?;
+        self.hold(Op::Replace(
+            conversation.to_string(),
+            removed.to_vec(),
+            added,
+        ))
+    }
 }
 
 /// Warn when the archive already holds batches for `id` but the input is not

@@ -758,14 +758,6 @@ impl Drop for Temp {
     }
 }
 
-/// Write to `out` (or stdout when `None` or `-`): [`Output`] with all the
-/// bytes at once.
-pub fn write_output(out: Option<&str>, bytes: &[u8]) -> anyhow::Result<()> {
-    let mut o = Output::create(out)?;
-    o.write(bytes)?;
-    o.commit()
-}
-
 /// Bytes an output holds in memory before it spills to a spool file.
 const SPOOL_IN_MEMORY: usize = 8 << 20;
 

@@ -173,6 +173,71 @@ fn a_report_on_a_full_disk_fails_the_run_before_the_output() {
     }
 }
 
+/// `compact -o OUT` with OUT on a full disk (the limit lets the archive's
+/// few new batches through, not the 1 MB output: its recent tail is long):
+/// exit 2 naming OUT, and the archive is left as it was, so the rerun
+/// compacts exactly as a first run would. (The batches used to be stored
+/// before the output failed: the rerun warned that the archive already held
+/// batches of the conversation and compacted differently.)
+#[cfg(unix)]
+#[test]
+fn compact_with_its_output_on_a_full_disk_leaves_the_archive_as_it_was() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let mut msgs =
+        vec![serde_json::json!({"role": "system", "content": "You are a coding agent."})];
+    for i in 0..20 {
+        let t = format!(
+            "Turn {i}: we looked at how the queue hands work from the primary loop to the \
+             secondary loop and kept the lock-free ring buffer, since it measured well."
+        );
+        msgs.push(serde_json::json!({"role": "user", "content": t}));
+        msgs.push(serde_json::json!({"role": "assistant", "content": t}));
+    }
+    for i in 0..6 {
+        let role = if i % 2 == 0 { "user" } else { "assistant" };
+        let long = format!("recent line {i} of the log that stays verbatim\n").repeat(3500);
+        msgs.push(serde_json::json!({"role": role, "content": long}));
+    }
+    // Timed, so that the batches' times (else the time of the run) and
+    // hence the outputs of two runs are the same.
+    for (i, m) in msgs.iter_mut().enumerate() {
+        m["timestamp"] = format!("2025-01-01T10:{:02}:00Z", i).into();
+    }
+    let doc = serde_json::json!({"id": "long-tail", "messages": msgs}).to_string();
+    assert!(doc.len() > 900_000);
+    let inp = d.join("in.json");
+    std::fs::write(&inp, &doc).unwrap();
+    let db = d.join("a.db");
+    let out = d.join("out.json");
+    // 1000 blocks: 500 KiB.
+    let o = run_limited(1000, &[&"compact", &inp, &"--archive", &db, &"-o", &out]);
+    assert_fails_naming(&o, &out, &["cannot write", "File too large"]);
+    assert!(!out.exists());
+    assert!(temps(d).is_empty(), "{:?}", temps(d));
+    // The rerun gives what a first run on a new archive gives.
+    let o = run(&[&"compact", &inp, &"--archive", &db, &"-o", &out], None);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("already holds"), "{}", stderr(&o));
+    let fresh = d.join("fresh.db");
+    let first = d.join("first.json");
+    let o = run(
+        &[&"compact", &inp, &"--archive", &fresh, &"-o", &first],
+        None,
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let compacted = std::fs::read(&out).unwrap();
+    assert!(compacted.len() < doc.len());
+    assert!(
+        compacted == std::fs::read(&first).unwrap(),
+        "the rerun differs"
+    );
+    let back = d.join("back.json");
+    let o = run(&[&"expand", &out, &"--archive", &db, &"-o", &back], None);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(std::fs::read(&back).unwrap() == doc.as_bytes());
+}
+
 // ---------------------------------------------------------------------------
 // 2. A full disk under the archive.
 
