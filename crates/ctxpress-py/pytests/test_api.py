@@ -258,3 +258,32 @@ def test_docstring_examples_run():
 
     failed, tried = doctest.testmod(ctxpress)
     assert tried >= 2 and failed == 0
+
+
+def test_compress_many_returns_errors_in_place_when_asked():
+    c = ctxpress.Compressor("identity")
+    out = c.compress_many(["[]", "[1", [{"role": "user", "content": "x"}], 5 and "{}"], errors="return")
+    assert out[0].messages == "[]" and out[2].messages == [{"role": "user", "content": "x"}]
+    assert isinstance(out[1], ctxpress.InputError) and str(out[1]).startswith("item 1: line 1, column")
+    assert isinstance(out[3], ctxpress.InputError) and str(out[3]).startswith("item 3: ")
+    bad_dict = c.compress_many([[{"role": "user", "content": "x"}, 7]], errors="return")[0]
+    assert str(bad_dict) == "item 0: messages[1]: expected a message object"
+    assert str(c.compress_many([[{"content": float("nan")}]], errors="return")[0]).startswith("item 0: the messages are not JSON")
+    with pytest.raises(ValueError):
+        c.compress_many([], errors="ignore")
+
+
+def test_compressors_and_sqlite_archives_pickle(tmp_path):
+    import pickle
+
+    arch = ctxpress.SqliteArchive(tmp_path / "p.db")
+    c = ctxpress.Compressor("agent", budget=800, archive=arch)
+    c2 = pickle.loads(pickle.dumps(c))
+    conv = openai_session(10)
+    r = c2.compress(conv)
+    assert r.messages == c.compress(conv).messages
+    a2 = pickle.loads(pickle.dumps(arch))
+    assert isinstance(a2, ctxpress.SqliteArchive) and a2.path == arch.path
+    assert ctxpress.expand(r.messages, a2) == conv
+    with pytest.raises(TypeError, match="SqliteArchive"):
+        pickle.dumps(ctxpress.MemoryArchive())

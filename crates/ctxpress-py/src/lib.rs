@@ -134,6 +134,11 @@ impl PySqliteArchive {
             Err(e) => Err(Fail::Archive(format!("{shown}: cannot open archive: {e}")).raise(py)),
         }
     }
+
+    /// Pickled as its path: the other process opens the same file.
+    fn __reduce__<'py>(slf: &Bound<'py, Self>) -> (Bound<'py, pyo3::types::PyType>, (String,)) {
+        (slf.get_type(), (slf.get().path.clone(),))
+    }
 }
 
 /// Originals kept in memory for the life of this object.
@@ -149,6 +154,14 @@ impl PyMemoryArchive {
             what: "MemoryArchive()".into(),
         })
         .add_subclass(PyMemoryArchive)
+    }
+
+    /// A memory archive lives in one process.
+    fn __reduce__(&self) -> PyResult<()> {
+        Err(pyo3::exceptions::PyTypeError::new_err(
+            "a MemoryArchive lives in one process and cannot be pickled; \
+             use SqliteArchive(path) to share originals between processes",
+        ))
     }
 }
 
@@ -283,19 +296,24 @@ impl PyCompressor {
             .map_err(|f| f.raise(py))
     }
 
-    /// Compress many conversations (JSON texts) on up to `jobs` threads;
-    /// the results come back in input order.
-    #[pyo3(signature = (texts, jobs=None))]
+    /// Compress many conversations (JSON texts) on up to `jobs` threads.
+    /// Returns, in input order, an `(output, report)` tuple for each one
+    /// that was compressed and the exception for each one that was not
+    /// (its message starts with `item N: `). `positions[i]` says whether
+    /// line and column mean anything for item `i` (default: yes).
+    #[pyo3(signature = (texts, jobs=None, positions=None))]
     fn compress_many(
         &self,
         py: Python<'_>,
         texts: Vec<String>,
         jobs: Option<usize>,
-    ) -> PyResult<Vec<(String, String)>> {
+        positions: Option<Vec<bool>>,
+    ) -> PyResult<Vec<Py<PyAny>>> {
         let jobs = jobs
             .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
             .clamp(1, texts.len().max(1));
-        py.detach(|| {
+        let positions = positions.unwrap_or_default();
+        let done = py.detach(|| {
             let next = std::sync::atomic::AtomicUsize::new(0);
             let mut slots: Vec<Option<Res<(String, String)>>> = Vec::new();
             slots.resize_with(texts.len(), || None);
@@ -306,7 +324,7 @@ impl PyCompressor {
                         loop {
                             let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                             let Some(t) = texts.get(i) else { break };
-                            let r = self.run(t, true);
+                            let r = self.run(t, positions.get(i).copied().unwrap_or(true));
                             if let Ok(mut g) = slots.lock() {
                                 g[i] = Some(r);
                             }
@@ -314,27 +332,31 @@ impl PyCompressor {
                     });
                 }
             });
-            slots
-                .into_inner()
-                .unwrap_or_default()
-                .into_iter()
-                .enumerate()
-                .map(|(i, r)| match r {
+            slots.into_inner().unwrap_or_default()
+        });
+        done.into_iter()
+            .enumerate()
+            .map(|(i, r)| {
+                let item = |m: String| format!("item {i}: {m}");
+                let failed = match r {
+                    Some(Ok(pair)) => return Ok(pair.into_pyobject(py)?.into_any().unbind()),
                     Some(Err(Fail::Input {
                         message,
                         line,
                         column,
-                    })) => Err(Fail::Input {
-                        message: format!("item {i}: {message}"),
+                    })) => Fail::Input {
+                        message: item(message),
                         line,
                         column,
-                    }),
-                    Some(r) => r,
-                    None => Err(Fail::Other(format!("item {i}: not compressed"))),
-                })
-                .collect::<Res<Vec<_>>>()
-        })
-        .map_err(|f| f.raise(py))
+                    },
+                    Some(Err(Fail::Config(m))) => Fail::Config(item(m)),
+                    Some(Err(Fail::Archive(m))) => Fail::Archive(item(m)),
+                    Some(Err(Fail::Other(m))) => Fail::Other(item(m)),
+                    None => Fail::Other(item("not compressed".into())),
+                };
+                Ok(failed.raise(py).into_value(py).into_any())
+            })
+            .collect()
     }
 
     /// True when the pipeline calls an LLM.

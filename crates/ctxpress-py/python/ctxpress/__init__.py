@@ -197,9 +197,19 @@ class Compressor:
         for name, value in (("budget", budget), ("window", window)):
             if value is not None and (not isinstance(value, int) or value <= 0):
                 raise ConfigError(f"{name} must be a positive number of tokens, not {value!r}")
+        config_text = _config_text(config)
+        self._args = dict(
+            preset=preset,
+            config=config_text,
+            budget=budget,
+            window=window,
+            tokenizer=tokenizer,
+            archive=archive,
+            llm=None if llm is None else dict(llm),
+        )
         self._native = _native.Compressor(
             preset,
-            _config_text(config),
+            config_text,
             budget,
             window,
             tokenizer,
@@ -225,20 +235,57 @@ class Compressor:
         return Result(_decode(out, kind), json.loads(report))
 
     def compress_many(
-        self, conversations: Iterable[Messages], *, jobs: Optional[int] = None
-    ) -> List[Result]:
+        self,
+        conversations: Iterable[Messages],
+        *,
+        jobs: Optional[int] = None,
+        errors: str = "raise",
+    ) -> List[Any]:
         """Compress many conversations on ``jobs`` threads (default: the
-        machine's cores), results in input order. Each comes back in the shape
-        and type it was given. An :class:`InputError` names the item."""
-        encoded = [_encode(c) for c in conversations]
-        outs = self._native.compress_many([t for t, _ in encoded], jobs)
-        return [
-            Result(_decode(out, kind), json.loads(report))
-            for (out, report), (_, kind) in zip(outs, encoded)
-        ]
+        machine's cores), results in input order, each in the shape and type
+        it was given.
+
+        Args:
+            errors: ``"raise"`` (default) raises the first item's error (its
+                message starts with ``item N:``); ``"return"`` puts each
+                failed item's exception in its place in the list and goes on.
+        """
+        if errors not in ("raise", "return"):
+            raise ValueError(f'errors must be "raise" or "return", not {errors!r}')
+        encoded = []
+        for i, c in enumerate(conversations):
+            try:
+                encoded.append(_encode(c))
+            except InputError as e:
+                if errors == "raise":
+                    raise InputError(f"item {i}: {e}") from None
+                encoded.append((None, InputError(f"item {i}: {e}")))
+        texts = [t if t is not None else "" for t, _ in encoded]
+        positions = [k in (_STR, _BYTES) for _, k in encoded]
+        outs = self._native.compress_many(texts, jobs, positions)
+        results: List[Any] = []
+        for out, (text, kind) in zip(outs, encoded):
+            if text is None:
+                out = kind
+            if isinstance(out, BaseException):
+                if errors == "raise":
+                    raise out
+                results.append(out)
+            else:
+                results.append(Result(_decode(out[0], kind), json.loads(out[1])))
+        return results
+
+    def __reduce__(self):
+        # Rebuilt from its arguments (for Spark, Ray, multiprocessing); a
+        # MemoryArchive cannot travel to another process.
+        return (_rebuild, (self._args,))
 
     def __repr__(self) -> str:
         return f"<ctxpress.Compressor {self._native!r}>"
+
+
+def _rebuild(args: Dict[str, Any]) -> "Compressor":
+    return Compressor(**args)
 
 
 @functools.lru_cache(maxsize=16)
