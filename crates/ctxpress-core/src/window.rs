@@ -27,7 +27,7 @@ use crate::conversation::Conversation;
 use crate::message::{Message, MessageId, Role};
 use crate::pipeline::{Pipeline, Report};
 use crate::strategy::{StageContext, StageOutcome, Strategy, StrategyError};
-use crate::tokens::count_message;
+use crate::tokens::{MESSAGE_OVERHEAD, TokenCounter, count_message};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::future::Future;
@@ -398,7 +398,11 @@ pub async fn fit(
     limits: Limits,
 ) -> Report {
     let start = Instant::now();
-    let before_tokens: usize = tokens_of(conv, ctx).iter().sum();
+    // Text outside the messages (an Anthropic request's `system`) is sent
+    // too: it counts against the limits and no stage can shrink it.
+    let fixed = envelope_tokens(conv, ctx.counter.as_ref());
+    let inner_target = limits.target.saturating_sub(fixed);
+    let before_tokens: usize = tokens_of(conv, ctx).iter().sum::<usize>() + fixed;
     let (messages_before, chars_before) = (conv.messages.len(), conv.size());
     let mut budget = BudgetReport {
         trigger: limits.trigger,
@@ -421,13 +425,13 @@ pub async fn fit(
         budget.protected_messages = protected.len();
         let marked = mark(conv, protected.iter().cloned());
         let run_ctx = StageContext {
-            budget: Some(limits.target),
+            budget: Some(inner_target),
             ..ctx.clone()
         };
-        let r = step(conv, stages, &run_ctx, limits.target).await;
+        let r = step(conv, stages, &run_ctx, inner_target).await;
         report.stages.extend(r.stages);
         if !stages.stages.is_empty() {
-            now = r.tokens_after;
+            now = r.tokens_after + fixed;
         }
         if cfg.force_converge {
             for rung in ladder {
@@ -437,8 +441,8 @@ pub async fn fit(
                 let t = Instant::now();
                 let was: HashSet<usize> = conv.messages.iter().map(Message::share_key).collect();
                 let keep_alive = conv.clone();
-                let r = step(conv, &rung.pipeline, &run_ctx, limits.target).await;
-                if r.tokens_after > now {
+                let r = step(conv, &rung.pipeline, &run_ctx, inner_target).await;
+                if r.tokens_after + fixed > now {
                     // Fewer characters but more tokens: not worth it.
                     *conv = keep_alive;
                     continue;
@@ -454,7 +458,7 @@ pub async fn fit(
                     conversations: 1,
                     messages_changed: changed,
                     messages_removed: r.messages_before.saturating_sub(r.messages_after),
-                    tokens_removed: now.saturating_sub(r.tokens_after),
+                    tokens_removed: now.saturating_sub(r.tokens_after + fixed),
                     micros: t.elapsed().as_micros(),
                 });
                 report.stages.extend(r.stages.into_iter().map(|mut s| {
@@ -463,10 +467,10 @@ pub async fn fit(
                 }));
                 // What the output counts, even when a rung's rewrites have
                 // fewer characters but more tokens.
-                now = r.tokens_after;
+                now = r.tokens_after + fixed;
             }
         }
-        budget.protected_tokens = pinned_tokens(conv, &protected, ctx);
+        budget.protected_tokens = pinned_tokens(conv, &protected, ctx) + fixed;
         unmark(conv, &marked);
     }
     budget.tokens_after = now;
@@ -479,6 +483,24 @@ pub async fn fit(
     report.budget = Some(budget);
     report.micros = start.elapsed().as_micros();
     report
+}
+
+/// Tokens of the text a conversation sends outside its messages: the
+/// top-level `system` of an Anthropic request (a string, or text blocks),
+/// counted as a system message would be. 0 for a bare array.
+pub fn envelope_tokens(conv: &Conversation, counter: &dyn TokenCounter) -> usize {
+    match conv.envelope.fields.get("system") {
+        Some(serde_json::Value::String(s)) => MESSAGE_OVERHEAD + counter.count(s),
+        Some(serde_json::Value::Array(blocks)) => {
+            MESSAGE_OVERHEAD
+                + blocks
+                    .iter()
+                    .filter_map(|b| b.get("text").and_then(serde_json::Value::as_str))
+                    .map(|t| counter.count(t))
+                    .sum::<usize>()
+        }
+        _ => 0,
+    }
 }
 
 /// Tokens of the `protected` messages of `conv` and of the results that

@@ -13,7 +13,7 @@
 
 use ctxpress::core::tokens::count_message;
 use ctxpress::core::validate::introduces_violations;
-use ctxpress::core::window::protected_ids;
+use ctxpress::core::window::{envelope_tokens, protected_ids};
 use ctxpress::core::{Heuristic, Message, MessageId};
 use ctxpress::{
     BudgetReport, Compressor, Conversation, Limits, MemoryArchive, Report, expand, validate,
@@ -32,8 +32,10 @@ fn tok(m: &Message) -> usize {
     count_message(&Heuristic, m)
 }
 
+/// Tokens a run counts: the messages and an Anthropic request's top-level
+/// `system`.
 fn tokens(c: &Conversation) -> usize {
-    c.messages.iter().map(tok).sum()
+    c.messages.iter().map(tok).sum::<usize>() + envelope_tokens(c, &Heuristic)
 }
 
 fn parse(text: &str) -> Conversation {
@@ -115,7 +117,7 @@ fn check_figures(
             }
         }
         let pt: usize = pinned.iter().map(|&i| tok(&out.messages[i])).sum();
-        prop_assert_eq!(b.protected_tokens, pt);
+        prop_assert_eq!(b.protected_tokens, pt + envelope_tokens(out, &Heuristic));
     }
     Ok(b)
 }
@@ -573,7 +575,7 @@ fn protected_part(input: &Conversation) -> usize {
             in_run = true;
         }
     }
-    total + 300 * runs.max(1)
+    total + envelope_tokens(input, &Heuristic) + 300 * runs.max(1)
 }
 
 proptest! {
@@ -1285,4 +1287,40 @@ fn report_counts_what_a_rung_leaves() {
     assert!(!b.fits);
     assert_eq!(b.tokens_after, tokens(&out));
     assert_eq!(b.over_by, tokens(&out) - budget);
+}
+
+/// An Anthropic request's top-level `system` is sent with the messages: it
+/// counts against the budget (it did not: a 16,000-character system prompt
+/// left `tokens_before` unchanged and the request went over the budget by
+/// its size), and a system alone over the budget cannot fit.
+#[test]
+fn an_anthropic_system_counts_against_the_budget() {
+    let system = prose(7, 1500);
+    let mut msgs = Vec::new();
+    for i in 0..12 {
+        msgs.push(json!({"role": "user", "content": [{"type": "text", "text": prose(i, 120)}]}));
+        msgs.push(json!({"role": "assistant", "content": [{"type": "text", "text": prose(100 + i, 120)}]}));
+    }
+    let text = json!({"model": "m", "system": system, "messages": msgs}).to_string();
+    let input = parse(&text);
+    let sys_tokens = envelope_tokens(&input, &Heuristic);
+    assert!(sys_tokens > 1500, "{sys_tokens}");
+    let budget = sys_tokens + 1200;
+    let (out, report, archive, _) = run_budget(&text, "agent", budget);
+    let b = report.budget.clone().unwrap();
+    assert_eq!(b.tokens_before, tokens(&input));
+    assert!(b.fits, "{b:?}");
+    assert!(tokens(&out) <= budget, "{} > {budget}", tokens(&out));
+    assert_eq!(
+        out.envelope.fields["system"],
+        input.envelope.fields["system"]
+    );
+    assert_eq!(
+        expand(&out, archive.as_ref()).unwrap().to_json_string(),
+        text
+    );
+    // The system alone is over this budget: said plainly.
+    let (_, report, _, _) = run_budget(&text, "agent", sys_tokens / 2);
+    let b = report.budget.unwrap();
+    assert!(!b.fits && b.protected_tokens >= sys_tokens, "{b:?}");
 }
