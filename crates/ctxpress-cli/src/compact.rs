@@ -60,6 +60,7 @@ pub struct CompactArgs {
 /// `openai`).
 fn load_config(a: &CompactArgs) -> Result<CompactionConfig> {
     let mut params = Map::new();
+    let mut file_llm: Option<Map<String, Value>> = None;
     if let Some(path) = &a.config {
         let text = std::fs::read_to_string(path)
             .map_err(|e| usage(format!("{path}: cannot read: {e}")))?;
@@ -70,18 +71,29 @@ fn load_config(a: &CompactArgs) -> Result<CompactionConfig> {
         if let Some(s) = v.stages.first() {
             params = s.params.clone();
         }
+        // An `[llm]` table in the file parses as the pipeline's, not the
+        // stage's `llm` parameter: it is the compactor's (it was ignored,
+        // with its timeout and any misspelled field). As in a pipeline, it
+        // applies when an endpoint is named (here or by --llm-url).
+        file_llm = v.llm;
     }
-    if a.llm.any() {
-        let llm = params
-            .entry("llm")
-            .or_insert_with(|| Value::Object(Map::new()));
-        let Value::Object(llm) = llm else {
-            return Err(usage("--config: `llm` must be a table"));
+    if a.llm.any() || file_llm.is_some() {
+        let had = params.contains_key("llm");
+        let mut llm = match params.remove("llm") {
+            None => Map::new(),
+            Some(Value::Object(m)) => m,
+            Some(_) => return Err(usage("--config: `llm` must be a table")),
         };
-        a.llm.apply(llm);
+        for (k, x) in file_llm.unwrap_or_default() {
+            llm.entry(k).or_insert(x);
+        }
+        a.llm.apply(&mut llm);
         let endpoint = llm.get("base_url").is_some_and(|u| !u.is_null());
         if endpoint && !params.contains_key("backend") {
             params.insert("backend".into(), Value::String("openai".into()));
+        }
+        if endpoint || had || a.llm.any() {
+            params.insert("llm".into(), Value::Object(llm));
         }
     }
     let what = a.config.as_deref().unwrap_or("compact");

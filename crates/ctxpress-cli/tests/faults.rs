@@ -738,7 +738,8 @@ fn counters(report: &Path) -> std::collections::BTreeMap<String, u64> {
 /// garbage, JSON of the wrong shape, or a summary longer than the input:
 /// `compress --llm-url` falls back to the extractive summaries within the
 /// configured timeout, exits 0, the output is no longer than the input and
-/// expands back byte for byte.
+/// expands back byte for byte. The same for `compact --llm-url`, whose
+/// chunks fall back to the deterministic digest.
 #[test]
 fn llm_endpoint_faults_fall_back_through_the_cli() {
     use stub::{Reply, Stub};
@@ -760,6 +761,14 @@ fn llm_endpoint_faults_fall_back_through_the_cli() {
     let mut toml = String::from_utf8(preset.stdout).unwrap();
     toml.push_str("\n[llm]\nmodel = \"stub\"\ntimeout_ms = 500\nmax_retries = 0\n");
     std::fs::write(&cfg, toml).unwrap();
+    // `compact --config` takes the compactor's parameters; `[llm]` is its
+    // endpoint's (it was ignored).
+    let compact_cfg = d.join("compact.toml");
+    std::fs::write(
+        &compact_cfg,
+        "chunk_tokens = 600\n[llm]\nmodel = \"stub\"\ntimeout_ms = 500\nmax_retries = 0\n",
+    )
+    .unwrap();
     let long = "x".repeat(doc.len() * 2);
     let garbage = "<html>502 bad gateway</html>";
     let shapes: Vec<(&str, Option<Reply>, &str)> = vec![
@@ -817,10 +826,6 @@ fn llm_endpoint_faults_fall_back_through_the_cli() {
             None,
         );
         let took = t.elapsed();
-        if let Some((h, stop)) = reset {
-            stop.store(true, std::sync::atomic::Ordering::Relaxed);
-            h.join().unwrap();
-        }
         assert!(o.status.success(), "{what}: {}", stderr(&o));
         assert!(took < Duration::from_secs(20), "{what}: took {took:?}");
         let c = counters(&report);
@@ -838,5 +843,54 @@ fn llm_endpoint_faults_fall_back_through_the_cli() {
         assert!(o.status.success(), "{what}: {}", stderr(&o));
         assert_eq!(std::fs::read_to_string(&back).unwrap(), doc, "{what}");
         assert!(temps(d).is_empty(), "{what}: {:?}", temps(d));
+        // compact: the deterministic digest stands in for each chunk the
+        // model did not summarize (its `[llm]` in --config: the timeout).
+        let db = d.join(format!("{}.compact.db", what.replace(' ', "-")));
+        let t = Instant::now();
+        let o = run(
+            &[
+                &"compact",
+                &inp,
+                &"--config",
+                &compact_cfg,
+                &"--llm-url",
+                &url,
+                &"--archive",
+                &db,
+                &"-o",
+                &out,
+                &"--stats",
+            ],
+            None,
+        );
+        let took = t.elapsed();
+        assert!(o.status.success(), "compact {what}: {}", stderr(&o));
+        assert!(
+            took < Duration::from_secs(20),
+            "compact {what}: took {took:?}"
+        );
+        let e = stderr(&o);
+        let row: Vec<&str> = e
+            .lines()
+            .find(|l| l.starts_with("llm-faults"))
+            .unwrap_or_else(|| panic!("{e}"))
+            .split_whitespace()
+            .collect();
+        let fallbacks: usize = row[4].parse().unwrap();
+        assert!(fallbacks > 0, "compact {what}: {e}");
+        let written = std::fs::read_to_string(&out).unwrap();
+        assert!(written.len() < doc.len(), "compact {what}: never longer");
+        assert!(!written.contains("xxxxxxxxxx"), "compact {what}");
+        let o = run(&[&"expand", &out, &"--archive", &db, &"-o", &back], None);
+        assert!(o.status.success(), "compact {what}: {}", stderr(&o));
+        assert_eq!(
+            std::fs::read_to_string(&back).unwrap(),
+            doc,
+            "compact {what}"
+        );
+        if let Some((h, stop)) = reset {
+            stop.store(true, std::sync::atomic::Ordering::Relaxed);
+            h.join().unwrap();
+        }
     }
 }
