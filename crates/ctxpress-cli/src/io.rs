@@ -420,9 +420,16 @@ impl Input {
 /// instead of panicking as `print!` does.
 pub fn print_out(s: &str) -> anyhow::Result<()> {
     let mut so = std::io::stdout().lock();
-    so.write_all(s.as_bytes())?;
-    so.flush()?;
-    Ok(())
+    so.write_all(s.as_bytes())
+        .and_then(|()| so.flush())
+        .map_err(stdout_error)
+}
+
+/// A failed write to stdout, named (`stdout: cannot write: ...`; a full
+/// disk under a redirect). The io::Error stays in the chain: a reader that
+/// went away still ends the run quietly.
+pub fn stdout_error(e: std::io::Error) -> anyhow::Error {
+    anyhow::Error::new(e).context("stdout: cannot write")
 }
 
 // ---------------------------------------------------------------------------
@@ -949,7 +956,7 @@ impl Output {
                 match to {
                     None => {
                         let mut so = std::io::stdout().lock();
-                        copy(&mut so)?;
+                        copy(&mut so).map_err(stdout_error)?;
                     }
                     Some((dest, path)) => {
                         // The io::Error stays in the chain: a pipe whose

@@ -823,7 +823,8 @@ fn classify(input: &str, config: Option<&str>) -> Result<ExitCode> {
             if let (Some(id), Some(o)) = (c.id(), v.as_object_mut()) {
                 o.insert("conversation".into(), Value::String(id));
             }
-            std::io::Write::write_all(&mut out, format!("{v}\n").as_bytes())?;
+            std::io::Write::write_all(&mut out, format!("{v}\n").as_bytes())
+                .map_err(io::stdout_error)?;
         }
         Ok(())
     })?;

@@ -46,7 +46,7 @@ pub fn run(a: &SearchArgs) -> Result<ExitCode> {
     let mut out = std::io::stdout().lock();
     for h in &hits {
         let line = if a.json { to_json(h) } else { human(h) };
-        writeln!(out, "{line}")?;
+        writeln!(out, "{line}").map_err(crate::io::stdout_error)?;
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -106,6 +106,49 @@ fn output_to_dev_full_is_a_clear_error_for_every_command() {
     assert_eq!(std::fs::read(&back).unwrap(), before);
 }
 
+/// Stdout redirected to /dev/full, for every command that prints: exit 2
+/// and an error that says stdout could not be written (it said only "No
+/// space left on device"), the input untouched, no temporary file.
+#[cfg(target_os = "linux")]
+#[test]
+fn stdout_on_a_full_disk_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let inp = small_batch(d);
+    let before = std::fs::read(&inp).unwrap();
+    let db = d.join("a.db");
+    let out = d.join("out.jsonl");
+    let o = run(&[&"compress", &inp, &"--archive", &db, &"-o", &out], None);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let runs: Vec<Vec<&dyn AsRef<OsStr>>> = vec![
+        vec![&"compress", &inp],
+        vec![&"expand", &out, &"--archive", &db],
+        vec![&"compact", &inp, &"--archive", &db],
+        vec![&"search", &"error", &"--archive", &db],
+        vec![&"stats", &inp],
+        vec![&"classify", &inp],
+        vec![&"presets"],
+    ];
+    for args in runs {
+        let full = std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/full")
+            .unwrap();
+        let mut cmd = Command::new(BIN);
+        for a in &args {
+            cmd.arg(a);
+        }
+        let o = cmd.stdout(full).output().unwrap();
+        let e = stderr(&o);
+        let what = args[0].as_ref().to_string_lossy().into_owned();
+        assert_eq!(o.status.code(), Some(2), "{what}: {e}");
+        assert!(e.contains("stdout: cannot write"), "{what}: {e}");
+        assert!(e.contains("No space left on device"), "{what}: {e}");
+        assert_eq!(std::fs::read(&inp).unwrap(), before);
+        assert!(temps(d).is_empty(), "{what}: {:?}", temps(d));
+    }
+}
+
 /// An output file on a disk that fills up while it is written (the file
 /// size limit stands in for the full disk): compress and expand exit 2
 /// naming the file, the previous version of the output is left as it was,
