@@ -122,6 +122,21 @@ struct Inner {
     /// The parsed role, worked out on first use (every stage and every
     /// validation asks); reset by `fields_mut`.
     role: OnceLock<Role>,
+    /// What the invariant checker reads, worked out on first use (the
+    /// pipeline validates after every stage; most messages are unchanged);
+    /// reset by `fields_mut`.
+    shape: OnceLock<Shape>,
+}
+
+/// The tool-call pairing facts of a message.
+#[derive(Clone, Debug)]
+struct Shape {
+    /// Ids of [`Message::tool_calls`], in order.
+    call_ids: Vec<Box<str>>,
+    /// Call ids of [`Message::tool_results`], in order.
+    result_ids: Vec<Box<str>>,
+    has_tool_calls: bool,
+    empty: bool,
 }
 
 /// One message. Cloning is cheap (shared until changed).
@@ -143,6 +158,25 @@ impl PartialEq for Message {
     }
 }
 
+/// `map.get(key)`: a scan of the keys for the few-field objects messages
+/// and their blocks are made of (cheaper than hashing the key), a lookup
+/// for larger ones.
+fn get_small<'a>(map: &'a Map<String, Value>, key: &str) -> Option<&'a Value> {
+    if map.len() <= 8 {
+        map.iter().find(|(k, _)| k.as_str() == key).map(|(_, v)| v)
+    } else {
+        map.get(key)
+    }
+}
+
+/// `v.get(key)` for an object `v` (see [`get_small`]); `None` otherwise.
+fn vget<'a>(v: &'a Value, key: &str) -> Option<&'a Value> {
+    match v {
+        Value::Object(m) => get_small(m, key),
+        _ => None,
+    }
+}
+
 fn str_of(v: Option<&Value>) -> Option<&str> {
     v.and_then(Value::as_str)
 }
@@ -154,9 +188,9 @@ pub fn content_text(c: &Value) -> Cow<'_, str> {
         Value::Array(parts) => {
             let texts: Vec<&str> = parts
                 .iter()
-                .filter_map(|p| match p.get("type").and_then(Value::as_str) {
+                .filter_map(|p| match vget(p, "type").and_then(Value::as_str) {
                     Some("text") | Some("input_text") | Some("output_text") | None => {
-                        str_of(p.get("text"))
+                        str_of(vget(p, "text"))
                     }
                     _ => None,
                 })
@@ -172,7 +206,7 @@ pub fn content_text(c: &Value) -> Cow<'_, str> {
 }
 
 fn block_type(b: &Value) -> Option<&str> {
-    b.get("type").and_then(Value::as_str)
+    vget(b, "type").and_then(Value::as_str)
 }
 
 impl Message {
@@ -183,6 +217,7 @@ impl Message {
             raw: None,
             id,
             role: OnceLock::new(),
+            shape: OnceLock::new(),
         }))
     }
 
@@ -193,6 +228,7 @@ impl Message {
             raw: Some(raw),
             id,
             role: OnceLock::new(),
+            shape: OnceLock::new(),
         }))
     }
 
@@ -224,6 +260,7 @@ impl Message {
         let inner = Arc::make_mut(&mut self.0);
         inner.raw = None;
         inner.role = OnceLock::new();
+        inner.shape = OnceLock::new();
         &mut inner.fields
     }
 
@@ -247,18 +284,18 @@ impl Message {
     pub fn role(&self) -> Role {
         self.0
             .role
-            .get_or_init(|| Role::parse(str_of(self.0.fields.get("role")).unwrap_or("")))
+            .get_or_init(|| Role::parse(str_of(get_small(&self.0.fields, "role")).unwrap_or("")))
             .clone()
     }
 
     /// The role as written (empty when missing).
     pub fn role_str(&self) -> &str {
-        str_of(self.0.fields.get("role")).unwrap_or("")
+        str_of(get_small(&self.0.fields, "role")).unwrap_or("")
     }
 
     /// The raw `content` value.
     pub fn content(&self) -> Option<&Value> {
-        self.0.fields.get("content")
+        get_small(&self.0.fields, "content")
     }
 
     /// Text of the message: string content, or its text parts joined by newlines.
@@ -278,17 +315,17 @@ impl Message {
     /// `tool_use` blocks alike, in order.
     pub fn tool_calls(&self) -> Vec<ToolCall<'_>> {
         let mut out = Vec::new();
-        if let Some(Value::Array(calls)) = self.0.fields.get("tool_calls") {
+        if let Some(Value::Array(calls)) = get_small(&self.0.fields, "tool_calls") {
             for c in calls {
-                let f = c.get("function");
-                let args = match f.and_then(|f| f.get("arguments")) {
+                let f = vget(c, "function");
+                let args = match f.and_then(|f| vget(f, "arguments")) {
                     Some(Value::String(s)) => Cow::Borrowed(s.as_str()),
                     Some(v) => Cow::Owned(v.to_string()),
                     None => Cow::Borrowed(""),
                 };
                 out.push(ToolCall {
-                    id: Cow::Borrowed(str_of(c.get("id")).unwrap_or("")),
-                    name: Cow::Borrowed(str_of(f.and_then(|f| f.get("name"))).unwrap_or("")),
+                    id: Cow::Borrowed(str_of(vget(c, "id")).unwrap_or("")),
+                    name: Cow::Borrowed(str_of(f.and_then(|f| vget(f, "name"))).unwrap_or("")),
                     arguments: args,
                 });
             }
@@ -297,10 +334,10 @@ impl Message {
             for b in blocks {
                 if block_type(b) == Some("tool_use") {
                     out.push(ToolCall {
-                        id: Cow::Borrowed(str_of(b.get("id")).unwrap_or("")),
-                        name: Cow::Borrowed(str_of(b.get("name")).unwrap_or("")),
+                        id: Cow::Borrowed(str_of(vget(b, "id")).unwrap_or("")),
+                        name: Cow::Borrowed(str_of(vget(b, "name")).unwrap_or("")),
                         arguments: Cow::Owned(
-                            b.get("input").map(Value::to_string).unwrap_or_default(),
+                            vget(b, "input").map(Value::to_string).unwrap_or_default(),
                         ),
                     });
                 }
@@ -309,9 +346,70 @@ impl Message {
         out
     }
 
+    fn shape(&self) -> &Shape {
+        self.0.shape.get_or_init(|| {
+            let has_tool_calls = self.raw_has_tool_calls();
+            Shape {
+                call_ids: self.raw_tool_call_ids().map(Box::from).collect(),
+                result_ids: self.raw_tool_result_ids().map(Box::from).collect(),
+                has_tool_calls,
+                empty: self.content_empty() && !has_tool_calls,
+            }
+        })
+    }
+
+    /// The ids of [`Message::tool_calls`], in the same order, without
+    /// building the calls (an id that is not a string reads as empty).
+    pub fn tool_call_ids(&self) -> impl Iterator<Item = &str> + '_ {
+        self.shape().call_ids.iter().map(|s| &**s)
+    }
+
+    /// The call ids of [`Message::tool_results`], in the same order, without
+    /// building the results (no result text is joined).
+    pub fn tool_result_ids(&self) -> impl Iterator<Item = &str> + '_ {
+        self.shape().result_ids.iter().map(|s| &**s)
+    }
+
+    fn raw_tool_call_ids(&self) -> impl Iterator<Item = &str> + '_ {
+        let calls: &[Value] = match get_small(&self.0.fields, "tool_calls") {
+            Some(Value::Array(c)) => c,
+            _ => &[],
+        };
+        calls
+            .iter()
+            .map(|c| str_of(vget(c, "id")).unwrap_or(""))
+            .chain(
+                self.blocks_of("tool_use")
+                    .map(|b| str_of(vget(b, "id")).unwrap_or("")),
+            )
+    }
+
+    fn raw_tool_result_ids(&self) -> impl Iterator<Item = &str> + '_ {
+        let single = matches!(self.role(), Role::Tool | Role::Function);
+        let first = single.then(|| {
+            str_of(get_small(&self.0.fields, "tool_call_id"))
+                .or_else(|| str_of(get_small(&self.0.fields, "name")))
+                .unwrap_or("")
+        });
+        let blocks: &[Value] = match self.content() {
+            Some(Value::Array(b)) if !single => b,
+            _ => &[],
+        };
+        first.into_iter().chain(
+            blocks
+                .iter()
+                .filter(|b| block_type(b) == Some("tool_result"))
+                .map(|b| str_of(vget(b, "tool_use_id")).unwrap_or("")),
+        )
+    }
+
     /// True when the message carries at least one tool call.
     pub fn has_tool_calls(&self) -> bool {
-        matches!(self.0.fields.get("tool_calls"), Some(Value::Array(a)) if !a.is_empty())
+        self.shape().has_tool_calls
+    }
+
+    fn raw_has_tool_calls(&self) -> bool {
+        matches!(get_small(&self.0.fields, "tool_calls"), Some(Value::Array(a)) if !a.is_empty())
             || self.blocks_of("tool_use").next().is_some()
     }
 
@@ -328,8 +426,8 @@ impl Message {
     pub fn tool_results(&self) -> Vec<ToolResult<'_>> {
         let mut out = Vec::new();
         if matches!(self.role(), Role::Tool | Role::Function) {
-            let id = str_of(self.0.fields.get("tool_call_id"))
-                .or_else(|| str_of(self.0.fields.get("name")))
+            let id = str_of(get_small(&self.0.fields, "tool_call_id"))
+                .or_else(|| str_of(get_small(&self.0.fields, "name")))
                 .unwrap_or("");
             out.push(ToolResult {
                 call_id: Cow::Borrowed(id),
@@ -340,12 +438,11 @@ impl Message {
         }
         for b in self.blocks_of("tool_result") {
             out.push(ToolResult {
-                call_id: Cow::Borrowed(str_of(b.get("tool_use_id")).unwrap_or("")),
-                text: b
-                    .get("content")
+                call_id: Cow::Borrowed(str_of(vget(b, "tool_use_id")).unwrap_or("")),
+                text: vget(b, "content")
                     .map(content_text)
                     .unwrap_or(Cow::Borrowed("")),
-                is_error: b.get("is_error").and_then(Value::as_bool),
+                is_error: vget(b, "is_error").and_then(Value::as_bool),
             });
         }
         out
@@ -383,11 +480,11 @@ impl Message {
             }
             _ => {}
         }
-        if let Some(Value::Array(calls)) = self.0.fields.get("tool_calls") {
+        if let Some(Value::Array(calls)) = get_small(&self.0.fields, "tool_calls") {
             for c in calls {
-                if let Some(f) = c.get("function") {
-                    n += str_of(f.get("name")).map_or(0, |s| s.chars().count());
-                    n += match f.get("arguments") {
+                if let Some(f) = vget(c, "function") {
+                    n += str_of(vget(f, "name")).map_or(0, |s| s.chars().count());
+                    n += match vget(f, "arguments") {
                         Some(Value::String(s)) => s.chars().count(),
                         Some(v) => v.to_string().chars().count(),
                         None => 0,
@@ -458,14 +555,14 @@ impl Message {
         }
         let has = self
             .blocks_of("tool_result")
-            .any(|b| str_of(b.get("tool_use_id")) == Some(call_id));
+            .any(|b| str_of(vget(b, "tool_use_id")) == Some(call_id));
         if !has {
             return false;
         }
         if let Some(Value::Array(blocks)) = self.fields_mut().get_mut("content") {
             for b in blocks.iter_mut() {
                 if block_type(b) == Some("tool_result")
-                    && str_of(b.get("tool_use_id")) == Some(call_id)
+                    && str_of(vget(b, "tool_use_id")) == Some(call_id)
                 {
                     if let Some(obj) = b.as_object_mut() {
                         obj.insert("content".into(), Value::String(text));
@@ -500,7 +597,7 @@ impl Message {
             return false;
         };
         let is_openai = matches!(
-            self.0.fields.get("tool_calls"),
+            get_small(&self.0.fields, "tool_calls"),
             Some(Value::Array(a)) if pos < a.len()
         );
         let fields = self.fields_mut();
@@ -532,7 +629,9 @@ impl Message {
             };
             blocks
                 .iter_mut()
-                .find(|b| block_type(b) == Some("tool_use") && str_of(b.get("id")) == Some(call_id))
+                .find(|b| {
+                    block_type(b) == Some("tool_use") && str_of(vget(b, "id")) == Some(call_id)
+                })
                 .and_then(|b| b.get_mut("input"))
                 .is_some_and(|input| set(input, key, value))
         }
@@ -558,7 +657,7 @@ impl Message {
         if !parsed.get(key).is_some_and(Value::is_string) {
             return false;
         }
-        let n_openai = match self.0.fields.get("tool_calls") {
+        let n_openai = match get_small(&self.0.fields, "tool_calls") {
             Some(Value::Array(a)) => a.len(),
             _ => 0,
         };
@@ -625,7 +724,7 @@ impl Message {
         let fields = self.fields_mut();
         let mut empty = false;
         if let Some(Value::Array(calls)) = fields.get_mut("tool_calls") {
-            calls.retain(|c| !str_of(c.get("id")).is_some_and(|id| ids.contains(id)));
+            calls.retain(|c| !str_of(vget(c, "id")).is_some_and(|id| ids.contains(id)));
             empty = calls.is_empty();
         }
         if empty {
@@ -634,7 +733,7 @@ impl Message {
         if let Some(Value::Array(blocks)) = fields.get_mut("content") {
             blocks.retain(|b| {
                 !(block_type(b) == Some("tool_use")
-                    && str_of(b.get("id")).is_some_and(|id| ids.contains(id)))
+                    && str_of(vget(b, "id")).is_some_and(|id| ids.contains(id)))
             });
         }
     }
@@ -643,14 +742,14 @@ impl Message {
     pub fn remove_tool_results(&mut self, ids: &HashSet<&str>) {
         if !self
             .blocks_of("tool_result")
-            .any(|b| str_of(b.get("tool_use_id")).is_some_and(|id| ids.contains(id)))
+            .any(|b| str_of(vget(b, "tool_use_id")).is_some_and(|id| ids.contains(id)))
         {
             return;
         }
         if let Some(Value::Array(blocks)) = self.fields_mut().get_mut("content") {
             blocks.retain(|b| {
                 !(block_type(b) == Some("tool_result")
-                    && str_of(b.get("tool_use_id")).is_some_and(|id| ids.contains(id)))
+                    && str_of(vget(b, "tool_use_id")).is_some_and(|id| ids.contains(id)))
             });
         }
     }
@@ -658,32 +757,35 @@ impl Message {
     /// True when the message has nothing left a provider would accept as content:
     /// no text, no tool calls, no tool results, no other blocks.
     pub fn is_empty(&self) -> bool {
-        let content_empty = match self.content() {
+        self.shape().empty
+    }
+
+    fn content_empty(&self) -> bool {
+        match self.content() {
             None | Some(Value::Null) => true,
             Some(Value::String(s)) => s.trim().is_empty(),
             Some(Value::Array(b)) => b.iter().all(|b| {
                 block_type(b) == Some("text")
-                    && str_of(b.get("text")).is_none_or(|t| t.trim().is_empty())
+                    && str_of(vget(b, "text")).is_none_or(|t| t.trim().is_empty())
             }),
             _ => false,
-        };
-        content_empty && !self.has_tool_calls()
+        }
     }
 }
 
 fn block_size(b: &Value) -> usize {
     match block_type(b) {
         Some("tool_use") => {
-            str_of(b.get("name")).map_or(0, |s| s.chars().count())
-                + b.get("input").map_or(0, |v| v.to_string().chars().count())
+            str_of(vget(b, "name")).map_or(0, |s| s.chars().count())
+                + vget(b, "input").map_or(0, |v| v.to_string().chars().count())
         }
-        Some("tool_result") => match b.get("content") {
+        Some("tool_result") => match vget(b, "content") {
             Some(Value::String(s)) => s.chars().count(),
             Some(Value::Array(inner)) => inner.iter().map(block_size).sum(),
             _ => 0,
         },
-        Some("thinking") => str_of(b.get("thinking")).map_or(0, |s| s.chars().count()),
-        _ => str_of(b.get("text")).map_or(0, |s| s.chars().count()),
+        Some("thinking") => str_of(vget(b, "thinking")).map_or(0, |s| s.chars().count()),
+        _ => str_of(vget(b, "text")).map_or(0, |s| s.chars().count()),
     }
 }
 

@@ -61,6 +61,44 @@ fn v(index: usize, kind: ViolationKind, detail: impl Into<String>) -> Violation 
     }
 }
 
+/// A set of call ids: a list while small (most messages carry a few calls),
+/// hashed beyond that.
+#[derive(Default)]
+struct Ids<'a> {
+    list: Vec<&'a str>,
+    set: Option<HashSet<&'a str>>,
+}
+
+impl<'a> Ids<'a> {
+    const SMALL: usize = 16;
+
+    fn contains(&self, id: &str) -> bool {
+        match &self.set {
+            Some(s) => s.contains(id),
+            None => self.list.contains(&id),
+        }
+    }
+
+    /// Add `id`; false when it was there already.
+    fn insert(&mut self, id: &'a str) -> bool {
+        if self.contains(id) {
+            return false;
+        }
+        match &mut self.set {
+            Some(s) => {
+                s.insert(id);
+            }
+            None => {
+                self.list.push(id);
+                if self.list.len() > Self::SMALL {
+                    self.set = Some(self.list.drain(..).collect());
+                }
+            }
+        }
+        true
+    }
+}
+
 fn validate_openai(conv: &Conversation) -> Vec<Violation> {
     let msgs = &conv.messages;
     let mut out = Vec::new();
@@ -72,37 +110,32 @@ fn validate_openai(conv: &Conversation) -> Vec<Violation> {
             out.push(v(i, ViolationKind::IllegalRole, r.clone()));
         }
         if role == Role::Assistant && m.has_tool_calls() {
-            let want: Vec<String> = m.tool_calls().iter().map(|c| c.id.to_string()).collect();
-            let want_set: HashSet<&str> = want.iter().map(String::as_str).collect();
-            let mut got: HashSet<String> = HashSet::new();
+            let want: Vec<&str> = m.tool_call_ids().collect();
+            let mut want_set = Ids::default();
+            for id in &want {
+                want_set.insert(id);
+            }
+            let mut got = Ids::default();
             let mut j = i + 1;
             while j < msgs.len() && msgs[j].role() == Role::Tool {
-                let id = msgs[j]
-                    .tool_results()
-                    .first()
-                    .map(|r| r.call_id.to_string())
-                    .unwrap_or_default();
-                if !want_set.contains(id.as_str()) {
+                let id = msgs[j].tool_result_ids().next().unwrap_or_default();
+                if !want_set.contains(id) {
                     out.push(v(j, ViolationKind::OrphanResult, id));
-                } else if !got.insert(id.clone()) {
+                } else if !got.insert(id) {
                     out.push(v(j, ViolationKind::DuplicateResult, id));
                 }
                 j += 1;
             }
             for id in &want {
                 if !got.contains(id) {
-                    out.push(v(i, ViolationKind::MissingResult, id.clone()));
+                    out.push(v(i, ViolationKind::MissingResult, *id));
                 }
             }
             i = j;
             continue;
         }
         if role == Role::Tool {
-            let id = m
-                .tool_results()
-                .first()
-                .map(|r| r.call_id.to_string())
-                .unwrap_or_default();
+            let id = m.tool_result_ids().next().unwrap_or_default();
             out.push(v(i, ViolationKind::OrphanResult, id));
         } else if m.is_empty() && role == Role::Assistant {
             out.push(v(i, ViolationKind::EmptyMessage, role.as_str()));
@@ -124,35 +157,37 @@ fn validate_anthropic(conv: &Conversation) -> Vec<Violation> {
             out.push(v(i, ViolationKind::EmptyMessage, role.as_str()));
         }
         // Results must answer the calls of the message right before.
-        let results = m.tool_results();
-        if !results.is_empty() {
-            let prev: HashSet<String> = match i.checked_sub(1).map(|p| &msgs[p]) {
-                Some(p) if p.role() == Role::Assistant => {
-                    p.tool_calls().iter().map(|c| c.id.to_string()).collect()
+        let mut results = m.tool_result_ids().peekable();
+        if results.peek().is_some() {
+            let mut prev = Ids::default();
+            if let Some(p) = i.checked_sub(1).map(|p| &msgs[p])
+                && p.role() == Role::Assistant
+            {
+                for id in p.tool_call_ids() {
+                    prev.insert(id);
                 }
-                _ => HashSet::new(),
-            };
-            let mut seen = HashSet::new();
-            for r in &results {
-                if !prev.contains(r.call_id.as_ref()) {
-                    out.push(v(i, ViolationKind::OrphanResult, r.call_id.to_string()));
-                } else if !seen.insert(r.call_id.to_string()) {
-                    out.push(v(i, ViolationKind::DuplicateResult, r.call_id.to_string()));
+            }
+            let mut seen = Ids::default();
+            for id in results {
+                if !prev.contains(id) {
+                    out.push(v(i, ViolationKind::OrphanResult, id));
+                } else if !seen.insert(id) {
+                    out.push(v(i, ViolationKind::DuplicateResult, id));
                 }
             }
         }
         if role == Role::Assistant && m.has_tool_calls() {
-            let answered: HashSet<String> = match msgs.get(i + 1) {
-                Some(n) if n.role() == Role::User => n
-                    .tool_results()
-                    .iter()
-                    .map(|r| r.call_id.to_string())
-                    .collect(),
-                _ => HashSet::new(),
-            };
-            for c in m.tool_calls() {
-                if !answered.contains(c.id.as_ref()) {
-                    out.push(v(i, ViolationKind::MissingResult, c.id.to_string()));
+            let mut answered = Ids::default();
+            if let Some(n) = msgs.get(i + 1)
+                && n.role() == Role::User
+            {
+                for id in n.tool_result_ids() {
+                    answered.insert(id);
+                }
+            }
+            for id in m.tool_call_ids() {
+                if !answered.contains(id) {
+                    out.push(v(i, ViolationKind::MissingResult, id));
                 }
             }
         }
