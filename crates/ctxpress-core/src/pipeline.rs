@@ -9,6 +9,7 @@ use crate::strategy::{BuiltStrategy, StageContext, StageOutcome};
 use crate::tokens::count_message;
 use crate::validate::{introduces_violations, validate};
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::time::Instant;
 
 /// What became of a stage.
@@ -138,15 +139,59 @@ pub struct Pipeline {
     pub stages: Vec<Stage>,
 }
 
+/// FxHash-style hasher for the measure's maps (message ids and allocation
+/// addresses): they are rebuilt after every stage, and SipHash's strength
+/// buys nothing for keys a stage cannot choose.
+#[derive(Default, Clone, Copy)]
+struct FastHasher(u64);
+
+impl FastHasher {
+    const K: u64 = 0xf135_7aea_2e62_a9c5;
+
+    fn add(&mut self, word: u64) {
+        self.0 = (self.0 ^ word).wrapping_mul(Self::K);
+    }
+}
+
+impl Hasher for FastHasher {
+    fn finish(&self) -> u64 {
+        self.0.rotate_left(26)
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        let mut chunks = bytes.chunks_exact(8);
+        for c in &mut chunks {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(c);
+            self.add(u64::from_le_bytes(w));
+        }
+        let rest = chunks.remainder();
+        if !rest.is_empty() {
+            let mut w = [0u8; 8];
+            if let Some(dst) = w.get_mut(..rest.len()) {
+                dst.copy_from_slice(rest);
+            }
+            self.add(u64::from_le_bytes(w) ^ ((rest.len() as u64) << 59));
+        }
+    }
+    fn write_u8(&mut self, n: u8) {
+        self.add(u64::from(n));
+    }
+    fn write_usize(&mut self, n: usize) {
+        self.add(n as u64);
+    }
+}
+
+type FastMap<K, V> = HashMap<K, V, BuildHasherDefault<FastHasher>>;
+
 #[derive(Clone)]
 struct Measure {
     messages: usize,
     tokens: usize,
     chars: usize,
-    sizes: HashMap<MessageId, usize>,
+    sizes: FastMap<MessageId, usize>,
     /// (tokens, size) of each measured message by [`Message::share_key`];
     /// the clone keeps the key's allocation alive, so a key is never reused.
-    memo: HashMap<usize, (Message, usize, usize)>,
+    memo: FastMap<usize, (Message, usize, usize)>,
 }
 
 /// Measure `conv`; messages a stage left untouched (still shared with the
@@ -154,8 +199,8 @@ struct Measure {
 fn measure(conv: &Conversation, ctx: &StageContext, prev: Option<&Measure>) -> Measure {
     let mut tokens = 0;
     let mut chars = 0;
-    let mut sizes = HashMap::with_capacity(conv.messages.len());
-    let mut memo = HashMap::with_capacity(conv.messages.len());
+    let mut sizes = FastMap::with_capacity_and_hasher(conv.messages.len(), Default::default());
+    let mut memo = FastMap::with_capacity_and_hasher(conv.messages.len(), Default::default());
     for m in &conv.messages {
         let key = m.share_key();
         let (t, n) = match prev.and_then(|p| p.memo.get(&key)) {
