@@ -9,6 +9,29 @@
 //! with a bounded number of candidates, so the work is linear in the input.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+
+/// Hasher for keys that are line hashes already (xxh3): the key is its own
+/// hash, so the maps of [`similar_pairs`] skip SipHash.
+#[derive(Default, Clone, Copy)]
+struct LineHashHasher(u64);
+
+impl Hasher for LineHashHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(b);
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n;
+    }
+}
+
+/// A map keyed by line hashes.
+type LineMap<V> = HashMap<u64, V, BuildHasherDefault<LineHashHasher>>;
 
 /// The normalized line set of one text.
 #[derive(Debug, Clone, Default)]
@@ -121,13 +144,14 @@ impl UnionFind {
 /// above `limits.threshold` that candidate generation finds, plus the number
 /// of similarity computations made.
 pub fn similar_pairs(sets: &[LineSet], limits: Limits) -> (Vec<(usize, usize, f64)>, u64) {
-    let mut df: HashMap<u64, u32> = HashMap::new();
+    let mut df: LineMap<u32> = LineMap::default();
+    df.reserve(sets.iter().map(|s| s.sorted.len()).sum());
     for s in sets {
         for h in &s.sorted {
             *df.entry(*h).or_default() += 1;
         }
     }
-    let mut index: HashMap<u64, std::collections::VecDeque<usize>> = HashMap::new();
+    let mut index: LineMap<std::collections::VecDeque<usize>> = LineMap::default();
     let mut seen: Vec<usize> = vec![usize::MAX; sets.len()];
     let mut pairs = Vec::new();
     let mut comparisons = 0u64;
