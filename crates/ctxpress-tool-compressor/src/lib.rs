@@ -358,35 +358,105 @@ fn act_keys(name: &str, op: Option<&Operation>) -> Vec<String> {
     keys
 }
 
-/// Occurrences of every term in the conversation: message text, tool results
-/// and tool-call names and (decoded) arguments.
 /// Occurrences of each term in the conversation.
 type TermCounts = HashMap<String, u32>;
 
-fn term_counts(conv: &Conversation) -> TermCounts {
-    let mut counts = TermCounts::default();
-    let mut add = |text: &str, escaped: bool| {
-        lines::for_each_term(text, escaped, |t| match counts.get_mut(t) {
+/// The terms of one result text as the conversation-wide scan found them:
+/// the text's length and the byte range of each occurrence, in order.
+type Spans = (usize, Vec<(usize, usize)>);
+
+/// The information check's state: the conversation's term counts, and the
+/// term occurrences of each candidate's result text (by message index and
+/// call id), recorded by the scan that counted them so that
+/// [`ToolCompressor::settle`] does not scan the text again.
+struct Terms<'c> {
+    counts: TermCounts,
+    spans: HashMap<(usize, &'c str), Spans>,
+}
+
+/// Count the terms of `text` into `counts`; with `rec`, also record where
+/// each occurrence is.
+fn count_terms(
+    counts: &mut TermCounts,
+    text: &str,
+    escaped: bool,
+    mut rec: Option<&mut Vec<(usize, usize)>>,
+) {
+    let base = text.as_ptr() as usize;
+    lines::for_each_term(text, escaped, |t| {
+        if let Some(r) = rec.as_deref_mut() {
+            let a = t.as_ptr() as usize - base;
+            r.push((a, a + t.len()));
+        }
+        match counts.get_mut(t) {
             Some(n) => *n += 1,
             None => {
                 counts.insert(t.to_string(), 1);
             }
-        });
+        }
+    });
+}
+
+/// Occurrences of every term in the conversation: message text, tool results
+/// and tool-call names and (decoded) arguments; with where the terms of the
+/// result text of each of `cands` are.
+fn term_counts<'c>(conv: &Conversation, cands: &'c [Candidate]) -> Terms<'c> {
+    let mut wanted: HashMap<usize, Vec<&'c str>> = HashMap::new();
+    for c in cands {
+        wanted.entry(c.msg).or_default().push(c.call_id.as_str());
+    }
+    let mut counts = TermCounts::default();
+    let mut spans: HashMap<(usize, &'c str), Spans> = HashMap::new();
+    // The recording slot for the result answering `id` in message `i`, when
+    // a candidate wants it and no earlier result of the message took it.
+    let mut slot = |i: usize, id: &str, len: usize| -> Option<(usize, &'c str)> {
+        let want = wanted.get(&i)?.iter().copied().find(|w| *w == id)?;
+        let key = (i, want);
+        if spans.contains_key(&key) {
+            return None;
+        }
+        spans.insert(key, (len, Vec::new()));
+        Some(key)
     };
-    for m in &conv.messages {
-        add(&m.text(), false);
-        if !matches!(m.role(), Role::Tool | Role::Function) {
+    let mut recorded = Vec::new();
+    for (i, m) in conv.messages.iter().enumerate() {
+        let text = m.text();
+        let tool_role = matches!(m.role(), Role::Tool | Role::Function);
+        // A tool message's text is its one result's text.
+        let key = if tool_role {
+            m.tool_result_ids()
+                .next()
+                .and_then(|id| slot(i, id, text.len()))
+        } else {
+            None
+        };
+        let mut rec = Vec::new();
+        count_terms(&mut counts, &text, false, key.map(|_| &mut rec));
+        if let Some(k) = key {
+            recorded.push((k, rec));
+        }
+        if !tool_role {
             for r in m.tool_results() {
-                add(&r.text, false);
+                let key = slot(i, &r.call_id, r.text.len());
+                let mut rec = Vec::new();
+                count_terms(&mut counts, &r.text, false, key.map(|_| &mut rec));
+                if let Some(k) = key {
+                    recorded.push((k, rec));
+                }
             }
         }
         for c in m.tool_calls() {
-            add(&c.name, false);
+            count_terms(&mut counts, &c.name, false, None);
             // Raw JSON: escapes separate terms, so no need to decode it.
-            add(&c.arguments, true);
+            count_terms(&mut counts, &c.arguments, true, None);
         }
     }
-    counts
+    for (k, rec) in recorded {
+        if let Some(s) = spans.get_mut(&k) {
+            s.1 = rec;
+        }
+    }
+    Terms { counts, spans }
 }
 
 fn occurrences(text: &str) -> HashMap<&str, u32> {
@@ -590,7 +660,7 @@ impl ToolCompressor {
         conv: &mut Conversation,
         c: &Candidate,
         limits: &Limits,
-        terms: Option<&mut TermCounts>,
+        terms: Option<&mut Terms<'_>>,
         ctx: &StageContext,
         measure: bool,
     ) -> Attempt {
@@ -616,7 +686,18 @@ impl ToolCompressor {
                 text
             };
             let mut s = summarize(c.kind, &subject, body, limits);
-            self.settle(text, &mut s, terms).map(|saved| (s, saved))
+            // Tried once, before its result changes: the scan's record of
+            // the text's terms still holds.
+            let (counts, spans) = match terms {
+                Some(Terms { counts, spans }) => (Some(counts), Some(&*spans)),
+                None => (None, None),
+            };
+            let spans = spans
+                .and_then(|sp| sp.get(&(c.msg, c.call_id.as_str())))
+                .filter(|sp| sp.0 == text.len())
+                .map(|sp| &sp.1[..]);
+            self.settle(text, spans, &mut s, counts)
+                .map(|saved| (s, saved))
         };
         let (s, saved) = match summarized {
             Ok(x) => x,
@@ -634,7 +715,7 @@ impl ToolCompressor {
         conv: &mut Conversation,
         c: &InputCandidate,
         limits: &Limits,
-        terms: Option<&mut TermCounts>,
+        terms: Option<&mut Terms<'_>>,
         ctx: &StageContext,
         measure: bool,
     ) -> Attempt {
@@ -653,7 +734,7 @@ impl ToolCompressor {
             return Attempt::Skipped;
         };
         let mut s = summarize_input(&c.subject, text, limits);
-        let saved = match self.settle(text, &mut s, terms) {
+        let saved = match self.settle(text, None, &mut s, terms.map(|t| &mut t.counts)) {
             Ok(n) => n,
             Err(a) => return a,
         };
@@ -674,9 +755,13 @@ impl ToolCompressor {
     /// (`terms`), append the `names:` line (the terms only `text` holds, up
     /// to `max_names`), reject a summary that would still drop too many, and
     /// update the term counts. Returns the characters saved, or why not.
+    ///
+    /// `spans`, when given, are the byte ranges of the terms of `text` in
+    /// order (what [`lines::for_each_term`] finds in it), found earlier.
     fn settle(
         &self,
         text: &str,
+        spans: Option<&[(usize, usize)]>,
         s: &mut String,
         terms: Option<&mut TermCounts>,
     ) -> Result<usize, Attempt> {
@@ -693,13 +778,20 @@ impl ToolCompressor {
             // first appearance.
             let mut orig: HashMap<&str, u32> = HashMap::new();
             let mut order: Vec<&str> = Vec::new();
-            lines::for_each_term(text, false, |t| match orig.get_mut(t) {
+            let visit = |t| match orig.get_mut(t) {
                 Some(n) => *n += 1,
                 None => {
                     orig.insert(t, 1);
                     order.push(t);
                 }
-            });
+            };
+            match spans {
+                Some(sp) => sp
+                    .iter()
+                    .filter_map(|&(a, b)| text.get(a..b))
+                    .for_each(visit),
+                None => lines::for_each_term(text, false, visit),
+            }
             let summ = occurrences(s);
             let mut names: Vec<&str> = Vec::new();
             let mut lost = 0usize;
@@ -763,7 +855,7 @@ impl ToolCompressor {
             return counts;
         }
         let limits = self.cfg.limits();
-        let mut terms = (self.cfg.chars_per_lost_term > 0).then(|| term_counts(conv));
+        let mut terms = (self.cfg.chars_per_lost_term > 0).then(|| term_counts(conv, &cands));
         // Results oldest first, then write inputs oldest first.
         let items = cands
             .iter()
@@ -815,7 +907,7 @@ impl ToolCompressor {
         conv: &mut Conversation,
         item: Item<'_>,
         limits: &Limits,
-        terms: Option<&mut TermCounts>,
+        terms: Option<&mut Terms<'_>>,
         ctx: &StageContext,
         measure: bool,
     ) -> Attempt {
