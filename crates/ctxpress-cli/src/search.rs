@@ -1,7 +1,7 @@
 //! `ctxpress search`: full-text search over an archive's stored originals.
 
 use crate::usage;
-use anyhow::{Context, Result};
+use anyhow::Result;
 use ctxpress::store::Hit;
 use serde_json::json;
 use std::io::Write;
@@ -38,7 +38,8 @@ pub fn run(a: &SearchArgs) -> Result<ExitCode> {
     let arch = crate::open_sqlite(&a.archive)?;
     let hits = arch
         .search(&a.query, a.conversation.as_deref(), a.limit)
-        .with_context(|| format!("{}: cannot search the archive", a.archive))?;
+        // The store error's text only: its chain repeats SQLite's message.
+        .map_err(|e| usage(format!("{}: cannot search the archive: {e}", a.archive)))?;
     if hits.is_empty() {
         eprintln!("no matches");
         return Ok(ExitCode::from(1));

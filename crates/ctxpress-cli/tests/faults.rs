@@ -509,6 +509,98 @@ fn corrupted_archives_are_named_and_never_rewritten() {
     }
 }
 
+/// Damaged pages inside a real archive (64 bytes overwritten at offsets
+/// all over the file): expand either fails naming the archive or restores
+/// the input exactly (the texts are checked against their hashes), never a
+/// wrong message; search fails naming it or answers; compress fails naming
+/// it or succeeds, and its output then expands exactly.
+#[test]
+fn damaged_pages_in_the_archive_never_give_a_wrong_message() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let inp = small_batch(d);
+    let before = std::fs::read(&inp).unwrap();
+    let good = d.join("good.db");
+    let compressed = d.join("compressed.jsonl");
+    let o = run(
+        &[&"compress", &inp, &"--archive", &good, &"-o", &compressed],
+        None,
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let real = std::fs::read(&good).unwrap();
+    let db = d.join("damaged.db");
+    let out = d.join("out.jsonl");
+    let (mut failed, mut restored) = (0, 0);
+    for k in 1..24 {
+        let at = real.len() * k / 24;
+        let mut bytes = real.clone();
+        for (i, b) in bytes[at..(at + 64).min(real.len())].iter_mut().enumerate() {
+            *b = b.wrapping_mul(31).wrapping_add(i as u8 + 7);
+        }
+        std::fs::write(&db, &bytes).unwrap();
+        let o = run(
+            &[&"expand", &compressed, &"--archive", &db, &"-o", &out],
+            None,
+        );
+        if o.status.success() {
+            assert!(
+                std::fs::read(&out).unwrap() == before,
+                "a wrong message at {at}"
+            );
+            restored += 1;
+        } else {
+            assert_fails_naming(&o, &db, &[]);
+            assert!(!out.exists());
+            failed += 1;
+        }
+        let _ = std::fs::remove_file(&out);
+        let o = run(&[&"search", &"error", &"--archive", &db], None);
+        if !o.status.success() {
+            assert_fails_naming(&o, &db, &[]);
+            let e = stderr(&o);
+            assert!(
+                !e.contains("malformed: database disk image is malformed"),
+                "{e}"
+            );
+        }
+        let o = run(&[&"compress", &inp, &"--archive", &db, &"-o", &out], None);
+        if o.status.success() {
+            let back = d.join("back.jsonl");
+            let o = run(&[&"expand", &out, &"--archive", &db, &"-o", &back], None);
+            if o.status.success() {
+                assert!(std::fs::read(&back).unwrap() == before, "at {at}");
+            } else {
+                assert_fails_naming(&o, &db, &[]);
+            }
+            let _ = std::fs::remove_file(&back);
+        } else {
+            assert_fails_naming(&o, &db, &[]);
+            assert!(!out.exists());
+        }
+        let _ = std::fs::remove_file(&out);
+        assert!(temps(d).is_empty(), "{:?}", temps(d));
+        for side in ["damaged.db-wal", "damaged.db-shm"] {
+            let _ = std::fs::remove_file(d.join(side));
+        }
+    }
+    assert!(
+        failed > 0 && restored > 0,
+        "{failed} failed, {restored} restored"
+    );
+    // The second half garbage: the query fails, named once (SQLite's
+    // message was repeated three times).
+    let mut bytes = real.clone();
+    let half = bytes.len() / 2;
+    for (i, b) in bytes[half..].iter_mut().enumerate() {
+        *b = (i as u8).wrapping_mul(37).wrapping_add(11);
+    }
+    std::fs::write(&db, &bytes).unwrap();
+    let o = run(&[&"search", &"error", &"--archive", &db], None);
+    assert_fails_naming(&o, &db, &["cannot search the archive"]);
+    let e = stderr(&o);
+    assert_eq!(e.matches("malformed").count(), 1, "{e}");
+}
+
 /// A WAL file left beside a good archive (a killed run's, or garbage):
 /// SQLite ignores one whose checksums do not hold, so expand still restores
 /// the input byte for byte and the archive file is unchanged.
