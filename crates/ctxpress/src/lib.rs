@@ -17,6 +17,7 @@
 pub mod config;
 pub mod presets;
 pub mod restore;
+pub mod session;
 pub mod stats;
 
 /// The README's Rust code blocks, compiled and run as doc tests (its shell
@@ -33,6 +34,7 @@ pub use ctxpress_core::{
 };
 pub use presets::{PRESETS, Preset, preset};
 pub use restore::{looks_generated, unrestored};
+pub use session::{Session, TurnReport};
 pub use stats::Stats;
 
 pub use ctxpress_classifier as classifier;
@@ -272,6 +274,11 @@ impl Compressor {
         self
     }
 
+    /// The token counter in force.
+    pub fn counter(&self) -> &Arc<dyn TokenCounter> {
+        &self.ctx.counter
+    }
+
     /// The pipeline.
     pub fn pipeline(&self) -> &Pipeline {
         &self.pipeline
@@ -285,8 +292,10 @@ impl Compressor {
                 && self.ladder.iter().any(|r| r.pipeline.needs_async()))
     }
 
-    /// Compress in place and archive the originals when an archive is set.
-    /// With a window or budget, the report's `budget` says whether it fits.
+    /// Compress in place and archive the originals when an archive is set
+    /// (when that fails, the error is returned and the conversation is left
+    /// as it was). With a window or budget, the report's `budget` says
+    /// whether it fits.
     /// A pipeline of sync stages runs through the async path without a
     /// runtime: every step is ready at once.
     pub fn compress(&self, conv: &mut Conversation) -> Result<Report, Error> {
@@ -296,7 +305,8 @@ impl Compressor {
         ready(self.compress_async(conv)).ok_or(Error::NeedsAsync)?
     }
 
-    /// Compress in place, awaiting async stages.
+    /// Compress in place, awaiting async stages. On an error (the archive
+    /// cannot be written) the conversation is left as it was.
     pub async fn compress_async(&self, conv: &mut Conversation) -> Result<Report, Error> {
         let input = conv.clone();
         let report = match self.window.limits() {
@@ -313,7 +323,12 @@ impl Compressor {
             }
             None => self.pipeline.run_async(conv, &self.ctx).await,
         };
-        self.archive(&input, conv)?;
+        if let Err(e) = self.archive(&input, conv) {
+            // Its originals are archived nowhere: hand back the conversation
+            // as it was, never one that lost them.
+            *conv = input;
+            return Err(e);
+        }
         Ok(report)
     }
 

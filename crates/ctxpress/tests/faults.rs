@@ -243,3 +243,39 @@ async fn secrets_never_reach_the_model_and_stay_in_the_output() {
         assert!(text.contains(s), "{s} is not in the output: {text}");
     }
 }
+
+/// An archive that cannot be written (a full disk, a read-only file).
+struct FullArchive;
+
+impl ctxpress::Archive for FullArchive {
+    fn put(&self, _: &[ctxpress::core::Record]) -> Result<(), ctxpress::core::ArchiveError> {
+        Err(ctxpress::core::ArchiveError::Backend(
+            "sqlite: database or disk is full".into(),
+        ))
+    }
+    fn get(&self, _: &str) -> Result<Option<Vec<String>>, ctxpress::core::ArchiveError> {
+        Ok(None)
+    }
+}
+
+/// The archive fails after the stages ran: `compress` returns the error and
+/// leaves the conversation as it was (it used to hand back the compressed
+/// one, whose originals were archived nowhere: an application that kept it
+/// after the error had lost them).
+#[test]
+fn an_archive_that_cannot_be_written_leaves_the_conversation_as_it_was() {
+    let doc = session(&[]);
+    let input = Conversation::parse(&doc).unwrap();
+    let c = Compressor::from_config(&ctxpress::preset("chat").unwrap())
+        .unwrap()
+        .with_archive(Some(Arc::new(FullArchive)));
+    let mut conv = input.clone();
+    let e = c.compress(&mut conv).unwrap_err();
+    assert!(e.to_string().contains("disk is full"), "{e}");
+    assert_eq!(conv.to_json_string(), doc);
+    // Without the archive the same run compresses.
+    let c = Compressor::from_config(&ctxpress::preset("chat").unwrap()).unwrap();
+    let mut conv = input.clone();
+    c.compress(&mut conv).unwrap();
+    assert!(conv.to_json_string().len() < doc.len());
+}
