@@ -300,6 +300,18 @@ fn open_archive(path: &str) -> Result<Arc<dyn ctxpress::Archive>> {
 /// removed, so a failed run leaves nothing behind; files that were there
 /// are never touched.
 pub(crate) fn open_sqlite(path: &str) -> Result<ctxpress::store::SqliteArchive> {
+    // A device or a folder is no archive: SQLite would put its journal
+    // beside it (`/dev/full-journal`) before failing.
+    if let Ok(md) = std::fs::metadata(path)
+        && !md.is_file()
+    {
+        let what = if md.is_dir() {
+            "a folder"
+        } else {
+            "not a regular file"
+        };
+        return Err(usage(format!("{path}: {what}, not an archive")));
+    }
     let files: Vec<String> = ["", "-wal", "-shm", "-journal"]
         .iter()
         .map(|ext| format!("{path}{ext}"))

@@ -601,6 +601,34 @@ fn damaged_pages_in_the_archive_never_give_a_wrong_message() {
     assert_eq!(e.matches("malformed").count(), 1, "{e}");
 }
 
+/// A device named as the archive (`--archive /dev/full`, `/dev/null`): exit
+/// 2 naming it, and nothing made beside it (SQLite left `/dev/full-journal`
+/// behind).
+#[cfg(target_os = "linux")]
+#[test]
+fn a_device_is_no_archive_and_nothing_is_made_beside_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let inp = small_batch(d);
+    let compressed = d.join("compressed.jsonl");
+    std::fs::copy(&inp, &compressed).unwrap();
+    let out = d.join("out.jsonl");
+    for dev in ["/dev/full", "/dev/null"] {
+        let db = PathBuf::from(dev);
+        for (cmd, args) in archive_commands(&inp, &compressed, &db, &out) {
+            let o = run(&args, None);
+            assert_fails_naming(&o, &db, &[]);
+            assert!(!out.exists(), "{cmd} {dev}: no output");
+            for ext in ["-journal", "-wal", "-shm"] {
+                let side = format!("{dev}{ext}");
+                let made = Path::new(&side).exists();
+                let _ = std::fs::remove_file(&side);
+                assert!(!made, "{cmd} made {side}");
+            }
+        }
+    }
+}
+
 /// A WAL file left beside a good archive (a killed run's, or garbage):
 /// SQLite ignores one whose checksums do not hold, so expand still restores
 /// the input byte for byte and the archive file is unchanged.
