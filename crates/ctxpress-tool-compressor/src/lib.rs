@@ -773,6 +773,17 @@ impl ToolCompressor {
         if bare >= before || bare > max_after {
             return Err(Attempt::Skipped);
         }
+        // The terms of the bare summary, found once: the `names:` line is
+        // scanned on its own at the end (a line break ends every term).
+        let mut bare_terms: Vec<(usize, usize)> = Vec::new();
+        if terms.is_some() {
+            let base = s.as_ptr() as usize;
+            lines::for_each_term(s, false, |t| {
+                let a = t.as_ptr() as usize - base;
+                bare_terms.push((a, a + t.len()));
+            });
+        }
+        let bare_len = s.len();
         let checked = terms.as_deref().map(|global| {
             // Occurrences of each term of `text`, and the terms in order of
             // first appearance.
@@ -792,13 +803,16 @@ impl ToolCompressor {
                     .for_each(visit),
                 None => lines::for_each_term(text, false, visit),
             }
-            let summ = occurrences(s);
+            let summ: HashSet<&str> = bare_terms
+                .iter()
+                .filter_map(|&(a, b)| s.get(a..b))
+                .collect();
             let mut names: Vec<&str> = Vec::new();
             let mut lost = 0usize;
             for t in order {
                 let n = orig.get(t).copied().unwrap_or(0);
                 let total = global.get(t).copied().unwrap_or(0);
-                if total.saturating_sub(n) != 0 || summ.contains_key(t) {
+                if total.saturating_sub(n) != 0 || summ.contains(t) {
                     continue;
                 }
                 if names.len() < self.cfg.max_names && t.len() <= MAX_NAME_BYTES {
@@ -828,8 +842,21 @@ impl ToolCompressor {
                     *g = g.saturating_sub(*n);
                 }
             }
-            for (t, n) in occurrences(s) {
-                *global.entry(t.to_string()).or_default() += n;
+            let mut add = |t: &str, n: u32| match global.get_mut(t) {
+                Some(g) => *g += n,
+                None => {
+                    global.insert(t.to_string(), n);
+                }
+            };
+            for &(a, b) in &bare_terms {
+                if let Some(t) = s.get(a..b) {
+                    add(t, 1);
+                }
+            }
+            if let Some(names_line) = s.get(bare_len..) {
+                for (t, n) in occurrences(names_line) {
+                    add(t, n);
+                }
             }
         }
         Ok(before - after)

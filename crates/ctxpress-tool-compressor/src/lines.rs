@@ -358,14 +358,24 @@ fn code_declaration(body: &str, t: &str, st: &mut OutlineState) -> Option<Rank> 
     {
         return None;
     }
-    if IMPORT.is_match(body) {
+    // Every IMPORT alternative starts with one of these words right after
+    // the indentation (the `#include` one never gets here: lines opening
+    // with punctuation returned above).
+    if IMPORT_STARTS.iter().any(|w| t.starts_with(w)) && IMPORT.is_match(body) {
         return Some(Rank::Import);
     }
     let word = first_word(body);
     if CONTROL.contains(&word) {
         return None;
     }
-    if CODE_STRUCTURE.is_match(body) {
+    // Only the STRUCTURE, SQL_STMT and ARROW_FN alternatives can match a
+    // line without a parenthesis (the others all need a literal `(`).
+    let structure = if body.contains('(') {
+        &*CODE_STRUCTURE
+    } else {
+        &*CODE_STRUCTURE_NO_PAREN
+    };
+    if structure.is_match(body) {
         return Some(Rank::Structure);
     }
     if CODE_MEMBER.is_match(body) || (indent_of(body) <= 4 && CODE_FIELD.is_match(body)) {
@@ -395,6 +405,13 @@ static CODE_STRUCTURE: LazyLock<Regex> = LazyLock::new(|| {
         &C_FUNCTION,
     ])
 });
+/// [`CODE_STRUCTURE`] without the alternatives that need a `(`.
+static CODE_STRUCTURE_NO_PAREN: LazyLock<Regex> =
+    LazyLock::new(|| any_of(&[&STRUCTURE, &SQL_STMT, &ARROW_FN]));
+/// What a line (trimmed) starts with when [`IMPORT`] can match it.
+const IMPORT_STARTS: &[&str] = &[
+    "import", "from", "use", "using", "#include", "require", "const", "let", "var",
+];
 static CODE_MEMBER: LazyLock<Regex> =
     LazyLock::new(|| any_of(&[&DECORATOR, &TOP_CONST, &JAVA_FIELD, &SQL_COLUMN]));
 static CODE_FIELD: LazyLock<Regex> = LazyLock::new(|| any_of(&[&GO_FIELD, &FIELD]));
@@ -588,7 +605,18 @@ static TERM_BYTES: [u8; 256] = {
 /// are left out: in tool output they are mostly progress and timing noise.
 /// With `json_escaped`, backslash escapes (`\n`, `\"`, `\u00e9`) separate
 /// terms, so raw JSON argument text reads like its decoded strings.
-pub fn for_each_term<'a>(text: &'a str, json_escaped: bool, mut f: impl FnMut(&'a str)) {
+pub fn for_each_term<'a>(text: &'a str, json_escaped: bool, f: impl FnMut(&'a str)) {
+    // One copy of the scan per mode: the escape test is not made on every
+    // byte of plain text.
+    if json_escaped {
+        scan_terms::<true>(text, f);
+    } else {
+        scan_terms::<false>(text, f);
+    }
+}
+
+fn scan_terms<'a, const JSON_ESCAPED: bool>(text: &'a str, mut f: impl FnMut(&'a str)) {
+    let json_escaped = JSON_ESCAPED;
     let bytes = text.as_bytes();
     let mut i = 0;
     while i < bytes.len() {
@@ -731,6 +759,58 @@ pub fn shape(s: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn declaration_prefilters_agree_with_the_regexes() {
+        let sources = [
+            include_str!("lines.rs"),
+            include_str!("summary.rs"),
+            include_str!("lib.rs"),
+        ];
+        let extra = [
+            "import os",
+            "  from a.b import c",
+            "use std::io;",
+            "using System.Text;",
+            "const x = require('y')",
+            "let { a, b } = require(\"c\")",
+            "var q = require ('r')",
+            "requirements = 1",
+            "export const f = async (a) => a",
+            "const g = x => x",
+            "export default class Foo extends Bar {",
+            "CREATE TABLE users (",
+            "create or replace view v as",
+            "app.get('/x', handler)",
+            "describe('thing', () => {",
+            "  public static int add(int a, int b) {",
+            "  render() {",
+            "int main(int argc, char **argv)",
+            "\u{a0}\u{2003}impl Foo for Bar {",
+            "pub(crate) fn parse(s: &str) -> Result<(), E> {",
+        ];
+        let lines = sources
+            .iter()
+            .flat_map(|s| s.lines())
+            .chain(extra.iter().copied());
+        for body in lines {
+            let t = body.trim();
+            assert_eq!(
+                IMPORT.is_match(body) && !t.starts_with('#'),
+                IMPORT_STARTS.iter().any(|w| t.starts_with(w))
+                    && IMPORT.is_match(body)
+                    && !t.starts_with('#'),
+                "{body:?}"
+            );
+            if !body.contains('(') {
+                assert_eq!(
+                    CODE_STRUCTURE.is_match(body),
+                    CODE_STRUCTURE_NO_PAREN.is_match(body),
+                    "{body:?}"
+                );
+            }
+        }
+    }
+
     #[test]
     fn numbered_prefix_agrees_with_the_regex() {
         for l in [
