@@ -306,11 +306,11 @@ pub(crate) fn open_sqlite(path: &str) -> Result<ctxpress::store::SqliteArchive> 
         && !md.is_file()
     {
         let what = if md.is_dir() {
-            "a folder"
+            "it is a folder"
         } else {
-            "not a regular file"
+            "it is not a regular file"
         };
-        return Err(usage(format!("{path}: {what}, not an archive")));
+        return Err(usage(format!("{path}: cannot open archive: {what}")));
     }
     let files: Vec<String> = ["", "-wal", "-shm", "-journal"]
         .iter()
