@@ -14,6 +14,11 @@ use std::time::Duration;
 
 use crate::config::{LlmConfig, LlmConfigError};
 
+/// The largest answer read, in bytes. A summary is a few kilobytes; a
+/// runaway or endless body is cut off here (a bad response) instead of
+/// being held in memory until the timeout.
+const MAX_BODY: usize = 8 << 20;
+
 /// Counters of one backend since it was built.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Stats {
@@ -180,6 +185,7 @@ impl Http {
         }
     }
 
+    /// One request; its answer is read up to [`MAX_BODY`].
     async fn attempt(
         &self,
         url: &str,
@@ -210,7 +216,21 @@ impl Http {
                 retry_after_ms,
             });
         }
-        let bytes = resp.bytes().await.map_err(|e| self.transport_failure(&e))?;
+        let mut resp = resp;
+        let mut bytes = Vec::new();
+        while let Some(chunk) = resp.chunk().await.map_err(|e| self.transport_failure(&e))? {
+            if bytes.len() + chunk.len() > MAX_BODY {
+                return Err(Failure {
+                    error: SummarizeError::BadResponse(format!(
+                        "the answer is larger than {} MiB",
+                        MAX_BODY >> 20
+                    )),
+                    retry: false,
+                    retry_after_ms: None,
+                });
+            }
+            bytes.extend_from_slice(&chunk);
+        }
         serde_json::from_slice(&bytes).map_err(|e| Failure {
             error: SummarizeError::BadResponse(format!(
                 "{e}; body starts with {:?}",

@@ -279,3 +279,103 @@ fn an_archive_that_cannot_be_written_leaves_the_conversation_as_it_was() {
     c.compress(&mut conv).unwrap();
     assert!(conv.to_json_string().len() < doc.len());
 }
+
+/// A server on 127.0.0.1 that answers 200 with a chunked body of JSON
+/// whitespace: 64 MiB of it, then nothing more (the connection stays open
+/// until the client goes). Stopped when dropped.
+struct Flood {
+    url: String,
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Flood {
+    fn start() -> Flood {
+        use std::io::{Read, Write};
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.set_nonblocking(true).unwrap();
+        let url = format!("http://{}/v1", l.local_addr().unwrap());
+        let stop = Arc::new(AtomicBool::new(false));
+        let s = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let chunk = format!("100000\r\n{}\r\n", " ".repeat(0x10_0000));
+            while !s.load(Ordering::Relaxed) {
+                let Ok((mut sock, _)) = l.accept() else {
+                    std::thread::sleep(Duration::from_millis(5));
+                    continue;
+                };
+                sock.set_nonblocking(false).unwrap();
+                let _ = sock.set_read_timeout(Some(Duration::from_millis(200)));
+                let mut buf = [0u8; 65536];
+                let _ = sock.read(&mut buf);
+                let head = "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n";
+                if sock.write_all(head.as_bytes()).is_err() {
+                    continue;
+                }
+                for _ in 0..64 {
+                    if s.load(Ordering::Relaxed) || sock.write_all(chunk.as_bytes()).is_err() {
+                        break;
+                    }
+                }
+                // Then silence until the client hangs up (or we stop).
+                let _ = sock.set_read_timeout(Some(Duration::from_millis(50)));
+                while !s.load(Ordering::Relaxed) {
+                    match sock.read(&mut buf) {
+                        Ok(0) => break,
+                        Err(e)
+                            if e.kind() != std::io::ErrorKind::WouldBlock
+                                && e.kind() != std::io::ErrorKind::TimedOut =>
+                        {
+                            break;
+                        }
+                        _ => {}
+                    }
+                }
+            }
+        });
+        Flood {
+            url,
+            stop,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for Flood {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// An endpoint that floods its answer (an endless body): the client stops
+/// reading after 8 MiB and falls back at once (a bad response), instead of
+/// holding all it is sent until the timeout (it read 64 MiB, then waited the
+/// whole 20 s).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flooding_endpoint_is_cut_off_and_falls_back() {
+    let flood = Flood::start();
+    let doc = session(&[]);
+    let mut cfg = ctxpress::preset("chat").unwrap();
+    let llm = cfg.llm.get_or_insert_with(Default::default);
+    llm.insert("base_url".into(), Value::String(flood.url.clone()));
+    llm.insert("model".into(), Value::String("stub".into()));
+    llm.insert("timeout_ms".into(), Value::from(20_000));
+    llm.insert("max_retries".into(), Value::from(0));
+    let archive = Arc::new(MemoryArchive::new());
+    let c = Compressor::from_config(&cfg)
+        .unwrap()
+        .with_archive(Some(archive.clone()));
+    let t = Instant::now();
+    let (report, _) = compress_checked(&c, &archive, &doc).await;
+    let took = t.elapsed();
+    let n = counters(&report);
+    assert!(
+        n.get("fallback_bad_response").copied().unwrap_or(0) > 0,
+        "{n:?}"
+    );
+    assert_eq!(n.get("fallback_timeout").copied().unwrap_or(0), 0, "{n:?}");
+    assert!(took < Duration::from_secs(15), "took {took:?}");
+}
