@@ -207,7 +207,8 @@ fn check_table_against_prose(rules: &BTreeMap<String, Rule>) -> Vec<String> {
     require("library", &["core"]);
     // Never another strategy, the backend, the facade or the CLI.
     require("strategy", &["core", "library"]);
-    require("binary", &["facade"]);
+    require("service", &["facade"]);
+    require("binary", &["facade", "service"]);
     require("tool", &["facade"]);
     // The helper library depends on nothing, which is what lets others use it.
     if rules.get("tests").is_some_and(|r| !r.deps.is_empty()) {

@@ -1,0 +1,485 @@
+//! The proxy between a client and a stub upstream on 127.0.0.1 that records
+//! what it receives: both APIs compressed through sessions (pairing valid,
+//! window met, system byte-identical, every other field and header as
+//! sent), streaming passed through chunk by chunk, upstream errors passed
+//! through, other paths forwarded, metrics, search, limits.
+#![allow(missing_docs)]
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::http::{HeaderMap, Response, StatusCode, Uri};
+use axum::routing::any;
+use ctxpress::{Conversation, validate};
+use ctxpress_proxy::{Proxy, ProxyConfig};
+use serde_json::{Value, json};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::net::TcpListener;
+use tokio::sync::{Notify, oneshot};
+
+/// What the stub upstream received.
+#[derive(Debug, Clone)]
+struct Seen {
+    path: String,
+    headers: HeaderMap,
+    body: Bytes,
+}
+
+#[derive(Default)]
+struct Stub {
+    seen: Mutex<Vec<Seen>>,
+    /// Released by the test once it has read the first streamed chunk.
+    go_on: Notify,
+}
+
+async fn stub_handler(
+    stub: Arc<Stub>,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response<Body> {
+    stub.seen.lock().unwrap().push(Seen {
+        path: uri.to_string(),
+        headers: headers.clone(),
+        body: body.clone(),
+    });
+    if let Some(code) = headers.get("x-test-status") {
+        let code: u16 = code.to_str().unwrap().parse().unwrap();
+        return Response::builder()
+            .status(code)
+            .header("content-type", "application/json")
+            .header("retry-after", "7")
+            .body(Body::from(
+                r#"{"error":{"message":"slow down","type":"rate_limit"}}"#,
+            ))
+            .unwrap();
+    }
+    let v: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+    if v["stream"] == json!(true) {
+        let stub2 = stub.clone();
+        let stream = async_stream(stub2);
+        return Response::builder()
+            .header("content-type", "text/event-stream")
+            .body(Body::from_stream(stream))
+            .unwrap();
+    }
+    Response::builder()
+        .header("content-type", "application/json")
+        .body(Body::from(
+            json!({"id": "resp-1", "path": uri.path()}).to_string(),
+        ))
+        .unwrap()
+}
+
+/// Two SSE events: the second only after the test has read the first
+/// through the proxy (a proxy that buffers would never deliver the first).
+fn async_stream(
+    stub: Arc<Stub>,
+) -> impl futures_util::Stream<Item = Result<Bytes, std::io::Error>> {
+    futures_util::stream::unfold(0u8, move |n| {
+        let stub = stub.clone();
+        async move {
+            match n {
+                0 => Some((
+                    Ok(Bytes::from_static(b"data: {\"delta\":\"first\"}\n\n")),
+                    1,
+                )),
+                1 => {
+                    stub.go_on.notified().await;
+                    Some((
+                        Ok(Bytes::from_static(
+                            b"data: {\"delta\":\"second\"}\n\ndata: [DONE]\n\n",
+                        )),
+                        2,
+                    ))
+                }
+                _ => None,
+            }
+        }
+    })
+}
+
+async fn start_stub() -> (Arc<Stub>, String) {
+    let stub = Arc::new(Stub::default());
+    let s = stub.clone();
+    let app = Router::new().fallback(any(move |uri: Uri, h: HeaderMap, b: Bytes| {
+        let s = s.clone();
+        async move { stub_handler(s, uri, h, b).await }
+    }));
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(l, app).await.unwrap() });
+    (stub, format!("http://{addr}/v1"))
+}
+
+struct Running {
+    url: String,
+    stop: Option<oneshot::Sender<()>>,
+    task: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+impl Running {
+    async fn shutdown(mut self) {
+        let _ = self.stop.take().unwrap().send(());
+        tokio::time::timeout(Duration::from_secs(10), self.task)
+            .await
+            .expect("graceful shutdown finishes")
+            .unwrap()
+            .unwrap();
+    }
+}
+
+async fn start_proxy(
+    upstream: &str,
+    window: usize,
+    archive: Option<std::path::PathBuf>,
+) -> Running {
+    let mut pipeline = ctxpress::preset("agent").unwrap();
+    pipeline.window.size = Some(window);
+    let mut cfg = ProxyConfig::new(upstream, pipeline);
+    cfg.archive = archive;
+    cfg.log = false;
+    cfg.body_limit = 4 << 20;
+    let proxy = Proxy::new(cfg).unwrap();
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    let (tx, rx) = oneshot::channel::<()>();
+    let task = tokio::spawn(proxy.serve(l, async move {
+        let _ = rx.await;
+    }));
+    Running {
+        url: format!("http://{addr}"),
+        stop: Some(tx),
+        task,
+    }
+}
+
+fn body_of(i: usize, lines: usize) -> String {
+    (0..lines)
+        .map(|l| format!("{l:4} fn step_{i}_{l}(x: u32) -> u32 {{ x + {l} }} // src/mod_{i}.rs"))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn openai_history(turns: usize) -> Vec<Value> {
+    openai_history_of(turns, 80)
+}
+
+fn openai_history_of(turns: usize, lines: usize) -> Vec<Value> {
+    let mut m = vec![
+        json!({"role": "system", "content": "You are a coding agent. Work in /repo."}),
+        json!({"role": "user", "content": "Fix the failing test in src/mod_0.rs."}),
+    ];
+    for i in 0..turns {
+        m.push(json!({"role": "assistant", "content": format!("Reading src/mod_{i}.rs."), "tool_calls": [{"id": format!("call_{i}"), "type": "function", "function": {"name": "Read", "arguments": json!({"file_path": format!("/repo/src/mod_{i}.rs")}).to_string()}}]}));
+        m.push(
+            json!({"role": "tool", "tool_call_id": format!("call_{i}"), "content": body_of(i, lines)}),
+        );
+    }
+    m.push(json!({"role": "user", "content": "Now fix it."}));
+    m
+}
+
+fn anthropic_history(turns: usize) -> Vec<Value> {
+    let mut m = vec![json!({"role": "user", "content": "Fix the failing test in src/mod_0.rs."})];
+    for i in 0..turns {
+        m.push(json!({"role": "assistant", "content": [{"type": "text", "text": format!("Reading src/mod_{i}.rs.")}, {"type": "tool_use", "id": format!("toolu_{i}"), "name": "Read", "input": {"file_path": format!("/repo/src/mod_{i}.rs")}}]}));
+        m.push(json!({"role": "user", "content": [{"type": "tool_result", "tool_use_id": format!("toolu_{i}"), "content": body_of(i, 80)}]}));
+    }
+    m.push(json!({"role": "user", "content": [{"type": "text", "text": "Now fix it."}]}));
+    m
+}
+
+fn tokens(c: &Conversation) -> usize {
+    c.messages
+        .iter()
+        .map(|m| ctxpress::core::tokens::count_message(&ctxpress::core::Heuristic, m))
+        .sum::<usize>()
+        + ctxpress::core::window::envelope_tokens(c, &ctxpress::core::Heuristic)
+}
+
+#[tokio::test]
+async fn openai_requests_are_compressed_and_everything_else_passes_as_sent() {
+    let (stub, upstream) = start_stub().await;
+    let p = start_proxy(&upstream, 8000, None).await;
+    let client = reqwest::Client::new();
+    let req = json!({"model": "gpt-x", "temperature": 0, "messages": openai_history(30), "tools": [{"type": "function", "function": {"name": "Read"}}]});
+    let r = client
+        .post(format!("{}/v1/chat/completions", p.url))
+        .bearer_auth("sk-test-secret")
+        .header("x-custom", "kept")
+        .header(ctxpress_proxy::SESSION_HEADER, "conv-1")
+        .json(&req)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(
+        r.json::<Value>().await.unwrap()["path"],
+        "/v1/chat/completions"
+    );
+    let seen = stub.seen.lock().unwrap().last().cloned().unwrap();
+    assert_eq!(seen.path, "/v1/chat/completions");
+    assert_eq!(seen.headers["authorization"], "Bearer sk-test-secret");
+    assert_eq!(seen.headers["x-custom"], "kept");
+    assert!(seen.headers.get(ctxpress_proxy::SESSION_HEADER).is_none());
+    let sent = Conversation::parse(std::str::from_utf8(&seen.body).unwrap()).unwrap();
+    let given = Conversation::parse(&req.to_string()).unwrap();
+    assert!(tokens(&given) > 5600);
+    assert!(
+        tokens(&sent) <= 5600,
+        "window 8000: trigger 5600, got {}",
+        tokens(&sent)
+    );
+    assert!(validate(&sent).is_empty());
+    assert_eq!(
+        sent.message_json(&sent.messages[0]),
+        given.message_json(&given.messages[0])
+    );
+    let v: Value = serde_json::from_slice(&seen.body).unwrap();
+    assert_eq!(v["model"], "gpt-x");
+    assert_eq!(v["temperature"], 0);
+    assert_eq!(v["tools"], req["tools"]);
+    p.shutdown().await;
+}
+
+#[tokio::test]
+async fn anthropic_requests_keep_their_system_and_pairing() {
+    let (stub, upstream) = start_stub().await;
+    let p = start_proxy(&upstream, 8000, None).await;
+    let system = "You are Claude Code. Follow the repository's conventions.";
+    let req = json!({"model": "claude-x", "max_tokens": 1024, "system": system, "messages": anthropic_history(30)});
+    let r = reqwest::Client::new()
+        .post(format!("{}/v1/messages", p.url))
+        .header("x-api-key", "sk-ant-test")
+        .header("anthropic-version", "2023-06-01")
+        .json(&req)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let seen = stub.seen.lock().unwrap().last().cloned().unwrap();
+    assert_eq!(seen.path, "/v1/messages");
+    assert_eq!(seen.headers["x-api-key"], "sk-ant-test");
+    let sent = Conversation::parse(std::str::from_utf8(&seen.body).unwrap()).unwrap();
+    assert!(tokens(&sent) <= 5600, "{}", tokens(&sent));
+    assert!(validate(&sent).is_empty());
+    let v: Value = serde_json::from_slice(&seen.body).unwrap();
+    assert_eq!(v["system"], system);
+    assert_eq!(v["max_tokens"], 1024);
+    p.shutdown().await;
+}
+
+#[tokio::test]
+async fn later_turns_extend_the_previous_request_byte_for_byte() {
+    let (stub, upstream) = start_stub().await;
+    let p = start_proxy(&upstream, 16000, None).await;
+    let client = reqwest::Client::new();
+    let full = openai_history_of(60, 20);
+    let mut bodies: Vec<Vec<String>> = Vec::new();
+    let mut compactions = 0;
+    let mut last_len = 0;
+    for k in (4..full.len()).step_by(2) {
+        let req = json!({"model": "m", "messages": &full[..k]});
+        let r = client
+            .post(format!("{}/v1/chat/completions", p.url))
+            .json(&req)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+        let seen = stub.seen.lock().unwrap().last().cloned().unwrap();
+        let c = Conversation::parse(std::str::from_utf8(&seen.body).unwrap()).unwrap();
+        let texts: Vec<String> = c.messages.iter().map(|m| c.message_json(m)).collect();
+        if let Some(prev) = bodies.last() {
+            if texts.len() >= prev.len() && texts[..prev.len()] == prev[..] {
+                assert!(texts.len() >= last_len);
+            } else {
+                compactions += 1;
+            }
+        }
+        last_len = texts.len();
+        bodies.push(texts);
+    }
+    assert!(
+        compactions >= 1 && compactions * 6 <= bodies.len(),
+        "{compactions} compactions in {} turns",
+        bodies.len()
+    );
+    let m = client
+        .get(format!("{}/metrics", p.url))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        m.contains(&format!("ctxpress_compactions_total {compactions}\n")),
+        "{m}"
+    );
+    assert!(m.contains("ctxpress_sessions 1\n"), "{m}");
+    assert!(m.contains("# TYPE ctxpress_cache_prefix_tokens_kept_total counter"));
+    p.shutdown().await;
+}
+
+#[tokio::test]
+async fn streams_pass_through_chunk_by_chunk() {
+    let (stub, upstream) = start_stub().await;
+    let p = start_proxy(&upstream, 8000, None).await;
+    let req = json!({"model": "m", "stream": true, "messages": openai_history(2)});
+    let mut r = reqwest::Client::new()
+        .post(format!("{}/v1/chat/completions", p.url))
+        .json(&req)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(r.headers()["content-type"], "text/event-stream");
+    let first = tokio::time::timeout(Duration::from_secs(10), r.chunk())
+        .await
+        .expect("the first event arrives before the upstream sends the second")
+        .unwrap()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&first).contains("first"));
+    stub.go_on.notify_one();
+    let mut rest = Vec::new();
+    while let Some(c) = r.chunk().await.unwrap() {
+        rest.extend_from_slice(&c);
+    }
+    assert!(String::from_utf8_lossy(&rest).ends_with("data: [DONE]\n\n"));
+    p.shutdown().await;
+}
+
+#[tokio::test]
+async fn upstream_errors_and_other_paths_pass_through() {
+    let (stub, upstream) = start_stub().await;
+    let p = start_proxy(&upstream, 8000, None).await;
+    let client = reqwest::Client::new();
+    let r = client
+        .post(format!("{}/v1/chat/completions", p.url))
+        .header("x-test-status", "429")
+        .json(&json!({"model": "m", "messages": openai_history(1)}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 429);
+    assert_eq!(r.headers()["retry-after"], "7");
+    assert_eq!(
+        r.text().await.unwrap(),
+        r#"{"error":{"message":"slow down","type":"rate_limit"}}"#
+    );
+    let r = client
+        .get(format!("{}/v1/models?limit=2", p.url))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(
+        stub.seen.lock().unwrap().last().unwrap().path,
+        "/v1/models?limit=2"
+    );
+    // Not a conversation: forwarded as sent, the upstream answers.
+    let odd = r#"{"model": "m", "prompt": "legacy completion"}"#;
+    let r = client
+        .post(format!("{}/v1/chat/completions", p.url))
+        .body(odd)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(
+        &stub.seen.lock().unwrap().last().unwrap().body[..],
+        odd.as_bytes()
+    );
+    // Over the body limit: refused here, never sent.
+    let n = stub.seen.lock().unwrap().len();
+    let big = "x".repeat(5 << 20);
+    let r = client
+        .post(format!("{}/v1/chat/completions", p.url))
+        .body(big)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), StatusCode::PAYLOAD_TOO_LARGE.as_u16());
+    assert_eq!(stub.seen.lock().unwrap().len(), n);
+    p.shutdown().await;
+}
+
+#[tokio::test]
+async fn an_unreachable_upstream_is_a_clear_502() {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let dead = format!("http://{}/v1", l.local_addr().unwrap());
+    drop(l);
+    let p = start_proxy(&dead, 8000, None).await;
+    let r = reqwest::Client::new()
+        .post(format!("{}/v1/messages", p.url))
+        .json(&json!({"model": "m", "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 502);
+    let v: Value = r.json().await.unwrap();
+    assert_eq!(v["type"], "error");
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("unreachable")
+    );
+    p.shutdown().await;
+}
+
+#[tokio::test]
+async fn originals_are_archived_and_searchable() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("serve.db");
+    let (_stub, upstream) = start_stub().await;
+    let p = start_proxy(&upstream, 8000, Some(db.clone())).await;
+    let client = reqwest::Client::new();
+    let r = client
+        .post(format!("{}/v1/chat/completions", p.url))
+        .json(&json!({"model": "m", "messages": openai_history(30)}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    let hits: Value = client
+        .get(format!("{}/ctxpress/search?q=step_2_17", p.url))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert!(!hits.as_array().unwrap().is_empty(), "{hits}");
+    assert_eq!(
+        client
+            .get(format!("{}/ctxpress/health", p.url))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap(),
+        "ok\n"
+    );
+    p.shutdown().await;
+}
+
+#[test]
+fn a_config_without_a_window_is_refused() {
+    let e = Proxy::new(ProxyConfig::new(
+        "http://127.0.0.1:1/v1",
+        ctxpress::preset("agent").unwrap(),
+    ))
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("window"), "{e}");
+    let mut p = ctxpress::preset("agent").unwrap();
+    p.window.size = Some(1000);
+    let e = Proxy::new(ProxyConfig::new("ftp://x", p))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("http"), "{e}");
+}
