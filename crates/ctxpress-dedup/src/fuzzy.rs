@@ -42,18 +42,23 @@ pub struct LineSet {
 
 /// Hashes of the normalized lines of `text`, sorted and deduplicated.
 pub fn line_set(text: &str) -> LineSet {
-    let mut v: Vec<u64> = text
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty())
-        .map(|l| {
-            if l.is_ascii() && !l.bytes().any(|b| b.is_ascii_uppercase()) {
-                xxhash_rust::xxh3::xxh3_64(l.as_bytes())
-            } else {
-                xxhash_rust::xxh3::xxh3_64(l.to_lowercase().as_bytes())
-            }
-        })
-        .collect();
+    let mut v: Vec<u64> = Vec::new();
+    // ASCII lines are lower-cased into one reused buffer (for ASCII,
+    // `to_lowercase` is the ASCII mapping); others allocate.
+    let mut buf: Vec<u8> = Vec::new();
+    for l in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
+        let h = if !l.is_ascii() {
+            xxhash_rust::xxh3::xxh3_64(l.to_lowercase().as_bytes())
+        } else if l.bytes().any(|b| b.is_ascii_uppercase()) {
+            buf.clear();
+            buf.extend_from_slice(l.as_bytes());
+            buf.make_ascii_lowercase();
+            xxhash_rust::xxh3::xxh3_64(&buf)
+        } else {
+            xxhash_rust::xxh3::xxh3_64(l.as_bytes())
+        };
+        v.push(h);
+    }
     v.sort_unstable();
     v.dedup();
     LineSet { sorted: v }

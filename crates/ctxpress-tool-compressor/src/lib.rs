@@ -261,6 +261,18 @@ struct Candidate {
     subject: Subject,
 }
 
+/// True when `text` has at least `n` characters; counted only when its
+/// length in bytes (one to four per character) does not settle it.
+fn at_least_chars(text: &str, n: usize) -> bool {
+    if text.len() < n {
+        false
+    } else if text.len() / 4 >= n {
+        true
+    } else {
+        text.chars().count() >= n
+    }
+}
+
 /// Longer terms are never listed in a summary's `names:` line.
 const MAX_NAME_BYTES: usize = 120;
 
@@ -517,7 +529,7 @@ impl ToolCompressor {
             };
             let lead = res.text.trim_start();
             let done = DONE_PREFIXES.iter().any(|p| lead.starts_with(p));
-            let chars = res.text.chars().count();
+            let long_enough = at_least_chars(&res.text, self.cfg.min_chars);
             let args = &call.args;
             let op = call.op.clone();
             let exit_style = op.as_ref().map(|o| o.exit).unwrap_or_default();
@@ -528,7 +540,7 @@ impl ToolCompressor {
                 && r < tail
                 && !conv.is_protected(r)
                 && !done
-                && chars >= self.cfg.min_chars
+                && long_enough
                 && !self.skipped_tool(&call.name)
                 && conv.messages.get(r).is_some_and(|m| text_only(m, &id));
             let content_key = (self.cfg.inputs
@@ -545,7 +557,7 @@ impl ToolCompressor {
                         .and_then(Value::as_str)
                         .is_some_and(|t| {
                             !DONE_PREFIXES.iter().any(|p| t.trim_start().starts_with(p))
-                                && t.chars().count() >= self.cfg.min_chars
+                                && at_least_chars(t, self.cfg.min_chars)
                         })
                 })
             })
