@@ -4,6 +4,7 @@ mod batch;
 mod compact;
 mod io;
 mod search;
+mod serve;
 // `Trace::print` is unused now: a batch prints the rendered traces in input order.
 #[allow(dead_code)]
 mod trace;
@@ -70,6 +71,9 @@ enum Cmd {
     },
     /// Search the archived originals (ranked); exit 1 when nothing matches.
     Search(search::SearchArgs),
+    /// Run a compressing proxy in front of an OpenAI- or Anthropic-compatible
+    /// API: point the agent's base URL at it.
+    Serve(Box<serve::ServeArgs>),
     /// Check tool-call pairing and roles; exit 1 when violations are found.
     Validate {
         /// Input file or `-`.
@@ -175,6 +179,7 @@ fn main() -> ExitCode {
             jobs,
         } => expand(&input, &archive, output.as_deref(), partial, jobs),
         Cmd::Search(a) => search::run(&a),
+        Cmd::Serve(a) => serve::run(&a),
         Cmd::Validate { input } => validate(&input),
         Cmd::Classify { input, config } => classify(&input, config.as_deref()),
         Cmd::Stats {

@@ -82,6 +82,75 @@ impl ProxyConfig {
     }
 }
 
+/// The `[serve]` table of a configuration file; flags override it.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields, default)]
+#[non_exhaustive]
+pub struct ServeTable {
+    /// Address to listen on.
+    pub listen: String,
+    /// The upstream API's base URL.
+    pub upstream: Option<String>,
+    /// SQLite archive of originals; `""` keeps none.
+    pub archive: String,
+    /// Largest request body, in MiB.
+    pub body_limit_mb: usize,
+    /// Requests in flight at once.
+    pub max_in_flight: usize,
+    /// Sessions kept.
+    pub max_sessions: usize,
+    /// Time to connect to the upstream, in milliseconds.
+    pub connect_timeout_ms: u64,
+    /// Longest wait for the upstream's next bytes, in milliseconds.
+    pub read_timeout_ms: u64,
+    /// One JSON line per request on stderr.
+    pub log: bool,
+}
+
+impl Default for ServeTable {
+    fn default() -> Self {
+        ServeTable {
+            listen: "127.0.0.1:8787".into(),
+            upstream: None,
+            archive: "ctxpress-serve.db".into(),
+            body_limit_mb: 32,
+            max_in_flight: 64,
+            max_sessions: 1024,
+            connect_timeout_ms: 10_000,
+            read_timeout_ms: 600_000,
+            log: true,
+        }
+    }
+}
+
+impl ServeTable {
+    /// The `[serve]` table of `cfg` (defaults for what it leaves out);
+    /// errors name the field and suggest the closest known one.
+    pub fn of(cfg: &PipelineConfig) -> Result<Self, ctxpress::core::ConfigError> {
+        match &cfg.serve {
+            None => Ok(ServeTable::default()),
+            Some(m) => ctxpress::core::parse_params("serve", &serde_json::Value::Object(m.clone())),
+        }
+    }
+
+    /// The proxy configuration these settings make with `cfg`'s pipeline.
+    pub fn config(&self, cfg: PipelineConfig) -> Result<ProxyConfig, ProxyError> {
+        let upstream = self
+            .upstream
+            .clone()
+            .ok_or_else(|| ProxyError::Upstream(String::new()))?;
+        let mut p = ProxyConfig::new(upstream, cfg);
+        p.archive = (!self.archive.is_empty()).then(|| PathBuf::from(&self.archive));
+        p.body_limit = self.body_limit_mb.max(1) << 20;
+        p.max_in_flight = self.max_in_flight.max(1);
+        p.max_sessions = self.max_sessions.max(1);
+        p.connect_timeout = Duration::from_millis(self.connect_timeout_ms.max(1));
+        p.read_timeout = Duration::from_millis(self.read_timeout_ms.max(1));
+        p.log = self.log;
+        Ok(p)
+    }
+}
+
 /// Why the proxy cannot start.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -90,7 +159,9 @@ pub enum ProxyError {
     #[error(transparent)]
     Config(#[from] ctxpress::core::ConfigError),
     /// The upstream URL.
-    #[error("--upstream `{0}`: expected an http:// or https:// URL")]
+    #[error(
+        "upstream `{0}`: expected the API's base URL, http:// or https:// (--upstream or `serve.upstream`)"
+    )]
     Upstream(String),
     /// The archive could not be opened.
     #[error("{path}: cannot open archive: {message}")]

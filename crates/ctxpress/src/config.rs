@@ -48,6 +48,9 @@ pub struct PipelineConfig {
     pub stages: Vec<StageConfig>,
     /// When to compress and how far (window, trigger, target, budget).
     pub window: WindowConfig,
+    /// The `[serve]` table: settings of `ctxpress serve` (read by the
+    /// proxy, which checks its fields).
+    pub serve: Option<Map<String, Value>>,
 }
 
 const TOP_KEYS: &[&str] = &[
@@ -57,6 +60,7 @@ const TOP_KEYS: &[&str] = &[
     "llm",
     "stages",
     "window",
+    "serve",
 ];
 
 impl PipelineConfig {
@@ -148,6 +152,11 @@ impl PipelineConfig {
                 ));
             }
         }
+        let serve = match top.get("serve") {
+            None => None,
+            Some(Value::Object(m)) => Some(m.clone()),
+            Some(_) => return Err(ConfigError::Invalid("`serve` must be a table".into())),
+        };
         Ok(PipelineConfig {
             version,
             description,
@@ -155,6 +164,7 @@ impl PipelineConfig {
             llm,
             stages,
             window,
+            serve,
         })
     }
 
@@ -240,6 +250,9 @@ impl PipelineConfig {
         {
             w.retain(|_, v| !v.is_null());
             top.insert("window".into(), Value::Object(w));
+        }
+        if let Some(v) = &self.serve {
+            top.insert("serve".into(), Value::Object(v.clone()));
         }
         toml::to_string(&Value::Object(top)).unwrap_or_default()
     }

@@ -1,0 +1,176 @@
+//! `ctxpress serve`: the compressing proxy of `ctxpress-proxy`, configured
+//! from flags over the `[serve]` table of `--config`.
+
+use crate::{LlmArgs, usage};
+use anyhow::{Context, Result};
+use ctxpress::core::tokens::counter_by_name;
+use ctxpress_proxy::{Proxy, ServeTable};
+use std::process::ExitCode;
+
+/// Arguments of `ctxpress serve`.
+#[derive(clap::Args, Debug)]
+pub struct ServeArgs {
+    /// The upstream API's base URL, e.g. https://api.openai.com/v1 or
+    /// https://api.anthropic.com/v1 (or `serve.upstream`).
+    #[arg(long, value_name = "URL")]
+    upstream: Option<String>,
+    /// Address to listen on [default: 127.0.0.1:8787].
+    #[arg(long, value_name = "ADDR")]
+    listen: Option<String>,
+    /// The model's context window in tokens: compact a conversation over
+    /// --trigger × WINDOW down to --target × WINDOW, then keep that prefix.
+    #[arg(long, value_name = "TOKENS")]
+    window: Option<usize>,
+    /// Share of --window above which a conversation is compacted [default: 0.70].
+    #[arg(long, value_name = "SHARE", requires = "window")]
+    trigger: Option<f64>,
+    /// Share of --window a conversation is compacted down to [default: 0.40].
+    #[arg(long, value_name = "SHARE", requires = "window")]
+    target: Option<f64>,
+    /// A fixed token budget instead of (or under) a window.
+    #[arg(long, value_name = "TOKENS")]
+    budget: Option<usize>,
+    /// Preset name [default: agent].
+    #[arg(long, conflicts_with = "config")]
+    preset: Option<String>,
+    /// Pipeline configuration file (TOML or JSON), `[serve]` table included.
+    #[arg(long, value_name = "FILE")]
+    config: Option<String>,
+    /// SQLite archive of the originals [default: ctxpress-serve.db].
+    #[arg(long, value_name = "DB")]
+    archive: Option<String>,
+    /// Keep no archive.
+    #[arg(long, conflicts_with = "archive")]
+    no_archive: bool,
+    /// Token counter: heuristic, o200k_base, cl100k_base.
+    #[arg(long)]
+    tokenizer: Option<String>,
+    #[command(flatten)]
+    llm: LlmArgs,
+    /// Requests handled at once; more wait [default: 64].
+    #[arg(long, value_name = "N")]
+    max_in_flight: Option<usize>,
+    /// Largest request body in MiB [default: 32].
+    #[arg(long, value_name = "MIB")]
+    body_limit_mb: Option<usize>,
+    /// No log line per request.
+    #[arg(long)]
+    quiet: bool,
+}
+
+/// Run the proxy until SIGINT or SIGTERM, then finish the requests in flight.
+pub fn run(a: &ServeArgs) -> Result<ExitCode> {
+    let mut cfg = match (&a.preset, &a.config) {
+        (_, Some(path)) => {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| usage(format!("{path}: cannot read: {e}")))?;
+            ctxpress::PipelineConfig::parse(&text).map_err(|e| usage(format!("{path}: {e}")))?
+        }
+        (p, None) => {
+            ctxpress::preset(p.as_deref().unwrap_or("agent")).map_err(|e| usage(e.to_string()))?
+        }
+    };
+    let mut table = ServeTable::of(&cfg).map_err(|e| usage(e.to_string()))?;
+    if let Some(u) = &a.upstream {
+        table.upstream = Some(u.clone());
+    }
+    if let Some(l) = &a.listen {
+        table.listen = l.clone();
+    }
+    if let Some(d) = &a.archive {
+        table.archive = d.clone();
+    }
+    if a.no_archive {
+        table.archive.clear();
+    }
+    if let Some(n) = a.max_in_flight {
+        table.max_in_flight = n;
+    }
+    if let Some(n) = a.body_limit_mb {
+        table.body_limit_mb = n;
+    }
+    if a.quiet {
+        table.log = false;
+    }
+    if let Some(t) = &a.tokenizer {
+        if counter_by_name(t).is_none() {
+            return Err(usage(format!(
+                "--tokenizer: unknown counter `{t}` (heuristic, o200k_base, cl100k_base)"
+            )));
+        }
+        cfg.tokenizer = Some(t.clone());
+    }
+    if a.window.is_some() {
+        cfg.window.size = a.window;
+    }
+    if let Some(t) = a.trigger {
+        cfg.window.trigger = t;
+    }
+    if let Some(t) = a.target {
+        cfg.window.target = t;
+    }
+    if a.budget.is_some() {
+        cfg.window.budget = a.budget;
+    }
+    if cfg.window.size.is_none() && cfg.window.budget.is_none() {
+        return Err(usage(
+            "serve needs the model's window (--window TOKENS) or a budget (--budget TOKENS)",
+        ));
+    }
+    cfg.window
+        .validate()
+        .map_err(|e| usage(e.to_string().replace("`window.", "`--")))?;
+    if a.llm.any() {
+        a.llm.apply(cfg.llm.get_or_insert_with(Default::default));
+    }
+    if table.upstream.is_none() {
+        return Err(usage(
+            "serve needs the upstream API's base URL: --upstream URL (or `upstream` in [serve])",
+        ));
+    }
+    let listen = table.listen.clone();
+    let log = table.log;
+    let proxy_cfg = table.config(cfg).map_err(|e| usage(e.to_string()))?;
+    let upstream = proxy_cfg.upstream.clone();
+    let proxy = Proxy::new(proxy_cfg).map_err(|e| usage(e.to_string()))?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    rt.block_on(async move {
+        let listener = tokio::net::TcpListener::bind(&listen)
+            .await
+            .map_err(|e| usage(format!("--listen {listen}: {e}")))?;
+        let addr = listener.local_addr().context("the listening address")?;
+        if log {
+            eprintln!(
+                "ctxpress serve: listening on http://{addr}, forwarding to {}",
+                ctxpress::core::secrets::mask_url_credentials(&upstream)
+            );
+        }
+        proxy
+            .serve(listener, shutdown_signal())
+            .await
+            .context("serving")?;
+        if log {
+            eprintln!("ctxpress serve: stopped");
+        }
+        Ok(ExitCode::SUCCESS)
+    })
+}
+
+/// SIGINT (Ctrl-C) or SIGTERM.
+async fn shutdown_signal() {
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term => {}
+    }
+}
