@@ -841,6 +841,110 @@ fn runs_killed_at_random_points_leave_whole_files_only() {
     assert!(std::fs::read(&back).unwrap() == big.as_bytes());
 }
 
+/// `compact -o OUT --archive DB` killed at seeded random points: OUT is its
+/// previous version or a complete compaction, never partial; the archive
+/// opens, and whatever OUT holds expands back to the input exactly (a
+/// compaction's batches and originals are in the archive before its output
+/// appears); the next run finishes and removes the temporary files.
+#[cfg(unix)]
+#[test]
+fn compact_runs_killed_at_random_points_lose_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let mut text = std::fs::read_to_string(data("swe_agent.jsonl")).unwrap();
+    text.push_str(&std::fs::read_to_string(data("taubench_airline.jsonl")).unwrap());
+    let inp = d.join("in.jsonl");
+    std::fs::write(&inp, &text).unwrap();
+    let out = d.join("out.jsonl");
+    std::fs::write(&out, &text).unwrap();
+    let db = d.join("a.db");
+    // How long a whole run takes (into another archive).
+    let t = Instant::now();
+    let o = run(
+        &[
+            &"compact",
+            &inp,
+            &"--archive",
+            &d.join("ref.db"),
+            &"-o",
+            &d.join("ref.jsonl"),
+        ],
+        None,
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let took = t.elapsed().as_millis() as u64;
+    let mut seed: u64 = 0xc0ffee;
+    let mut killed = 0;
+    for _ in 0..8 {
+        seed = seed
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        let ms = (seed >> 33) % (took * 6 / 5 + 1);
+        let mut child = Command::new(BIN)
+            .arg("compact")
+            .arg(&inp)
+            .arg("--archive")
+            .arg(&db)
+            .arg("-o")
+            .arg(&out)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(ms));
+        if child.try_wait().unwrap().is_none() {
+            child.kill().unwrap();
+            killed += 1;
+        }
+        child.wait().unwrap();
+        assert_eq!(std::fs::read_to_string(&inp).unwrap(), text);
+        let now = std::fs::read_to_string(&out).unwrap();
+        if now != text {
+            // A complete compaction: it expands to the input.
+            let back = d.join("back.jsonl");
+            let o = run(&[&"expand", &out, &"--archive", &db, &"-o", &back], None);
+            assert!(o.status.success(), "after {ms} ms: {}", stderr(&o));
+            assert!(
+                std::fs::read_to_string(&back).unwrap() == text,
+                "after {ms} ms"
+            );
+            std::fs::remove_file(&back).unwrap();
+        } else if db.exists() {
+            let o = run(&[&"search", &"error", &"--archive", &db], None);
+            assert!(o.status.code().is_some_and(|c| c <= 1), "{}", stderr(&o));
+        }
+    }
+    assert!(killed >= 2, "only {killed} runs were killed while working");
+    // A last run on the same archive finishes; what it writes expands.
+    let o = run(
+        &[
+            &"compact",
+            &out,
+            &"--archive",
+            &db,
+            &"-o",
+            &out.with_extension("2.jsonl"),
+        ],
+        None,
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(temps(d).is_empty(), "{:?}", temps(d));
+    let back = d.join("back.jsonl");
+    let o = run(
+        &[
+            &"expand",
+            &out.with_extension("2.jsonl"),
+            &"--archive",
+            &db,
+            &"-o",
+            &back,
+        ],
+        None,
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(std::fs::read_to_string(&back).unwrap() == text);
+}
+
 // ---------------------------------------------------------------------------
 // 5. LLM endpoint faults, through `--llm-url`.
 
