@@ -64,7 +64,7 @@ fn serves_until_sigterm() {
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
     let dead = free_port();
-    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("ctxpress"))
+    let child = std::process::Command::new(assert_cmd::cargo::cargo_bin("ctxpress"))
         .args(["serve", "--window", "8000", "--listen"])
         .arg(format!("127.0.0.1:{port}"))
         .arg("--upstream")
