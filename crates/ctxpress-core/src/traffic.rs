@@ -166,13 +166,10 @@ impl Traffic {
             let mut answered: HashMap<&str, usize> = HashMap::new();
             for &r in &ex.results {
                 if let Some(rm) = conv.messages.get(r) {
-                    for res in rm.tool_results() {
-                        if let Some(id) = match res.call_id {
-                            std::borrow::Cow::Borrowed(s) => Some(s),
-                            std::borrow::Cow::Owned(_) => None,
-                        } {
-                            answered.entry(id).or_insert(r);
-                        }
+                    // The ids of `tool_results()`, without building the
+                    // results (their texts).
+                    for id in rm.tool_result_ids() {
+                        answered.entry(id).or_insert(r);
                     }
                 }
             }

@@ -9,10 +9,11 @@ pub fn content_fingerprint(text: &str) -> u64 {
     if let Some(p) = t.find("<system-reminder>") {
         t = t.get(..p).unwrap_or(t);
     }
-    let lines: Vec<&str> = t.trim_end().lines().collect();
-    let numbered = !lines.is_empty() && lines.iter().all(|l| strip_line_number(l).is_some());
+    let t = t.trim_end();
+    // Not empty after the trim: at least one line.
+    let numbered = !t.is_empty() && t.lines().all(|l| strip_line_number(l).is_some());
     let mut h = xxhash_rust::xxh3::Xxh3::new();
-    for l in &lines {
+    for l in t.lines() {
         let body = if numbered {
             strip_line_number(l).unwrap_or(l)
         } else {
