@@ -125,29 +125,11 @@ struct CompressArgs {
     /// Pipeline configuration file (TOML or JSON).
     #[arg(long)]
     config: Option<String>,
-    /// Token budget for each conversation: one at or under it comes out
-    /// unchanged; one over it is compressed, oldest first, until it fits.
-    /// Exit code 3 when a conversation cannot fit (its protected part alone
-    /// is over the budget).
-    #[arg(long, value_name = "TOKENS")]
-    budget: Option<usize>,
-    /// The model's context window in tokens: compress a conversation over
-    /// --trigger × WINDOW down to --target × WINDOW (with --budget too, the
-    /// lower of each).
-    #[arg(long, value_name = "TOKENS")]
-    window: Option<usize>,
-    /// Share of --window above which a conversation is compressed [default: 0.70].
-    #[arg(long, value_name = "SHARE", requires = "window")]
-    trigger: Option<f64>,
-    /// Share of --window a conversation is compressed down to [default: 0.40].
-    #[arg(long, value_name = "SHARE", requires = "window")]
-    target: Option<f64>,
+    #[command(flatten)]
+    limits: LimitArgs,
     /// SQLite archive of originals, for `ctxpress expand`.
     #[arg(long, value_name = "DB")]
     archive: Option<String>,
-    /// Token counter: heuristic, o200k_base, cl100k_base.
-    #[arg(long)]
-    tokenizer: Option<String>,
     #[command(flatten)]
     llm: LlmArgs,
     /// Print a per-stage table to stderr.
@@ -223,33 +205,65 @@ fn load_config(a: &CompressArgs) -> Result<PipelineConfig> {
         (Some(name), None) => ctxpress::preset(name).map_err(|e| usage(e.to_string()))?,
         (None, None) => ctxpress::preset(DEFAULT_PRESET).map_err(|e| usage(e.to_string()))?,
     };
-    if let Some(t) = &a.tokenizer {
-        if counter_by_name(t).is_none() {
-            return Err(usage(format!(
-                "--tokenizer: unknown counter `{t}` (heuristic, o200k_base, cl100k_base)"
-            )));
-        }
-        cfg.tokenizer = Some(t.clone());
-    }
-    if let Some(b) = a.budget {
-        cfg.window.budget = Some(b);
-    }
-    if let Some(w) = a.window {
-        cfg.window.size = Some(w);
-    }
-    if let Some(t) = a.trigger {
-        cfg.window.trigger = t;
-    }
-    if let Some(t) = a.target {
-        cfg.window.target = t;
-    }
-    cfg.window
-        .validate()
-        .map_err(|e| usage(e.to_string().replace("`window.", "`--")))?;
+    a.limits.apply(&mut cfg)?;
     if a.llm.any() {
         a.llm.apply(cfg.llm.get_or_insert_with(Default::default));
     }
     Ok(cfg)
+}
+
+/// The budget, window and token-counter flags `compress` and `serve` share.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub(crate) struct LimitArgs {
+    /// Token budget for each conversation: one at or under it comes out
+    /// unchanged; one over it is compressed, oldest first, until it fits
+    /// (`compress` exits 3 when one cannot: its protected part alone is
+    /// over the budget).
+    #[arg(long, value_name = "TOKENS")]
+    pub(crate) budget: Option<usize>,
+    /// The model's context window in tokens: compress a conversation over
+    /// --trigger × WINDOW down to --target × WINDOW (with --budget too, the
+    /// lower of each).
+    #[arg(long, value_name = "TOKENS")]
+    pub(crate) window: Option<usize>,
+    /// Share of --window above which a conversation is compressed [default: 0.70].
+    #[arg(long, value_name = "SHARE", requires = "window")]
+    pub(crate) trigger: Option<f64>,
+    /// Share of --window a conversation is compressed down to [default: 0.40].
+    #[arg(long, value_name = "SHARE", requires = "window")]
+    pub(crate) target: Option<f64>,
+    /// Token counter: heuristic, o200k_base, cl100k_base.
+    #[arg(long)]
+    pub(crate) tokenizer: Option<String>,
+}
+
+impl LimitArgs {
+    /// Put the flags into `cfg` and check the window they make.
+    pub(crate) fn apply(&self, cfg: &mut PipelineConfig) -> Result<()> {
+        if let Some(t) = &self.tokenizer {
+            if counter_by_name(t).is_none() {
+                return Err(usage(format!(
+                    "--tokenizer: unknown counter `{t}` (heuristic, o200k_base, cl100k_base)"
+                )));
+            }
+            cfg.tokenizer = Some(t.clone());
+        }
+        if let Some(b) = self.budget {
+            cfg.window.budget = Some(b);
+        }
+        if let Some(w) = self.window {
+            cfg.window.size = Some(w);
+        }
+        if let Some(t) = self.trigger {
+            cfg.window.trigger = t;
+        }
+        if let Some(t) = self.target {
+            cfg.window.target = t;
+        }
+        cfg.window
+            .validate()
+            .map_err(|e| usage(e.to_string().replace("`window.", "`--")))
+    }
 }
 
 /// The LLM flags `compress` and `compact` share.

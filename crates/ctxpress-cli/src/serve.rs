@@ -1,9 +1,8 @@
 //! `ctxpress serve`: the compressing proxy of `ctxpress-proxy`, configured
 //! from flags over the `[serve]` table of `--config`.
 
-use crate::{LlmArgs, usage};
+use crate::{LimitArgs, LlmArgs, usage};
 use anyhow::{Context, Result};
-use ctxpress::core::tokens::counter_by_name;
 use ctxpress_proxy::{Proxy, ServeTable};
 use std::process::ExitCode;
 
@@ -17,19 +16,8 @@ pub struct ServeArgs {
     /// Address to listen on [default: 127.0.0.1:8787].
     #[arg(long, value_name = "ADDR")]
     listen: Option<String>,
-    /// The model's context window in tokens: compact a conversation over
-    /// --trigger × WINDOW down to --target × WINDOW, then keep that prefix.
-    #[arg(long, value_name = "TOKENS")]
-    window: Option<usize>,
-    /// Share of --window above which a conversation is compacted [default: 0.70].
-    #[arg(long, value_name = "SHARE", requires = "window")]
-    trigger: Option<f64>,
-    /// Share of --window a conversation is compacted down to [default: 0.40].
-    #[arg(long, value_name = "SHARE", requires = "window")]
-    target: Option<f64>,
-    /// A fixed token budget instead of (or under) a window.
-    #[arg(long, value_name = "TOKENS")]
-    budget: Option<usize>,
+    #[command(flatten)]
+    limits: LimitArgs,
     /// Preset name [default: agent].
     #[arg(long, conflicts_with = "config")]
     preset: Option<String>,
@@ -42,9 +30,6 @@ pub struct ServeArgs {
     /// Keep no archive.
     #[arg(long, conflicts_with = "archive")]
     no_archive: bool,
-    /// Token counter: heuristic, o200k_base, cl100k_base.
-    #[arg(long)]
-    tokenizer: Option<String>,
     #[command(flatten)]
     llm: LlmArgs,
     /// Requests handled at once; more wait [default: 64].
@@ -92,34 +77,12 @@ pub fn run(a: &ServeArgs) -> Result<ExitCode> {
     if a.quiet {
         table.log = false;
     }
-    if let Some(t) = &a.tokenizer {
-        if counter_by_name(t).is_none() {
-            return Err(usage(format!(
-                "--tokenizer: unknown counter `{t}` (heuristic, o200k_base, cl100k_base)"
-            )));
-        }
-        cfg.tokenizer = Some(t.clone());
-    }
-    if a.window.is_some() {
-        cfg.window.size = a.window;
-    }
-    if let Some(t) = a.trigger {
-        cfg.window.trigger = t;
-    }
-    if let Some(t) = a.target {
-        cfg.window.target = t;
-    }
-    if a.budget.is_some() {
-        cfg.window.budget = a.budget;
-    }
+    a.limits.apply(&mut cfg)?;
     if cfg.window.size.is_none() && cfg.window.budget.is_none() {
         return Err(usage(
             "serve needs the model's window (--window TOKENS) or a budget (--budget TOKENS)",
         ));
     }
-    cfg.window
-        .validate()
-        .map_err(|e| usage(e.to_string().replace("`window.", "`--")))?;
     if a.llm.any() {
         a.llm.apply(cfg.llm.get_or_insert_with(Default::default));
     }

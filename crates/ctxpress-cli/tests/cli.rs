@@ -419,7 +419,7 @@ fn window_flags_are_checked_and_documented() {
         .stdout(
             predicate::str::contains("[default: agent]")
                 .and(predicate::str::contains("--budget"))
-                .and(predicate::str::contains("Exit code 3")),
+                .and(predicate::str::contains("exits 3")),
         );
     bin().arg("presets").assert().success().stdout(
         ["identity", "chat", "cce", "agent", "hybrid"]

@@ -262,12 +262,15 @@ impl Proxy {
     /// The routes.
     pub fn router(&self) -> Router {
         Router::new()
-            .route("/v1/chat/completions", post(chat))
-            .route("/v1/messages", post(messages))
+            .route(
+                "/v1/chat/completions",
+                post(forward::<{ Api::OpenAi as u8 }>),
+            )
+            .route("/v1/messages", post(forward::<{ Api::Anthropic as u8 }>))
             .route("/metrics", get(metrics))
             .route("/ctxpress/search", get(search))
             .route("/ctxpress/health", get(|| async { "ok\n" }))
-            .fallback(any(passthrough))
+            .fallback(any(forward::<{ Api::Other as u8 }>))
             .layer(DefaultBodyLimit::max(self.shared.cfg.body_limit))
             .with_state(self.shared.clone())
     }
@@ -287,10 +290,11 @@ impl Proxy {
 
 /// The API a request speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
 enum Api {
-    OpenAi,
-    Anthropic,
-    Other,
+    OpenAi = 0,
+    Anthropic = 1,
+    Other = 2,
 }
 
 impl Api {
@@ -303,34 +307,21 @@ impl Api {
     }
 }
 
-async fn chat(
+/// The handler of every route that goes upstream; `API` is an [`Api`] as
+/// a number (`Api::OpenAi as u8`, ...).
+async fn forward<const API: u8>(
     State(s): State<Arc<Shared>>,
     method: Method,
     uri: Uri,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response<Body> {
-    handle(s, Api::OpenAi, method, uri, headers, body).await
-}
-
-async fn messages(
-    State(s): State<Arc<Shared>>,
-    method: Method,
-    uri: Uri,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response<Body> {
-    handle(s, Api::Anthropic, method, uri, headers, body).await
-}
-
-async fn passthrough(
-    State(s): State<Arc<Shared>>,
-    method: Method,
-    uri: Uri,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response<Body> {
-    handle(s, Api::Other, method, uri, headers, body).await
+    let api = match API {
+        0 => Api::OpenAi,
+        1 => Api::Anthropic,
+        _ => Api::Other,
+    };
+    handle(s, api, method, uri, headers, body).await
 }
 
 /// What compression did to one request, for the log and the metrics.
