@@ -466,9 +466,39 @@ static REF: LazyLock<Regex> = LazyLock::new(|| {
 /// appearance, without duplicates, at most `max`.
 pub fn references(text: &str, max: usize) -> Vec<&str> {
     let mut out: Vec<&str> = Vec::new();
+    if max > 0 {
+        push_references(text, max, &mut out);
+    }
+    out
+}
+
+/// [`references`] of the lines `lines` joined by line breaks, without
+/// joining them: no reference spans a line break (each alternative of
+/// [`REF`] stops at white space), and a line without a slash, a backslash,
+/// `Error` or `Exception` holds none (a URL has `://`, a path a separator,
+/// an error name its suffix), so it is not searched.
+pub fn references_in_lines<'a>(
+    lines: impl IntoIterator<Item = &'a str>,
+    max: usize,
+) -> Vec<&'a str> {
+    let mut out: Vec<&str> = Vec::new();
     if max == 0 {
         return out;
     }
+    for l in lines {
+        if !(l.contains(['/', '\\']) || l.contains("Error") || l.contains("Exception")) {
+            continue;
+        }
+        if push_references(l, max, &mut out) {
+            break;
+        }
+    }
+    out
+}
+
+/// Add the references of `text` to `out` (see [`references`]); true once
+/// `out` holds `max`.
+fn push_references<'a>(text: &'a str, max: usize, out: &mut Vec<&'a str>) -> bool {
     for m in REF.find_iter(text) {
         let s = m.as_str().trim_end_matches(['.', ',', ':', ';']);
         if s.len() < 4 || s.len() > 200 || out.contains(&s) {
@@ -476,10 +506,10 @@ pub fn references(text: &str, max: usize) -> Vec<&str> {
         }
         out.push(s);
         if out.len() >= max {
-            break;
+            return true;
         }
     }
-    out
+    false
 }
 
 fn is_snake(w: &[u8]) -> bool {
@@ -806,6 +836,28 @@ mod tests {
                     CODE_STRUCTURE.is_match(body),
                     CODE_STRUCTURE_NO_PAREN.is_match(body),
                     "{body:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn references_by_line_agree_with_the_joined_text() {
+        let sources = [
+            include_str!("lines.rs"),
+            include_str!("summary.rs"),
+            include_str!("lib.rs"),
+            "see https://example.com/a/b.html and C:\\dir\\x.txt\nValueError: at ~/src/app.py\n\
+             x/y.rs:3 FooException, http://h/p?q=1\nplain line\nBarError.\n",
+        ];
+        for text in sources {
+            let lines: Vec<&str> = text.lines().collect();
+            let joined = lines.join("\n");
+            for max in [0, 1, 3, 12, 1000] {
+                assert_eq!(
+                    references_in_lines(lines.iter().copied(), max),
+                    references(&joined, max),
+                    "max {max}"
                 );
             }
         }

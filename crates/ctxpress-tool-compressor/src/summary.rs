@@ -4,7 +4,7 @@
 
 use crate::lines::{
     Lang, OutlineState, Rank, clip, declaration, is_count_line, is_diagnostic, is_error_line,
-    is_heading, lang_of, references, shape, split_numbered,
+    is_heading, lang_of, references_in_lines, shape, split_numbered,
 };
 use foldhash::HashSet;
 use std::fmt::Write as _;
@@ -292,14 +292,12 @@ fn push_refs(
     if limits.max_refs == 0 {
         return;
     }
-    let rest: String = lines
+    let rest = lines
         .iter()
         .enumerate()
         .filter(|(i, _)| !shown.contains(i))
-        .map(|(_, l)| l.body)
-        .collect::<Vec<_>>()
-        .join("\n");
-    let refs: Vec<&str> = references(&rest, limits.max_refs)
+        .map(|(_, l)| l.body);
+    let refs: Vec<&str> = references_in_lines(rest, limits.max_refs)
         .into_iter()
         .filter(|r| !out.contains(r))
         .collect();
