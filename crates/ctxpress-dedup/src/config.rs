@@ -23,6 +23,11 @@ pub struct DedupConfig {
     pub delta_threshold: f64,
     /// Most changed lines (`-` plus `+`) a delta reference may carry.
     pub delta_max_lines: usize,
+    /// With `delta`, a near-duplicate whose diff is over `delta_max_lines`
+    /// still becomes a plain `near-dup` reference (the lines that differ are
+    /// then only in the archive). `false` keeps such a text as it is, so no
+    /// reference says "~99% match" over differences the model cannot see.
+    pub near_without_diff: bool,
     /// The last this many messages are never replaced; a copy inside them is
     /// the preferred keep target.
     pub recency_window: usize,
@@ -47,6 +52,7 @@ impl Default for DedupConfig {
             delta: false,
             delta_threshold: 0.5,
             delta_max_lines: 40,
+            near_without_diff: true,
             recency_window: 4,
             prefix: "cce".into(),
             preserve: Vec::new(),

@@ -390,7 +390,10 @@ impl Dedup {
                 return Some(mk(Kind::Delta, text));
             }
         }
-        if self.cfg.fuzzy && (near_group || s >= self.cfg.threshold) {
+        if self.cfg.fuzzy
+            && (near_group || s >= self.cfg.threshold)
+            && (self.cfg.near_without_diff || !self.cfg.delta)
+        {
             let text = format!("{head}]");
             if text.chars().count() < unit.chars {
                 return Some(mk(Kind::Near, text));

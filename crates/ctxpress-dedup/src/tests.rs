@@ -472,3 +472,52 @@ fn registered_and_built_from_params() {
     assert!(e.to_string().contains("fuzzy"), "{e}");
     assert!(ctxpress_core::registry::build("dedup", &json!({"threshold": 0})).is_err());
 }
+
+#[test]
+fn a_near_dup_whose_diff_is_too_long_stays_unless_bare_references_are_allowed() {
+    // 3 of 30 lines differ: ~90% similar, a 6-line diff over a 2-line cap.
+    let v1 = file(30, "n");
+    let v2: String = v1
+        .lines()
+        .enumerate()
+        .map(|(i, l)| {
+            if i < 3 {
+                l.replace("compute", "COMPUTE")
+            } else {
+                l.to_string()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    let cfg = DedupConfig {
+        fuzzy: true,
+        delta: true,
+        delta_max_lines: 2,
+        threshold: 0.8,
+        ..DedupConfig::default()
+    };
+    let msgs = || {
+        let mut m = vec![("user", v1.clone()), ("user", v2.clone())];
+        m.extend(filler(4));
+        m
+    };
+    let mut c = conv(msgs());
+    run(&dedup(cfg.clone()), &mut c);
+    assert!(
+        c.messages[0].text().contains("near-dup of"),
+        "the default: a bare reference"
+    );
+    let mut c = conv(msgs());
+    run(
+        &dedup(DedupConfig {
+            near_without_diff: false,
+            ..cfg
+        }),
+        &mut c,
+    );
+    assert_eq!(
+        c.messages[0].text(),
+        v1,
+        "no reference that hides the lines that differ"
+    );
+}

@@ -122,9 +122,14 @@ pub fn summarize(kind: Kind, subject: &Subject, text: &str, limits: &Limits) -> 
         Kind::Write | Kind::Edit => change(kind, subject, text, limits),
         Kind::Search => search(subject, text, limits, 0.5)
             .unwrap_or_else(|| output(Kind::Search, subject, text, limits)),
-        // Commands that search or list (grep, find, rg, search_dir) read as searches.
-        Kind::Command => search(subject, text, limits, 0.75)
-            .unwrap_or_else(|| output(kind, subject, text, limits)),
+        // Commands that search or list (grep, find, rg, search_dir) read as
+        // searches; a command that failed is about its errors, whatever its
+        // lines look like.
+        Kind::Command if !subject.exit.is_some_and(|c| c != 0) => {
+            search(subject, text, limits, 0.75)
+                .unwrap_or_else(|| output(kind, subject, text, limits))
+        }
+        Kind::Command => output(kind, subject, text, limits),
         Kind::Other => output(kind, subject, text, limits),
     }
 }
@@ -542,6 +547,11 @@ fn match_path(line: &str) -> Option<(&str, &str)> {
         ),
         None => (t, ""),
     };
+    // `a.py::test_x PASSED` (a test id), `std::io::Error`: a `::` is a
+    // path inside a program, not `file:` followed by a match.
+    if rest.starts_with(':') {
+        return None;
+    }
     let looks_like_path = !path.contains(char::is_whitespace)
         && (path.contains('/') || path.contains('\\') || has_extension(path));
     if !looks_like_path {
@@ -726,6 +736,29 @@ mod tests {
                 "TypeError"
             ]
         );
+    }
+
+    #[test]
+    fn test_ids_and_failed_commands_are_not_search_results() {
+        let mut out = String::from("collected 8 items\n");
+        for i in 0..6 {
+            out.push_str(&format!("tests/test_dates.py::test_shift_{i} PASSED\n"));
+        }
+        out.push_str("tests/test_dates.py::test_is_leap FAILED\nE       assert False\ntests/test_dates.py:241: AssertionError\nFAILED tests/test_dates.py::test_is_leap - assert False\n1 failed, 6 passed in 0.31s\n");
+        for exit in [None, Some(1)] {
+            let s = summarize(
+                Kind::Command,
+                &subj("bash", None, Some("pytest tests/test_dates.py"), exit),
+                &out,
+                &Limits::default(),
+            );
+            assert!(!s.contains("matches"), "{s}");
+            assert!(s.contains("1 failed, 6 passed"), "{s}");
+            if exit.is_some() {
+                assert!(s.contains("FAILED tests/test_dates.py::test_is_leap"), "{s}");
+            }
+        }
+        assert_eq!(match_path("src/lib.rs::tests::it_works ok"), None);
     }
 
     #[test]
