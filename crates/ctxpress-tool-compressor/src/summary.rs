@@ -125,10 +125,8 @@ pub fn summarize(kind: Kind, subject: &Subject, text: &str, limits: &Limits) -> 
         // Commands that search or list (grep, find, rg, search_dir) read as
         // searches; a command that failed is about its errors, whatever its
         // lines look like.
-        Kind::Command if !subject.exit.is_some_and(|c| c != 0) => {
-            search(subject, text, limits, 0.75)
-                .unwrap_or_else(|| output(kind, subject, text, limits))
-        }
+        Kind::Command if subject.exit.is_none_or(|c| c == 0) => search(subject, text, limits, 0.75)
+            .unwrap_or_else(|| output(kind, subject, text, limits)),
         Kind::Command => output(kind, subject, text, limits),
         Kind::Other => output(kind, subject, text, limits),
     }
@@ -755,7 +753,10 @@ mod tests {
             assert!(!s.contains("matches"), "{s}");
             assert!(s.contains("1 failed, 6 passed"), "{s}");
             if exit.is_some() {
-                assert!(s.contains("FAILED tests/test_dates.py::test_is_leap"), "{s}");
+                assert!(
+                    s.contains("FAILED tests/test_dates.py::test_is_leap"),
+                    "{s}"
+                );
             }
         }
         assert_eq!(match_path("src/lib.rs::tests::it_works ok"), None);
