@@ -52,6 +52,19 @@ fn run_limited(blocks: u64, args: &[&dyn AsRef<OsStr>]) -> Output {
     cmd.output().unwrap()
 }
 
+/// `expand OUT --archive DB` succeeds and gives back `expected` exactly.
+fn assert_expands(d: &Path, out: &Path, db: &Path, expected: &[u8]) {
+    let back = d.join("back.expanded");
+    let o = run(&[&"expand", &out, &"--archive", &db, &"-o", &back], None);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        std::fs::read(&back).unwrap() == expected,
+        "{} does not expand back to its input",
+        out.display()
+    );
+    std::fs::remove_file(&back).unwrap();
+}
+
 /// Assert that a run failed with exit 2 and an error naming `path` (and
 /// each of `words`).
 fn assert_fails_naming(o: &Output, path: &Path, words: &[&str]) {
@@ -275,10 +288,7 @@ fn compact_with_its_output_on_a_full_disk_leaves_the_archive_as_it_was() {
         compacted == std::fs::read(&first).unwrap(),
         "the rerun differs"
     );
-    let back = d.join("back.json");
-    let o = run(&[&"expand", &out, &"--archive", &db, &"-o", &back], None);
-    assert!(o.status.success(), "{}", stderr(&o));
-    assert!(std::fs::read(&back).unwrap() == doc.as_bytes());
+    assert_expands(d, &out, &db, doc.as_bytes());
 }
 
 // ---------------------------------------------------------------------------
@@ -802,11 +812,7 @@ fn runs_killed_at_random_points_leave_whole_files_only() {
             "a partial output after {ms} ms"
         );
         if now == complete {
-            let back = d.join("back.jsonl");
-            let o = run(&[&"expand", &out, &"--archive", &db, &"-o", &back], None);
-            assert!(o.status.success(), "{}", stderr(&o));
-            assert!(std::fs::read(&back).unwrap() == big.as_bytes());
-            std::fs::remove_file(&back).unwrap();
+            assert_expands(d, &out, &db, big.as_bytes());
         } else if db.exists() {
             // The archive opens (search reads it) whatever it holds.
             let o = run(&[&"search", &"error", &"--archive", &db], None);
@@ -835,10 +841,7 @@ fn runs_killed_at_random_points_leave_whole_files_only() {
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(temps(d).is_empty(), "{:?}", temps(d));
     assert!(std::fs::read(&out).unwrap() == complete);
-    let back = d.join("back.jsonl");
-    let o = run(&[&"expand", &out, &"--archive", &db, &"-o", &back], None);
-    assert!(o.status.success(), "{}", stderr(&o));
-    assert!(std::fs::read(&back).unwrap() == big.as_bytes());
+    assert_expands(d, &out, &db, big.as_bytes());
 }
 
 /// `compact -o OUT --archive DB` killed at seeded random points: OUT is its
