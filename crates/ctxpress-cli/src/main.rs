@@ -102,7 +102,12 @@ enum Cmd {
         json: bool,
     },
     /// List the registered strategies.
-    Strategies,
+    Strategies {
+        /// Print this strategy's parameters with their types and defaults, as
+        /// a `[[stages]]` table to start a configuration from.
+        #[arg(long, value_name = "NAME")]
+        show: Option<String>,
+    },
     /// List the presets, or print one as TOML.
     Presets {
         /// Print this preset's configuration.
@@ -169,7 +174,7 @@ fn main() -> ExitCode {
             tokenizer,
             json,
         } => stats(&input, &tokenizer, json),
-        Cmd::Strategies => strategies(),
+        Cmd::Strategies { show } => strategies(show.as_deref()),
         Cmd::Presets { show } => presets(show.as_deref()),
     };
     match r {
@@ -892,9 +897,55 @@ fn stats(input: &str, tokenizer: &str, as_json: bool) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn strategies() -> Result<ExitCode> {
-    for f in ctxpress::core::registry::strategies()? {
-        outln!("{:<16} {}", f.name, f.summary);
+fn strategies(show: Option<&str>) -> Result<ExitCode> {
+    let all = ctxpress::core::registry::strategies()?;
+    let Some(name) = show else {
+        for f in &all {
+            outln!("{:<16} {}", f.name, f.summary);
+        }
+        return Ok(ExitCode::SUCCESS);
+    };
+    let Some(f) = all.iter().find(|f| f.name == name) else {
+        let hint = ctxpress::core::config::closest(name, all.iter().map(|f| f.name))
+            .map(|s| format!("; did you mean `{s}`?"))
+            .unwrap_or_default();
+        return Err(usage(format!("unknown strategy `{name}`{hint}")));
+    };
+    outln!("# {}: {}", f.name, f.summary);
+    outln!("# Every parameter with its default; unknown names are rejected.");
+    outln!("[[stages]]");
+    outln!("type = {}", Value::String(f.name.to_string()));
+    if let Value::Object(params) = (f.default_config)() {
+        for (k, v) in &params {
+            let kind = match v {
+                Value::Bool(_) => "boolean",
+                Value::Number(n) if n.is_f64() => "number",
+                Value::Number(_) => "integer",
+                Value::String(_) => "string",
+                Value::Array(_) => "list",
+                Value::Object(_) => "table",
+                Value::Null => "optional",
+            };
+            let shown = match v {
+                Value::Null => format!("# {k} = (unset)"),
+                Value::Object(_) => format!("# {k} = {v} (a table)"),
+                Value::Number(n) => format!("{k} = {n}"),
+                other => {
+                    let mut t = toml::Table::new();
+                    match toml::Value::try_from(other) {
+                        Ok(tv) => {
+                            t.insert(k.clone(), tv);
+                            toml::to_string(&t)
+                                .unwrap_or_default()
+                                .trim_end()
+                                .to_string()
+                        }
+                        Err(_) => format!("{k} = {other}"),
+                    }
+                }
+            };
+            outln!("{shown:<48} # {kind}");
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -429,3 +429,31 @@ fn window_flags_are_checked_and_documented() {
             }),
     );
 }
+
+/// `strategies --show NAME` prints a `[[stages]]` table of every parameter
+/// with its default, which builds as it is; a misspelt name gets the
+/// closest one.
+#[test]
+fn strategies_show_prints_a_stage_that_builds() {
+    let list = bin().arg("strategies").output().unwrap();
+    let names: Vec<String> = String::from_utf8(list.stdout)
+        .unwrap()
+        .lines()
+        .filter_map(|l| l.split_whitespace().next().map(str::to_string))
+        .collect();
+    assert!(names.len() >= 6, "{names:?}");
+    for name in &names {
+        let o = bin().args(["strategies", "--show", name]).output().unwrap();
+        assert!(o.status.success());
+        let text = String::from_utf8(o.stdout).unwrap();
+        assert!(text.contains(&format!("type = \"{name}\"")), "{text}");
+        let cfg = ctxpress::PipelineConfig::parse(&format!("version = 1\n{text}"))
+            .unwrap_or_else(|e| panic!("{name}: {e}\n{text}"));
+        cfg.build().unwrap_or_else(|e| panic!("{name}: {e}\n{text}"));
+    }
+    bin()
+        .args(["strategies", "--show", "dedpu"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("did you mean `dedup`"));
+}
