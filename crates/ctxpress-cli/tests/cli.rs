@@ -449,7 +449,8 @@ fn strategies_show_prints_a_stage_that_builds() {
         assert!(text.contains(&format!("type = \"{name}\"")), "{text}");
         let cfg = ctxpress::PipelineConfig::parse(&format!("version = 1\n{text}"))
             .unwrap_or_else(|e| panic!("{name}: {e}\n{text}"));
-        cfg.build().unwrap_or_else(|e| panic!("{name}: {e}\n{text}"));
+        cfg.build()
+            .unwrap_or_else(|e| panic!("{name}: {e}\n{text}"));
     }
     bin()
         .args(["strategies", "--show", "dedpu"])
