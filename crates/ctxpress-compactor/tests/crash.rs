@@ -151,7 +151,9 @@ fn delays(mut s: u64) -> impl FnMut() -> u64 {
 fn killed_compactions_lose_nothing_and_a_rerun_completes() {
     let all = conversation();
     if let Ok(path) = std::env::var(CHILD) {
-        // The child: work until killed.
+        // The child: say it is ready (the conversation is built), then work
+        // until killed.
+        std::fs::write(format!("{path}.started"), b"").unwrap();
         work(Path::new(&path), &all, usize::MAX);
         return;
     }
@@ -163,7 +165,9 @@ fn killed_compactions_lose_nothing_and_a_rerun_completes() {
     let mut next = delays(seed);
     let mut seen = 0;
     let mut killed_while_running = 0;
+    let started = dir.path().join("crash.db.started");
     for round in 0..KILLS {
+        let _ = std::fs::remove_file(&started);
         let mut child = Command::new(&exe)
             .args([
                 "--exact",
@@ -176,7 +180,16 @@ fn killed_compactions_lose_nothing_and_a_rerun_completes() {
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
-        // Let it start (open, first rounds), then kill at a random point.
+        // Wait until it is ready (a busy machine may take seconds to start
+        // a debug test binary), let it open the store and work, then kill
+        // it at a random point.
+        let ready = Instant::now();
+        while !started.exists() && ready.elapsed() < Duration::from_secs(120) {
+            if child.try_wait().unwrap().is_some() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
         let delay = Duration::from_millis(30 + next() % 400);
         let start = Instant::now();
         let mut exited = None;
