@@ -416,15 +416,23 @@ async fn compress(s: &Shared, headers: &HeaderMap, body: &Bytes, done: &mut Done
         }
     };
     done.session = Some(key);
-    let mut session = session.lock().await;
-    let (request, r) = match session.prepare_async(&conv).await {
-        Ok(x) => x,
-        Err(_) => {
-            done.note = Some("compression failed: forwarded as sent");
-            return None;
-        }
+    let mut guard = session.clone().lock_owned().await;
+    let prepared = if guard.needs_async() {
+        // LLM stages: awaited here (their time is the endpoint's).
+        guard.prepare_async(&conv).await.ok()
+    } else {
+        // CPU work (a compaction of a long history takes a while): on a
+        // blocking thread, so the runtime's workers keep streaming other
+        // responses meanwhile.
+        tokio::task::spawn_blocking(move || guard.prepare(&conv).ok())
+            .await
+            .ok()
+            .flatten()
     };
-    drop(session);
+    let Some((request, r)) = prepared else {
+        done.note = Some("compression failed: forwarded as sent");
+        return None;
+    };
     done.tokens_given = r.tokens_given;
     done.tokens_sent = r.tokens_request;
     done.compacted = r.compacted;
