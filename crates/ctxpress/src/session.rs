@@ -201,15 +201,15 @@ impl Session {
         let mut now = measure(&request);
         let mut tokens: usize = now.iter().map(|x| x.1).sum::<usize>() + fixed;
         if tokens > self.next_trigger {
-            let before = request.clone();
             let r = self.compressor.compress_async(&mut request).await?;
             tokens = r.tokens_after;
-            report.compacted = !same_messages(&before, &request);
+            let after = measure(&request);
+            report.compacted = after.iter().map(|x| x.0).ne(now.iter().map(|x| x.0));
             if report.compacted {
                 self.compactions += 1;
                 self.prefix = request.messages.clone();
                 self.covered = hashes;
-                now = measure(&request);
+                now = after;
             }
             self.next_trigger = if tokens <= self.trigger {
                 self.trigger
@@ -233,14 +233,6 @@ impl Session {
         self.counts = counts;
         Ok((request, report))
     }
-}
-
-fn same_messages(a: &Conversation, b: &Conversation) -> bool {
-    a.messages.len() == b.messages.len()
-        && a.messages
-            .iter()
-            .zip(&b.messages)
-            .all(|(x, y)| a.message_json(x) == b.message_json(y))
 }
 
 #[cfg(test)]
