@@ -11,8 +11,8 @@ mod trace;
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
-use ctxpress::core::tokens::counter_by_name;
-use ctxpress::core::{StageStatus, TokenCounter};
+use ctxpress::core::StageStatus;
+use ctxpress::core::tokens::counter_named;
 use ctxpress::{Compressor, Conversation, PipelineConfig, Report};
 use io::{InputError, Kind, Output, PathUse, Reader, check_paths, parse_item, print_out};
 use serde_json::{Value, json};
@@ -246,11 +246,7 @@ impl LimitArgs {
     /// Put the flags into `cfg` and check the window they make.
     pub(crate) fn apply(&self, cfg: &mut PipelineConfig) -> Result<()> {
         if let Some(t) = &self.tokenizer {
-            if counter_by_name(t).is_none() {
-                return Err(usage(format!(
-                    "--tokenizer: unknown counter `{t}` (heuristic, o200k_base, cl100k_base)"
-                )));
-            }
+            counter_named(t).map_err(|e| usage(format!("--tokenizer: {e}")))?;
             cfg.tokenizer = Some(t.clone());
         }
         if let Some(b) = self.budget {
@@ -868,8 +864,7 @@ fn classify(input: &str, config: Option<&str>) -> Result<ExitCode> {
 }
 
 fn stats(input: &str, tokenizer: &str, as_json: bool) -> Result<ExitCode> {
-    let counter: Arc<dyn TokenCounter> = counter_by_name(tokenizer)
-        .ok_or_else(|| usage(format!("--tokenizer: unknown counter `{tokenizer}`")))?;
+    let counter = counter_named(tokenizer).map_err(|e| usage(format!("--tokenizer: {e}")))?;
     let mut s = ctxpress::Stats::new(counter);
     each_conversation(input, |_, _, c| {
         s.add(&c);

@@ -275,6 +275,19 @@ pub fn counter_by_name(name: &str) -> Option<Arc<dyn TokenCounter>> {
     }
 }
 
+/// The names [`counter_by_name`] knows.
+pub const COUNTERS: &[&str] = &["heuristic", "o200k_base", "cl100k_base"];
+
+/// [`counter_by_name`], or an error that names the known counters.
+pub fn counter_named(name: &str) -> Result<Arc<dyn TokenCounter>, crate::ConfigError> {
+    counter_by_name(name).ok_or_else(|| {
+        crate::ConfigError::Invalid(format!(
+            "unknown counter `{name}` ({})",
+            COUNTERS.join(", ")
+        ))
+    })
+}
+
 /// Per-message framing tokens a provider adds (role markers).
 pub const MESSAGE_OVERHEAD: usize = 4;
 

@@ -6,7 +6,7 @@
 //! released while Rust works, so Python threads compress in parallel.
 //! Errors are raised as the exception classes of `ctxpress._errors`.
 
-use ctxpress::core::tokens::counter_by_name;
+use ctxpress::core::tokens::counter_named;
 use ctxpress::{Archive, Compressor, Conversation, PipelineConfig, Report};
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
@@ -205,11 +205,7 @@ fn load_config(
         }
     };
     if let Some(t) = tokenizer {
-        if counter_by_name(t).is_none() {
-            return Err(Fail::Config(format!(
-                "tokenizer: unknown counter `{t}` (heuristic, o200k_base, cl100k_base)"
-            )));
-        }
+        counter_named(t).map_err(|e| Fail::Config(format!("tokenizer: {e}")))?;
         cfg.tokenizer = Some(t.to_string());
     }
     if budget.is_some() {
@@ -419,11 +415,8 @@ fn validate(py: Python<'_>, text: &str, positions: bool) -> PyResult<String> {
 #[pyo3(signature = (texts, tokenizer="heuristic", positions=true))]
 fn stats(py: Python<'_>, texts: Vec<String>, tokenizer: &str, positions: bool) -> PyResult<String> {
     py.detach(|| {
-        let counter = counter_by_name(tokenizer).ok_or_else(|| {
-            Fail::Config(format!(
-                "tokenizer: unknown counter `{tokenizer}` (heuristic, o200k_base, cl100k_base)"
-            ))
-        })?;
+        let counter =
+            counter_named(tokenizer).map_err(|e| Fail::Config(format!("tokenizer: {e}")))?;
         let mut s = ctxpress::Stats::new(counter);
         for t in &texts {
             s.add(&parse(t, positions)?);
