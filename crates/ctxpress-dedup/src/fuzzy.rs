@@ -47,15 +47,14 @@ pub fn line_set(text: &str) -> LineSet {
     // `to_lowercase` is the ASCII mapping); others allocate.
     let mut buf: Vec<u8> = Vec::new();
     for l in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
-        let h = if !l.is_ascii() {
-            xxhash_rust::xxh3::xxh3_64(l.to_lowercase().as_bytes())
-        } else if l.bytes().any(|b| b.is_ascii_uppercase()) {
+        let h = if l.is_ascii() {
+            // One pass: copy lower-cased (cheaper than looking for a
+            // capital first and copying only then).
             buf.clear();
-            buf.extend_from_slice(l.as_bytes());
-            buf.make_ascii_lowercase();
+            buf.extend(l.bytes().map(|b| b.to_ascii_lowercase()));
             xxhash_rust::xxh3::xxh3_64(&buf)
         } else {
-            xxhash_rust::xxh3::xxh3_64(l.as_bytes())
+            xxhash_rust::xxh3::xxh3_64(l.to_lowercase().as_bytes())
         };
         v.push(h);
     }

@@ -1,9 +1,10 @@
 //! ctxpress strategy `dedup`: replaces repeated content with compact references
 //! (spec 000 section 2 and its dedup output format).
 //!
-//! - **Exact** (on by default): texts are grouped by their djb2 hash and every
+//! - **Exact** (on by default): texts are grouped by a 32-bit hash and every
 //!   group is confirmed by full string comparison, so a hash collision never
-//!   merges different texts.
+//!   merges different texts. The spec names djb2 ([`djb2`]); the groups do
+//!   not depend on the hash, so a faster one ([`fast_hash`]) is used.
 //! - **Fuzzy** (`fuzzy = true`): line-level Jaccard similarity of normalized
 //!   lines, with candidates drawn from an inverted index over fingerprint lines
 //!   (see [`fuzzy`]); similar texts form transitive groups (union-find).
@@ -41,8 +42,15 @@ ctxpress_core::register_strategy!(
     Dedup::new
 );
 
+/// The grouping hash used by default: xxh3 cut to 32 bits. It gives the
+/// same groups as the spec's [`djb2`] (every group is confirmed by full
+/// comparison) at a fraction of the cost on long texts.
+pub fn fast_hash(text: &str) -> u32 {
+    xxhash_rust::xxh3::xxh3_64(text.as_bytes()) as u32
+}
+
 /// The djb2 hash (`h = h * 33 + byte`, starting at 5381) the spec groups
-/// exact duplicates by.
+/// exact duplicates by (see [`Dedup::with_hash`]).
 pub fn djb2(text: &str) -> u32 {
     text.bytes().fold(5381u32, |h, b| {
         h.wrapping_mul(33).wrapping_add(u32::from(b))
@@ -125,7 +133,10 @@ impl Dedup {
     /// Build from a config (value ranges are checked).
     pub fn new(cfg: DedupConfig) -> Result<Self, ConfigError> {
         cfg.validate()?;
-        Ok(Dedup { cfg, hash: djb2 })
+        Ok(Dedup {
+            cfg,
+            hash: fast_hash,
+        })
     }
 
     /// The configuration.

@@ -197,11 +197,42 @@ fn hash_collision_never_merges_different_texts() {
     let mut msgs = vec![("user", x.clone()), ("user", y.clone())];
     msgs.extend(filler(4));
     let mut c = conv(msgs);
-    let an = dedup(DedupConfig::default()).analyze(&c);
+    let spec = dedup(DedupConfig::default()).with_hash(djb2);
+    let an = spec.analyze(&c);
     assert!(an.replacements.is_empty());
     assert!(an.string_compares >= 1);
-    run(&dedup(DedupConfig::default()), &mut c);
+    run(&spec, &mut c);
     assert_eq!(c.messages[0].text(), x);
+}
+
+#[test]
+fn the_default_hash_groups_as_the_spec_djb2_does() {
+    let (a, b) = (file(8, "a"), file(8, "b"));
+    let pad = file(8, "p");
+    let mut msgs = vec![
+        ("user", a.clone()),
+        ("user", format!("{pad}Ab")),
+        ("user", b.clone()),
+        ("user", format!("{pad}BA")),
+        ("user", a.clone()),
+        ("user", b.replace("value_3", "value_x")),
+        ("user", b),
+    ];
+    msgs.extend(filler(4));
+    for cfg in [
+        DedupConfig::default(),
+        DedupConfig {
+            fuzzy: true,
+            delta: true,
+            ..DedupConfig::default()
+        },
+    ] {
+        let (mut x, mut y) = (conv(msgs.clone()), conv(msgs.clone()));
+        run(&dedup(cfg.clone()), &mut x);
+        run(&dedup(cfg).with_hash(djb2), &mut y);
+        assert_eq!(x.to_json_string(), y.to_json_string());
+        assert_ne!(x.to_json_string(), conv(msgs.clone()).to_json_string());
+    }
 }
 
 fn reread(delta: bool, fuzzy: bool) -> (Conversation, String, String) {

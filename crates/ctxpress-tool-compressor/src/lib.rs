@@ -45,6 +45,7 @@ use ctxpress_core::{
 use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use std::hash::{BuildHasher, BuildHasherDefault, Hasher};
 pub use summary::{Kind, Limits, PREFIX, Subject, summarize, summarize_input};
 
 /// Parameters of the `tool_compressor` stage.
@@ -370,8 +371,51 @@ fn act_keys(name: &str, op: Option<&Operation>) -> Vec<String> {
     keys
 }
 
-/// Occurrences of each term in the conversation.
-type TermCounts = HashMap<String, u32>;
+/// Occurrences of each term in the conversation, keyed by a 64-bit hash of
+/// the term: no copy of a term is made, and a look-up compares one number.
+/// (Two terms would have to share all 64 bits to be counted as one.)
+#[derive(Default)]
+struct TermCounts(std::collections::HashMap<u64, u32, BuildHasherDefault<KeyHasher>>);
+
+/// The hasher of [`TermCounts`]: its keys are hashes already.
+#[derive(Default)]
+struct KeyHasher(u64);
+
+impl Hasher for KeyHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        // Only `write_u64` is used; fold anything else in all the same.
+        for b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(*b);
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n;
+    }
+}
+
+/// The fixed hash of a term (the same in every run, so results are too).
+fn term_key(t: &str) -> u64 {
+    static STATE: foldhash::quality::FixedState =
+        foldhash::quality::FixedState::with_seed(0x6374_7870);
+    STATE.hash_one(t)
+}
+
+impl TermCounts {
+    fn get(&self, t: &str) -> u32 {
+        self.0.get(&term_key(t)).copied().unwrap_or(0)
+    }
+    fn add(&mut self, t: &str, n: u32) {
+        *self.0.entry(term_key(t)).or_insert(0) += n;
+    }
+    fn sub(&mut self, t: &str, n: u32) {
+        if let Some(g) = self.0.get_mut(&term_key(t)) {
+            *g = g.saturating_sub(n);
+        }
+    }
+}
 
 /// The terms of one result text as the conversation-wide scan found them:
 /// the text's length and the byte range of each occurrence, in order.
@@ -400,12 +444,7 @@ fn count_terms(
             let a = t.as_ptr() as usize - base;
             r.push((a, a + t.len()));
         }
-        match counts.get_mut(t) {
-            Some(n) => *n += 1,
-            None => {
-                counts.insert(t.to_string(), 1);
-            }
-        }
+        counts.add(t, 1);
     });
 }
 
@@ -823,7 +862,7 @@ impl ToolCompressor {
             let mut lost = 0usize;
             for t in order {
                 let n = orig.get(t).copied().unwrap_or(0);
-                let total = global.get(t).copied().unwrap_or(0);
+                let total = global.get(t);
                 if total.saturating_sub(n) != 0 || summ.contains(t) {
                     continue;
                 }
@@ -850,16 +889,9 @@ impl ToolCompressor {
                 return Err(Attempt::Dense);
             }
             for (t, n) in &orig {
-                if let Some(g) = global.get_mut(*t) {
-                    *g = g.saturating_sub(*n);
-                }
+                global.sub(t, *n);
             }
-            let mut add = |t: &str, n: u32| match global.get_mut(t) {
-                Some(g) => *g += n,
-                None => {
-                    global.insert(t.to_string(), n);
-                }
-            };
+            let mut add = |t: &str, n: u32| global.add(t, n);
             for &(a, b) in &bare_terms {
                 if let Some(t) = s.get(a..b) {
                     add(t, 1);

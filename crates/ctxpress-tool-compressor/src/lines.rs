@@ -370,18 +370,213 @@ fn code_declaration(body: &str, t: &str, st: &mut OutlineState) -> Option<Rank> 
     }
     // Only the STRUCTURE, SQL_STMT and ARROW_FN alternatives can match a
     // line without a parenthesis (the others all need a literal `(`).
-    let structure = if body.contains('(') {
+    let paren = body.contains('(');
+    let structure = if paren {
         &*CODE_STRUCTURE
     } else {
         &*CODE_STRUCTURE_NO_PAREN
     };
-    if structure.is_match(body) {
+    // Most lines are statements: the cheap necessary conditions below keep
+    // them away from the regexes (a regex call costs more than the line).
+    if maybe_structure(body, t, word, paren) && structure.is_match(body) {
         return Some(Rank::Structure);
     }
-    if CODE_MEMBER.is_match(body) || (indent_of(body) <= 4 && CODE_FIELD.is_match(body)) {
+    if (maybe_member(body, t, word) && CODE_MEMBER.is_match(body))
+        || (indent_of(body) <= 4 && maybe_field(body, t) && CODE_FIELD.is_match(body))
+    {
         return Some(Rank::Member);
     }
     None
+}
+
+/// True for the first words of the alternatives of [`CODE_STRUCTURE`] that
+/// a word leads: STRUCTURE's modifiers and keywords, ARROW_FN's, TEST's
+/// and TYPED_METHOD's modifiers (SQL_STMT's are in [`SQL_STMT_WORDS`]).
+fn structure_word(w: &str) -> bool {
+    matches!(
+        w,
+        "export"
+            | "default"
+            | "public"
+            | "private"
+            | "protected"
+            | "internal"
+            | "static"
+            | "async"
+            | "abstract"
+            | "final"
+            | "sealed"
+            | "override"
+            | "virtual"
+            | "extern"
+            | "unsafe"
+            | "pub"
+            | "open"
+            | "data"
+            | "inline"
+            | "suspend"
+            | "declare"
+            | "partial"
+            | "readonly"
+            | "const"
+            | "local"
+            | "global"
+            | "def"
+            | "class"
+            | "fn"
+            | "fun"
+            | "func"
+            | "function"
+            | "struct"
+            | "enum"
+            | "trait"
+            | "impl"
+            | "interface"
+            | "type"
+            | "module"
+            | "namespace"
+            | "mod"
+            | "macro_rules"
+            | "record"
+            | "object"
+            | "protocol"
+            | "extension"
+            | "typedef"
+            | "union"
+            | "contract"
+            | "service"
+            | "message"
+            | "resource"
+            | "defmodule"
+            | "defn"
+            | "sub"
+            | "proc"
+            | "let"
+            | "var"
+            | "await"
+            | "describe"
+            | "it"
+            | "test"
+            | "context"
+            | "suite"
+            | "scenario"
+            | "synchronized"
+            | "native"
+    )
+}
+/// SQL_STMT's first words (any case).
+const SQL_STMT_WORDS: &[&str] = &["create", "alter", "drop"];
+
+/// False only when no alternative of [`CODE_STRUCTURE`] (with `paren`, else
+/// [`CODE_STRUCTURE_NO_PAREN`]) can match `body` (`t` trimmed, `word` its
+/// first word). The word-led alternatives need their word first; of the
+/// others, METHOD needs a closing `{`, C_FUNCTION a line at column 0 that
+/// ends with `{`, `)`, `const` or `noexcept`, ROUTE a quote after a `(`.
+fn maybe_structure(body: &str, t: &str, word: &str, paren: bool) -> bool {
+    if structure_word(word) || SQL_STMT_WORDS.iter().any(|w| w.eq_ignore_ascii_case(word)) {
+        return true;
+    }
+    if !paren {
+        return false;
+    }
+    let col0 = body.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_');
+    t.ends_with('{')
+        || (col0 && (t.ends_with(')') || t.ends_with("const") || t.ends_with("noexcept")))
+        || quote_after_paren(body)
+}
+
+/// True when some `(` of `s` is followed, after white space, by a quote.
+fn quote_after_paren(s: &str) -> bool {
+    s.match_indices('(').any(|(i, _)| {
+        s.get(i + 1..)
+            .and_then(|r| r.trim_start().chars().next())
+            .is_some_and(|c| matches!(c, '\'' | '"' | '`'))
+    })
+}
+
+/// SQL_COLUMN's type names.
+const SQL_TYPES: &[&str] = &[
+    "int",
+    "integer",
+    "bigint",
+    "smallint",
+    "tinyint",
+    "serial",
+    "bigserial",
+    "varchar",
+    "nvarchar",
+    "char",
+    "character",
+    "text",
+    "bool",
+    "boolean",
+    "date",
+    "datetime",
+    "time",
+    "timestamp",
+    "timestamptz",
+    "uuid",
+    "json",
+    "jsonb",
+    "decimal",
+    "numeric",
+    "float",
+    "double",
+    "real",
+    "blob",
+    "bytea",
+    "enum",
+    "money",
+    "inet",
+    "interval",
+];
+
+/// True when `rest` could start with one of [`SQL_TYPES`] as SQL_COLUMN's
+/// case-insensitive match sees it: an ASCII prefix in any case, or any
+/// non-ASCII character (Unicode case folding maps some to ASCII letters).
+fn maybe_sql_type(rest: &str) -> bool {
+    if !rest.is_ascii() && rest.chars().take(12).any(|c| !c.is_ascii()) {
+        return true;
+    }
+    let b = rest.as_bytes();
+    SQL_TYPES.iter().any(|ty| {
+        b.get(..ty.len())
+            .is_some_and(|p| p.eq_ignore_ascii_case(ty.as_bytes()))
+    })
+}
+
+/// False only when no alternative of [`CODE_MEMBER`] can match `body`:
+/// DECORATOR needs a leading `@`; TOP_CONST a line at column 0 that starts
+/// with one of its words, or with a capital and holds a `=`; JAVA_FIELD an
+/// access word and a closing `;`; SQL_COLUMN an indented line whose second
+/// token starts with a type name (see [`maybe_sql_type`]).
+fn maybe_member(body: &str, t: &str, word: &str) -> bool {
+    if t.starts_with('@') {
+        return true;
+    }
+    let indented = body.starts_with(char::is_whitespace);
+    if !indented
+        && (matches!(
+            word,
+            "export" | "const" | "let" | "var" | "val" | "static" | "pub"
+        ) || (body.starts_with(|c: char| c.is_ascii_uppercase()) && body.contains('=')))
+    {
+        return true;
+    }
+    if matches!(word, "private" | "public" | "protected" | "internal") && t.ends_with(';') {
+        return true;
+    }
+    indented
+        && t.split_once(char::is_whitespace)
+            .is_some_and(|(_, rest)| maybe_sql_type(rest.trim_start()))
+}
+
+/// False only when no alternative of [`CODE_FIELD`] can match `body`: both
+/// need an indented line; GO_FIELD one that starts with a capital, FIELD
+/// one with a `:`.
+fn maybe_field(body: &str, t: &str) -> bool {
+    body.starts_with(char::is_whitespace)
+        && (t.starts_with(|c: char| c.is_ascii_uppercase()) || t.contains(':'))
 }
 
 fn any_of(parts: &[&Regex]) -> Regex {
@@ -600,6 +795,8 @@ const T_MARK: u8 = 2;
 const T_UPPER: u8 = 4;
 const T_DIGIT: u8 = 8;
 const T_DOT: u8 = 16;
+/// `-`, `/` or `.`: the bytes that split a run into segments and parts.
+const T_SPLIT: u8 = 32;
 
 /// Byte classes for [`for_each_term`].
 static TERM_BYTES: [u8; 256] = {
@@ -623,6 +820,9 @@ static TERM_BYTES: [u8; 256] = {
         if c == b'.' {
             k |= T_DOT;
         }
+        if matches!(c, b'-' | b'/' | b'.') {
+            k |= T_SPLIT;
+        }
         t[i] = k;
         i += 1;
     }
@@ -639,13 +839,18 @@ pub fn for_each_term<'a>(text: &'a str, json_escaped: bool, f: impl FnMut(&'a st
     // One copy of the scan per mode: the escape test is not made on every
     // byte of plain text.
     if json_escaped {
-        scan_terms::<true>(text, f);
+        scan_terms::<true, true>(text, f);
     } else {
-        scan_terms::<false>(text, f);
+        scan_terms::<false, true>(text, f);
     }
 }
 
-fn scan_terms<'a, const JSON_ESCAPED: bool>(text: &'a str, mut f: impl FnMut(&'a str)) {
+/// The scan of [`for_each_term`]; `FAST` takes the short cut for plain
+/// words (the tests compare it with the long way).
+fn scan_terms<'a, const JSON_ESCAPED: bool, const FAST: bool>(
+    text: &'a str,
+    mut f: impl FnMut(&'a str),
+) {
     let json_escaped = JSON_ESCAPED;
     let bytes = text.as_bytes();
     let mut i = 0;
@@ -681,6 +886,16 @@ fn scan_terms<'a, const JSON_ESCAPED: bool>(text: &'a str, mut f: impl FnMut(&'a
         }
         let interesting = seen & T_MARK != 0 || upper_inside & T_UPPER != 0;
         if !(interesting || (seen & T_DIGIT != 0 && seen & T_DOT != 0)) {
+            continue;
+        }
+        // Most runs are one plain word (no `-`, `/` or `.`): nothing to trim
+        // or split, no path and no version, only an identifier.
+        if FAST && seen & T_SPLIT == 0 {
+            if let (Some(run), Some(run_str)) = (bytes.get(start..i), text.get(start..i))
+                && identifier(run)
+            {
+                f(run_str);
+            }
             continue;
         }
         // Trim punctuation at the ends (sentence dots, leading slashes).
@@ -795,6 +1010,8 @@ mod tests {
             include_str!("lines.rs"),
             include_str!("summary.rs"),
             include_str!("lib.rs"),
+            include_str!("../../ctxpress-core/src/dialect/shell.rs"),
+            include_str!("../../ctxpress-core/src/message.rs"),
         ];
         let extra = [
             "import os",
@@ -838,6 +1055,81 @@ mod tests {
                     "{body:?}"
                 );
             }
+            let word = first_word(body);
+            if CODE_STRUCTURE.is_match(body) {
+                assert!(
+                    maybe_structure(body, t, word, body.contains('(')),
+                    "{body:?}"
+                );
+            }
+            if CODE_MEMBER.is_match(body) {
+                assert!(maybe_member(body, t, word), "{body:?}");
+            }
+            if CODE_FIELD.is_match(body) {
+                assert!(maybe_field(body, t), "{body:?}");
+            }
+        }
+    }
+
+    /// Lines of many languages on which each regex matches: the cheap
+    /// necessary conditions must let every one through (the test above
+    /// checks them against this crate's own sources too).
+    #[test]
+    fn declaration_prefilters_pass_every_match() {
+        let lines = [
+            "export default class Foo extends Bar {",
+            "  async login(user: string): Promise<void> {",
+            "func (h *AuthHandler) Login(c *gin.Context) {",
+            "def handle_error(self, err):",
+            "export const fetchUser = async (id: number) => {",
+            "router.post('/api/login', loginHandler);",
+            "  app.get( \"/x\", h)",
+            "await test('POST /auth/login', async () => {",
+            "  public static int add(int a, int b) {",
+            "  render() {",
+            "int main(int argc, char **argv)",
+            "std::string Foo::bar(int x) const",
+            "void f() noexcept",
+            "static void g(void)",
+            "Create Table users (",
+            "DROP INDEX idx;",
+            "  @Override",
+            "@app.route('/x')",
+            "MAX_SIZE = 10",
+            "export const LIMIT: number = 3",
+            "pub const X: u8 = 1;",
+            "val x = 1",
+            "  private final int count;",
+            "  protected String name = \"x\";",
+            "  id INTEGER PRIMARY KEY,",
+            "  \"name\" varchar(20) NOT NULL,",
+            "  [created] DateTime,",
+            "\tEmail Text",
+            "  Name string `json:\"name\"`",
+            "  ID    int",
+            "  name: string;",
+            "  readonly count?: number = 0,",
+            "  pub field: Vec<u8>,",
+        ];
+        for body in lines {
+            let t = body.trim();
+            let word = first_word(body);
+            let matched = CODE_STRUCTURE.is_match(body)
+                || CODE_MEMBER.is_match(body)
+                || CODE_FIELD.is_match(body);
+            assert!(matched, "not a declaration line: {body:?}");
+            if CODE_STRUCTURE.is_match(body) {
+                assert!(
+                    maybe_structure(body, t, word, body.contains('(')),
+                    "{body:?}"
+                );
+            }
+            if CODE_MEMBER.is_match(body) {
+                assert!(maybe_member(body, t, word), "{body:?}");
+            }
+            if CODE_FIELD.is_match(body) {
+                assert!(maybe_field(body, t), "{body:?}");
+            }
         }
     }
 
@@ -860,6 +1152,40 @@ mod tests {
                     "max {max}"
                 );
             }
+        }
+    }
+
+    #[test]
+    fn the_plain_word_short_cut_finds_the_same_terms() {
+        let texts = [
+            include_str!("lines.rs"),
+            include_str!("summary.rs"),
+            include_str!("lib.rs"),
+            "src/app_main.py:12 v1.2.3 FooError foo_bar-baz x/y.rs a.b_c camelCase\\nsnake_case",
+            "--flag_name ./path/to_file.rs. ..dots_. HTTPServer getX __init__ a_ _b",
+        ];
+        for text in texts {
+            for escaped in [false, true] {
+                let (mut fast, mut slow) = (Vec::new(), Vec::new());
+                if escaped {
+                    scan_terms::<true, true>(text, |t| fast.push(t));
+                    scan_terms::<true, false>(text, |t| slow.push(t));
+                } else {
+                    scan_terms::<false, true>(text, |t| fast.push(t));
+                    scan_terms::<false, false>(text, |t| slow.push(t));
+                }
+                assert_eq!(fast, slow);
+            }
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn the_short_cut_agrees_on_any_text(text in "[a-zA-Z0-9_./\\\\ -]{0,80}") {
+            let (mut fast, mut slow) = (Vec::new(), Vec::new());
+            scan_terms::<false, true>(&text, |t| fast.push(t));
+            scan_terms::<false, false>(&text, |t| slow.push(t));
+            proptest::prop_assert_eq!(fast, slow);
         }
     }
 
