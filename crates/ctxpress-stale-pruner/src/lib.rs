@@ -146,8 +146,8 @@ struct Rec {
     /// Message index of the result, when answered.
     result_msg: Option<usize>,
     status: Status,
-    /// Fingerprint of the result payload (reads).
-    result_hash: Option<u64>,
+    /// A successful read: its payload's fingerprint may be needed.
+    read_ok: bool,
     result_len: usize,
     /// May be removed or rewritten.
     mutable: bool,
@@ -222,14 +222,13 @@ impl StalePruner {
                     .find(|x| x.call_id == call.id.as_str())?;
                 Some((ri, res))
             });
-            let (result_msg, status, result_hash, result_len) = match &result {
+            let (result_msg, status, read_ok, result_len) = match &result {
                 Some((ri, res)) => {
                     let st = result_status(op.exit, &res.text, res.is_error);
-                    let h = (op.kind == OpKind::Read && st != Status::Failure)
-                        .then(|| content_fingerprint(result_payload(&res.text)));
-                    (Some(*ri), st, h, res.text.chars().count())
+                    let read_ok = op.kind == OpKind::Read && st != Status::Failure;
+                    (Some(*ri), st, read_ok, res.text.chars().count())
                 }
-                None => (None, Status::Unknown, None, 0),
+                None => (None, Status::Unknown, false, 0),
             };
             let protected = |i: usize| {
                 conv.messages
@@ -250,7 +249,7 @@ impl StalePruner {
                 call_msg,
                 result_msg,
                 status,
-                result_hash,
+                read_ok,
                 result_len,
                 mutable,
             });
@@ -332,7 +331,8 @@ impl StalePruner {
                 if matches!(r.op.kind, OpKind::Command | OpKind::Search) {
                     later_command.insert((cwd, c));
                 }
-                if r.op.kind == OpKind::Command || r.op.is_shell() {
+                // Families are only looked up by the failed-command rule.
+                if cfg.failed_commands && (r.op.kind == OpKind::Command || r.op.is_shell()) {
                     later_family.insert((cwd, command_family(c)));
                 }
             }
@@ -421,6 +421,30 @@ impl StalePruner {
         if self.cfg.read_references {
             // (path, fingerprint) -> (call id, what)
             let mut known: HashMap<(&str, u64), (&str, &'static str)> = HashMap::new();
+            // A read can only match, or be matched by, another operation on
+            // its path: the fingerprint of a path's only read is not needed.
+            let mut per_path: HashMap<&str, usize> = HashMap::new();
+            for (i, r) in recs.iter().enumerate() {
+                if let [path] = r.op.paths.as_slice()
+                    && matches!(r.op.kind, OpKind::Read | OpKind::Write)
+                    && !removed.contains_key(&i)
+                    && r.succeeded()
+                {
+                    *per_path.entry(path.as_str()).or_default() += 1;
+                }
+            }
+            let read_hash = |r: &Rec| -> Option<u64> {
+                if !r.read_ok {
+                    return None;
+                }
+                let res = conv
+                    .messages
+                    .get(r.result_msg?)?
+                    .tool_results()
+                    .into_iter()
+                    .find(|x| x.call_id == r.call_id.as_str())?;
+                Some(content_fingerprint(result_payload(&res.text)))
+            };
             for (i, r) in recs.iter().enumerate() {
                 if removed.contains_key(&i) || !r.succeeded() {
                     continue;
@@ -437,7 +461,10 @@ impl StalePruner {
                         }
                     }
                     OpKind::Read => {
-                        let Some(h) = r.result_hash else { continue };
+                        if per_path.get(path.as_str()).is_none_or(|n| *n < 2) {
+                            continue;
+                        }
+                        let Some(h) = read_hash(r) else { continue };
                         if let Some((src, what)) = known.get(&(path.as_str(), h)) {
                             let text = format!(
                                 "[ctxpress: {path} unchanged: same content as {what} call {src}]"

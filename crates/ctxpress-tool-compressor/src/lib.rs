@@ -404,116 +404,143 @@ fn term_key(t: &str) -> u64 {
 }
 
 impl TermCounts {
-    fn get(&self, t: &str) -> u32 {
-        self.0.get(&term_key(t)).copied().unwrap_or(0)
+    fn get_key(&self, k: u64) -> u32 {
+        self.0.get(&k).copied().unwrap_or(0)
     }
-    fn add(&mut self, t: &str, n: u32) {
-        *self.0.entry(term_key(t)).or_insert(0) += n;
+    fn add_key(&mut self, k: u64, n: u32) {
+        *self.0.entry(k).or_insert(0) += n;
     }
-    fn sub(&mut self, t: &str, n: u32) {
-        if let Some(g) = self.0.get_mut(&term_key(t)) {
+    fn sub_key(&mut self, k: u64, n: u32) {
+        if let Some(g) = self.0.get_mut(&k) {
             *g = g.saturating_sub(n);
         }
     }
 }
 
-/// The terms of one result text as the conversation-wide scan found them:
-/// the text's length and the byte range of each occurrence, in order.
-type Spans = (usize, Vec<(usize, usize)>);
+/// One text's distinct terms, in order of first appearance: each term's
+/// key ([`term_key`]), the byte range of its first occurrence, and how many
+/// times it occurs. The text's length tells a changed text from the one
+/// scanned.
+#[derive(Default)]
+struct Local {
+    len: usize,
+    terms: Vec<LocalTerm>,
+}
+
+#[derive(Clone, Copy)]
+struct LocalTerm {
+    key: u64,
+    start: usize,
+    end: usize,
+    n: u32,
+}
+
+/// Builds [`Local`]s; its index is reused from text to text.
+#[derive(Default)]
+struct LocalBuilder {
+    index: std::collections::HashMap<u64, usize, BuildHasherDefault<KeyHasher>>,
+}
+
+impl LocalBuilder {
+    /// The terms of `text` (as [`lines::for_each_term`] finds them), each
+    /// key also handed to `each` once per occurrence.
+    fn scan(&mut self, text: &str, escaped: bool, mut each: impl FnMut(u64)) -> Local {
+        self.index.clear();
+        let base = text.as_ptr() as usize;
+        let mut terms: Vec<LocalTerm> = Vec::new();
+        lines::for_each_term(text, escaped, |t| {
+            let key = term_key(t);
+            each(key);
+            match self.index.get(&key) {
+                Some(&i) => {
+                    if let Some(lt) = terms.get_mut(i) {
+                        lt.n += 1;
+                    }
+                }
+                None => {
+                    let start = t.as_ptr() as usize - base;
+                    self.index.insert(key, terms.len());
+                    terms.push(LocalTerm {
+                        key,
+                        start,
+                        end: start + t.len(),
+                        n: 1,
+                    });
+                }
+            }
+        });
+        Local {
+            len: text.len(),
+            terms,
+        }
+    }
+}
 
 /// The information check's state: the conversation's term counts, and the
-/// term occurrences of each candidate's result text (by message index and
-/// call id), recorded by the scan that counted them so that
+/// terms of each candidate's result text (by message index and call id),
+/// gathered by the scan that counted them so that
 /// [`ToolCompressor::settle`] does not scan the text again.
 struct Terms<'c> {
     counts: TermCounts,
-    spans: HashMap<(usize, &'c str), Spans>,
+    locals: HashMap<(usize, &'c str), Local>,
 }
 
-/// Count the terms of `text` into `counts`; with `rec`, also record where
-/// each occurrence is.
-fn count_terms(
-    counts: &mut TermCounts,
-    text: &str,
-    escaped: bool,
-    mut rec: Option<&mut Vec<(usize, usize)>>,
-) {
-    let base = text.as_ptr() as usize;
-    lines::for_each_term(text, escaped, |t| {
-        if let Some(r) = rec.as_deref_mut() {
-            let a = t.as_ptr() as usize - base;
-            r.push((a, a + t.len()));
-        }
-        counts.add(t, 1);
-    });
+/// Count the terms of `text` into `counts`.
+fn count_terms(counts: &mut TermCounts, text: &str, escaped: bool) {
+    lines::for_each_term(text, escaped, |t| counts.add_key(term_key(t), 1));
 }
 
 /// Occurrences of every term in the conversation: message text, tool results
-/// and tool-call names and (decoded) arguments; with where the terms of the
-/// result text of each of `cands` are.
+/// and tool-call names and (decoded) arguments; with the terms of the result
+/// text of each of `cands`.
 fn term_counts<'c>(conv: &Conversation, cands: &'c [Candidate]) -> Terms<'c> {
     let mut wanted: HashMap<usize, Vec<&'c str>> = HashMap::new();
     for c in cands {
         wanted.entry(c.msg).or_default().push(c.call_id.as_str());
     }
     let mut counts = TermCounts::default();
-    let mut spans: HashMap<(usize, &'c str), Spans> = HashMap::new();
-    // The recording slot for the result answering `id` in message `i`, when
-    // a candidate wants it and no earlier result of the message took it.
-    let mut slot = |i: usize, id: &str, len: usize| -> Option<(usize, &'c str)> {
+    let mut locals: HashMap<(usize, &'c str), Local> = HashMap::new();
+    let mut builder = LocalBuilder::default();
+    // The slot for the result answering `id` in message `i`, when a
+    // candidate wants it and no earlier result of the message took it.
+    let slot = |locals: &HashMap<(usize, &'c str), Local>, i: usize, id: &str| {
         let want = wanted.get(&i)?.iter().copied().find(|w| *w == id)?;
-        let key = (i, want);
-        if spans.contains_key(&key) {
-            return None;
-        }
-        spans.insert(key, (len, Vec::new()));
-        Some(key)
+        (!locals.contains_key(&(i, want))).then_some((i, want))
     };
-    let mut recorded = Vec::new();
+    // A result text: counted, and gathered when a candidate wants it.
+    let mut result = |locals: &mut HashMap<(usize, &'c str), Local>,
+                      counts: &mut TermCounts,
+                      key: Option<(usize, &'c str)>,
+                      text: &str| match key {
+        Some(k) => {
+            let local = builder.scan(text, false, |t| counts.add_key(t, 1));
+            locals.insert(k, local);
+        }
+        None => count_terms(counts, text, false),
+    };
     for (i, m) in conv.messages.iter().enumerate() {
         let text = m.text();
-        let tool_role = matches!(m.role(), Role::Tool | Role::Function);
-        // A tool message's text is its one result's text.
-        let key = if tool_role {
-            m.tool_result_ids()
+        if matches!(m.role(), Role::Tool | Role::Function) {
+            // A tool message's text is its one result's text.
+            let key = m
+                .tool_result_ids()
                 .next()
-                .and_then(|id| slot(i, id, text.len()))
+                .and_then(|id| slot(&locals, i, id));
+            result(&mut locals, &mut counts, key, &text);
         } else {
-            None
-        };
-        let mut rec = Vec::new();
-        count_terms(&mut counts, &text, false, key.map(|_| &mut rec));
-        if let Some(k) = key {
-            recorded.push((k, rec));
-        }
-        if !tool_role {
+            count_terms(&mut counts, &text, false);
             for r in m.tool_results() {
-                let key = slot(i, &r.call_id, r.text.len());
-                let mut rec = Vec::new();
-                count_terms(&mut counts, &r.text, false, key.map(|_| &mut rec));
-                if let Some(k) = key {
-                    recorded.push((k, rec));
-                }
+                let key = slot(&locals, i, &r.call_id);
+                result(&mut locals, &mut counts, key, &r.text);
             }
         }
         for c in m.tool_calls() {
-            count_terms(&mut counts, &c.name, false, None);
+            count_terms(&mut counts, &c.name, false);
             // Raw JSON: escapes separate terms, so no need to decode it.
-            count_terms(&mut counts, &c.arguments, true, None);
+            count_terms(&mut counts, &c.arguments, true);
         }
     }
-    for (k, rec) in recorded {
-        if let Some(s) = spans.get_mut(&k) {
-            s.1 = rec;
-        }
-    }
-    Terms { counts, spans }
-}
-
-fn occurrences(text: &str) -> HashMap<&str, u32> {
-    let mut occ: HashMap<&str, u32> = HashMap::new();
-    lines::for_each_term(text, false, |t| *occ.entry(t).or_default() += 1);
-    occ
+    Terms { counts, locals }
 }
 
 impl ToolCompressor {
@@ -739,15 +766,14 @@ impl ToolCompressor {
             let mut s = summarize(c.kind, &subject, body, limits);
             // Tried once, before its result changes: the scan's record of
             // the text's terms still holds.
-            let (counts, spans) = match terms {
-                Some(Terms { counts, spans }) => (Some(counts), Some(&*spans)),
+            let (counts, locals) = match terms {
+                Some(Terms { counts, locals }) => (Some(counts), Some(&*locals)),
                 None => (None, None),
             };
-            let spans = spans
-                .and_then(|sp| sp.get(&(c.msg, c.call_id.as_str())))
-                .filter(|sp| sp.0 == text.len())
-                .map(|sp| &sp.1[..]);
-            self.settle(text, spans, &mut s, counts)
+            let local = locals
+                .and_then(|l| l.get(&(c.msg, c.call_id.as_str())))
+                .filter(|l| l.len == text.len());
+            self.settle(text, local, &mut s, counts)
                 .map(|saved| (s, saved))
         };
         let (s, saved) = match summarized {
@@ -807,12 +833,11 @@ impl ToolCompressor {
     /// to `max_names`), reject a summary that would still drop too many, and
     /// update the term counts. Returns the characters saved, or why not.
     ///
-    /// `spans`, when given, are the byte ranges of the terms of `text` in
-    /// order (what [`lines::for_each_term`] finds in it), found earlier.
+    /// `local`, when given, holds the terms of `text`, found earlier.
     fn settle(
         &self,
         text: &str,
-        spans: Option<&[(usize, usize)]>,
+        local: Option<&Local>,
         s: &mut String,
         terms: Option<&mut TermCounts>,
     ) -> Result<usize, Attempt> {
@@ -824,59 +849,44 @@ impl ToolCompressor {
         if bare >= before || bare > max_after {
             return Err(Attempt::Skipped);
         }
-        // The terms of the bare summary, found once: the `names:` line is
-        // scanned on its own at the end (a line break ends every term).
-        let mut bare_terms: Vec<(usize, usize)> = Vec::new();
-        if terms.is_some() {
-            let base = s.as_ptr() as usize;
-            lines::for_each_term(s, false, |t| {
-                let a = t.as_ptr() as usize - base;
-                bare_terms.push((a, a + t.len()));
-            });
+        let Some(global) = terms else {
+            let after = s.chars().count();
+            if after >= before || after > max_after {
+                return Err(Attempt::Skipped);
+            }
+            return Ok(before - after);
+        };
+        // The keys of the bare summary's terms, found once: the `names:`
+        // line is scanned on its own at the end (a line break ends every
+        // term).
+        let mut bare_terms: Vec<u64> = Vec::new();
+        lines::for_each_term(s, false, |t| bare_terms.push(term_key(t)));
+        let scanned;
+        let local = match local {
+            Some(l) => l,
+            None => {
+                scanned = LocalBuilder::default().scan(text, false, |_| {});
+                &scanned
+            }
+        };
+        let summ: std::collections::HashSet<u64, BuildHasherDefault<KeyHasher>> =
+            bare_terms.iter().copied().collect();
+        let mut names: Vec<&str> = Vec::new();
+        let mut lost = 0usize;
+        for lt in &local.terms {
+            let total = global.get_key(lt.key);
+            if total.saturating_sub(lt.n) != 0 || summ.contains(&lt.key) {
+                continue;
+            }
+            let t = text.get(lt.start..lt.end).unwrap_or("");
+            if names.len() < self.cfg.max_names && t.len() <= MAX_NAME_BYTES {
+                names.push(t);
+            } else {
+                lost += 1;
+            }
         }
         let bare_len = s.len();
-        let checked = terms.as_deref().map(|global| {
-            // Occurrences of each term of `text`, and the terms in order of
-            // first appearance.
-            let mut orig: HashMap<&str, u32> = HashMap::new();
-            let mut order: Vec<&str> = Vec::new();
-            let visit = |t| match orig.get_mut(t) {
-                Some(n) => *n += 1,
-                None => {
-                    orig.insert(t, 1);
-                    order.push(t);
-                }
-            };
-            match spans {
-                Some(sp) => sp
-                    .iter()
-                    .filter_map(|&(a, b)| text.get(a..b))
-                    .for_each(visit),
-                None => lines::for_each_term(text, false, visit),
-            }
-            let summ: HashSet<&str> = bare_terms
-                .iter()
-                .filter_map(|&(a, b)| s.get(a..b))
-                .collect();
-            let mut names: Vec<&str> = Vec::new();
-            let mut lost = 0usize;
-            for t in order {
-                let n = orig.get(t).copied().unwrap_or(0);
-                let total = global.get(t);
-                if total.saturating_sub(n) != 0 || summ.contains(t) {
-                    continue;
-                }
-                if names.len() < self.cfg.max_names && t.len() <= MAX_NAME_BYTES {
-                    names.push(t);
-                } else {
-                    lost += 1;
-                }
-            }
-            (orig, names, lost)
-        });
-        if let Some((_, names, _)) = &checked
-            && !names.is_empty()
-        {
+        if !names.is_empty() {
             s.push_str("\nnames: ");
             s.push_str(&names.join(", "));
         }
@@ -884,24 +894,17 @@ impl ToolCompressor {
         if after >= before || after > max_after {
             return Err(Attempt::Skipped);
         }
-        if let (Some(global), Some((orig, _, lost))) = (terms, checked) {
-            if (before - after) < lost.saturating_mul(self.cfg.chars_per_lost_term) {
-                return Err(Attempt::Dense);
-            }
-            for (t, n) in &orig {
-                global.sub(t, *n);
-            }
-            let mut add = |t: &str, n: u32| global.add(t, n);
-            for &(a, b) in &bare_terms {
-                if let Some(t) = s.get(a..b) {
-                    add(t, 1);
-                }
-            }
-            if let Some(names_line) = s.get(bare_len..) {
-                for (t, n) in occurrences(names_line) {
-                    add(t, n);
-                }
-            }
+        if (before - after) < lost.saturating_mul(self.cfg.chars_per_lost_term) {
+            return Err(Attempt::Dense);
+        }
+        for lt in &local.terms {
+            global.sub_key(lt.key, lt.n);
+        }
+        for &k in &bare_terms {
+            global.add_key(k, 1);
+        }
+        if let Some(names_line) = s.get(bare_len..) {
+            lines::for_each_term(names_line, false, |t| global.add_key(term_key(t), 1));
         }
         Ok(before - after)
     }

@@ -667,6 +667,11 @@ pub fn references(text: &str, max: usize) -> Vec<&str> {
     out
 }
 
+static ERROR_WORD: LazyLock<memchr::memmem::Finder<'static>> =
+    LazyLock::new(|| memchr::memmem::Finder::new("Error"));
+static EXCEPTION_WORD: LazyLock<memchr::memmem::Finder<'static>> =
+    LazyLock::new(|| memchr::memmem::Finder::new("Exception"));
+
 /// [`references`] of the lines `lines` joined by line breaks, without
 /// joining them: no reference spans a line break (each alternative of
 /// [`REF`] stops at white space), and a line without a slash, a backslash,
@@ -681,7 +686,12 @@ pub fn references_in_lines<'a>(
         return out;
     }
     for l in lines {
-        if !(l.contains(['/', '\\']) || l.contains("Error") || l.contains("Exception")) {
+        // Every reference holds a slash, a backslash or an error name.
+        let b = l.as_bytes();
+        if memchr::memchr2(b'/', b'\\', b).is_none()
+            && ERROR_WORD.find(b).is_none()
+            && EXCEPTION_WORD.find(b).is_none()
+        {
             continue;
         }
         if push_references(l, max, &mut out) {
