@@ -469,9 +469,16 @@ const SQL_STMT_WORDS: &[&str] = &["create", "alter", "drop"];
 
 /// False only when no alternative of [`CODE_STRUCTURE`] (with `paren`, else
 /// [`CODE_STRUCTURE_NO_PAREN`]) can match `body` (`t` trimmed, `word` its
-/// first word). The word-led alternatives need their word first; of the
-/// others, METHOD needs a closing `{`, C_FUNCTION a line at column 0 that
-/// ends with `{`, `)`, `const` or `noexcept`, ROUTE a quote after a `(`.
+/// first word). The word-led alternatives need their word first, and
+/// ROUTE (and TEST) a quote after a `(`. Of the others:
+/// - METHOD needs an indented line that ends with `{`, whose name (its
+///   first word, unless that is `get` or `set`) is followed by `(` or `<`;
+/// - C_FUNCTION a line at column 0 that ends with `{`, `)`, `const` or
+///   `noexcept`, with white space, `*` or `&` before its first `(` (between
+///   the type and the name).
+///
+/// A first word cut short by a non-ASCII character (which `\w` may take)
+/// passes.
 fn maybe_structure(body: &str, t: &str, word: &str, paren: bool) -> bool {
     if structure_word(word) || SQL_STMT_WORDS.iter().any(|w| w.eq_ignore_ascii_case(word)) {
         return true;
@@ -479,10 +486,22 @@ fn maybe_structure(body: &str, t: &str, word: &str, paren: bool) -> bool {
     if !paren {
         return false;
     }
-    let col0 = body.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_');
-    t.ends_with('{')
-        || (col0 && (t.ends_with(')') || t.ends_with("const") || t.ends_with("noexcept")))
-        || quote_after_paren(body)
+    if quote_after_paren(body) {
+        return true;
+    }
+    if body.starts_with(|c: char| c.is_ascii_alphabetic() || c == '_') {
+        let ends =
+            t.ends_with('{') || t.ends_with(')') || t.ends_with("const") || t.ends_with("noexcept");
+        let head = body.split('(').next().unwrap_or("");
+        return ends && head.contains(|c: char| c.is_whitespace() || c == '*' || c == '&');
+    }
+    if !(body.starts_with(char::is_whitespace) && t.ends_with('{')) {
+        return false;
+    }
+    let rest = t.get(word.len()..).unwrap_or("").trim_start();
+    matches!(word, "get" | "set")
+        || rest.starts_with(['(', '<'])
+        || rest.starts_with(|c: char| !c.is_ascii())
 }
 
 /// True when some `(` of `s` is followed, after white space, by a quote.

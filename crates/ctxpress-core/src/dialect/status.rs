@@ -29,7 +29,7 @@ pub fn exit_code(text: &str) -> Option<i64> {
     let mut tail: Vec<&str> = lines.rev().take(3).collect();
     tail.reverse();
     for l in head.iter().chain(tail.iter()) {
-        if l.len() > 200 {
+        if l.len() > 200 || !may_state_exit(l) {
             continue;
         }
         if let Some(c) = EXIT_RE.captures(l) {
@@ -37,6 +37,16 @@ pub fn exit_code(text: &str) -> Option<i64> {
         }
     }
     None
+}
+
+/// False only when [`EXIT_RE`] cannot match `l`: every alternative holds
+/// `exit` in some case. A line with a non-ASCII character goes to the regex
+/// (case folding may map one to an ASCII letter).
+fn may_state_exit(l: &str) -> bool {
+    !l.is_ascii()
+        || l.as_bytes()
+            .windows(4)
+            .any(|w| w.eq_ignore_ascii_case(b"exit"))
 }
 
 static FAIL_RE: LazyLock<Regex> = LazyLock::new(|| {
@@ -127,5 +137,33 @@ pub fn result_status(exit: ExitReport, text: &str, is_error: Option<bool>) -> St
         Status::Success
     } else {
         Status::Unknown
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_exit_prefilter_passes_every_line_the_regex_matches() {
+        let lines = [
+            "Exit code 1",
+            "EXIT CODE: 2",
+            "Process exited with code 0",
+            "[Command finished with exit code 127]",
+            "\"exit_code\": 3",
+            "eXiT sTaTuS 4",
+            "exit status -1",
+            "ünïcode exit code 5",
+            "no code here",
+            "",
+        ];
+        for l in lines {
+            if EXIT_RE.is_match(l) {
+                assert!(may_state_exit(l), "{l:?}");
+            }
+        }
+        assert!(!may_state_exit("no code here"));
+        assert!(may_state_exit("Exit"));
     }
 }
