@@ -737,12 +737,27 @@ fn push_references<'a>(text: &'a str, max: usize, out: &mut Vec<&'a str>) -> boo
 }
 
 fn is_snake(w: &[u8]) -> bool {
-    // [a-z][a-z0-9]*(_[a-z0-9]+)+
-    w.first().is_some_and(u8::is_ascii_lowercase)
-        && w.contains(&b'_')
-        && w.iter()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'_')
-        && w.split(|c| *c == b'_').all(|p| !p.is_empty())
+    // [a-z][a-z0-9]*(_[a-z0-9]+)+, in one pass: lower-case letters and
+    // digits, single underscores between them, at least one.
+    if !w.first().is_some_and(u8::is_ascii_lowercase) || w.last() == Some(&b'_') {
+        return false;
+    }
+    let mut underscores = 0;
+    let mut prev_underscore = false;
+    for &c in w {
+        if c == b'_' {
+            if prev_underscore {
+                return false;
+            }
+            underscores += 1;
+            prev_underscore = true;
+        } else if c.is_ascii_lowercase() || c.is_ascii_digit() {
+            prev_underscore = false;
+        } else {
+            return false;
+        }
+    }
+    underscores > 0
 }
 
 fn humps(w: &[u8]) -> usize {
@@ -920,8 +935,14 @@ fn scan_terms<'a, const JSON_ESCAPED: bool, const FAST: bool>(
         // Most runs are one plain word (no `-`, `/` or `.`): nothing to trim
         // or split, no path and no version, only an identifier.
         if FAST && seen & T_SPLIT == 0 {
+            // Without `/`, the mark is an underscore: only snake_case can
+            // hold one, and only camelCase or PascalCase can do without.
             if let (Some(run), Some(run_str)) = (bytes.get(start..i), text.get(start..i))
-                && identifier(run)
+                && if seen & T_MARK != 0 {
+                    is_snake(run)
+                } else {
+                    is_camel_or_pascal(run)
+                }
             {
                 f(run_str);
             }
@@ -1209,6 +1230,16 @@ mod tests {
     }
 
     proptest::proptest! {
+        #[test]
+        fn is_snake_is_the_pattern(w in "[a-z0-9_A]{0,12}") {
+            let b = w.as_bytes();
+            let pattern = b.first().is_some_and(u8::is_ascii_lowercase)
+                && b.contains(&b'_')
+                && b.iter().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'_')
+                && b.split(|c| *c == b'_').all(|p| !p.is_empty());
+            proptest::prop_assert_eq!(is_snake(b), pattern);
+        }
+
         #[test]
         fn the_short_cut_agrees_on_any_text(text in "[a-zA-Z0-9_./\\\\ -]{0,80}") {
             let (mut fast, mut slow) = (Vec::new(), Vec::new());
