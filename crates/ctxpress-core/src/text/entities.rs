@@ -111,7 +111,7 @@ fn plausible_path(p: &str) -> bool {
 mod tests {
     use super::*;
 
-    fn found<'t, I: Iterator<Item = Range<usize>>>(text: &'t str, it: I) -> Vec<&'t str> {
+    fn found<I: Iterator<Item = Range<usize>>>(text: &str, it: I) -> Vec<&str> {
         it.map(|r| &text[r]).collect()
     }
 
