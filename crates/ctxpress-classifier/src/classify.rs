@@ -32,6 +32,8 @@ use regex::Regex;
 use std::sync::{LazyLock, OnceLock};
 
 use crate::masks::{self, Masks};
+use ctxpress_core::text::bytes::{char_count, is_word_byte};
+use ctxpress_core::text::{has_code_fence, split_code_and_prose};
 
 /// Prose with fewer words than this is T2, otherwise T3.
 pub const T3_MIN_WORDS: usize = 20;
@@ -1034,10 +1036,6 @@ pub(crate) fn has_code_chars(s: &str) -> bool {
 
 // ---------------------------------------------------------------- line helpers
 
-pub(crate) fn char_len(s: &str) -> usize {
-    s.bytes().filter(|b| b & 0xC0 != 0x80).count()
-}
-
 pub(crate) fn is_list_item(t: &str) -> bool {
     let b = t.as_bytes();
     match b.first() {
@@ -1119,7 +1117,7 @@ fn trim_start(s: &str) -> &str {
 /// A line that could be a line of verse: capitalized, a few words, no code or
 /// key-value syntax, first word not an all-caps log level.
 pub(crate) fn verse_line(t: &str) -> Option<VerseLine> {
-    let n = if t.is_ascii() { t.len() } else { char_len(t) };
+    let n = if t.is_ascii() { t.len() } else { char_count(t) };
     if !(8..=80).contains(&n) {
         return None;
     }
@@ -1203,89 +1201,18 @@ impl VerseRun {
 
 // ---------------------------------------------------------------- fences
 
-/// A piece of a message: prose or a fenced code block (fence lines included).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Segment<'a> {
-    /// True for a fenced code block.
-    pub code: bool,
-    /// The text of the piece.
-    pub text: &'a str,
-}
-
-/// The fence marker opening a line (up to 3 spaces of indent), if any.
-fn fence_of(line: &str) -> Option<(u8, usize)> {
-    let t = line.trim_start_matches(' ');
-    if line.len() - t.len() > 3 {
-        return None;
-    }
-    let c = *t.as_bytes().first()?;
-    if c != b'`' && c != b'~' {
-        return None;
-    }
-    let n = t.bytes().take_while(|&b| b == c).count();
-    (n >= 3).then_some((c, n))
-}
-
-/// Split a text into prose and fenced code blocks, in order. An unclosed fence
-/// runs to the end of the text.
-pub fn split_code_and_prose(text: &str) -> Vec<Segment<'_>> {
-    let mut out = Vec::new();
-    let mut seg_start = 0;
-    let mut open: Option<(u8, usize)> = None;
-    let mut pos = 0;
-    for line in text.split_inclusive('\n') {
-        let start = pos;
-        pos += line.len();
-        match open {
-            None => {
-                if let Some(f) = fence_of(line) {
-                    if start > seg_start {
-                        out.push(Segment {
-                            code: false,
-                            text: text.get(seg_start..start).unwrap_or(""),
-                        });
-                    }
-                    seg_start = start;
-                    open = Some(f);
-                }
-            }
-            Some((c, n)) => {
-                if let Some((c2, n2)) = fence_of(line) {
-                    let rest = line.trim().trim_start_matches(c as char);
-                    if c2 == c && n2 >= n && rest.is_empty() {
-                        out.push(Segment {
-                            code: true,
-                            text: text.get(seg_start..pos).unwrap_or(""),
-                        });
-                        seg_start = pos;
-                        open = None;
-                    }
-                }
-            }
-        }
-    }
-    if seg_start < text.len() {
-        out.push(Segment {
-            code: open.is_some(),
-            text: text.get(seg_start..).unwrap_or(""),
-        });
-    }
-    out
-}
-
 /// Characters of prose outside fenced code blocks (each piece trimmed).
 pub fn prose_chars(text: &str) -> usize {
     split_code_and_prose(text)
         .iter()
         .filter(|s| !s.code)
-        .map(|s| char_len(s.text.trim()))
+        .map(|s| char_count(s.text.trim()))
         .sum()
 }
 
 /// Substring searchers built once (building one costs more than searching a
 /// short text).
 struct Finders {
-    fences: [memchr::memmem::Finder<'static>; 2],
     scheme: memchr::memmem::Finder<'static>,
     quotes: [(
         memchr::memmem::Finder<'static>,
@@ -1296,7 +1223,6 @@ struct Finders {
 static FINDERS: LazyLock<Finders> = LazyLock::new(|| {
     let f = |s: &[u8]| memchr::memmem::Finder::new(s).into_owned();
     Finders {
-        fences: [f(b"```"), f(b"~~~")],
         scheme: f(b"://"),
         quotes: [
             (f(b"\""), f(b"\"")),
@@ -1305,21 +1231,6 @@ static FINDERS: LazyLock<Finders> = LazyLock::new(|| {
         ],
     }
 });
-
-/// True when the text has at least one fenced code block.
-pub fn has_code_fence(text: &str) -> bool {
-    // the first fence line opens a block, so a block exists iff a fence line
-    // does: a fence at a line start, after at most 3 spaces
-    let b = text.as_bytes();
-    FINDERS.fences.iter().any(|fence| {
-        fence.find_iter(b).any(|h| {
-            let spaces = b
-                .get(h.saturating_sub(4)..h)
-                .map_or(0, |r| r.iter().rev().take_while(|&&c| c == b' ').count());
-            spaces <= 3 && (h == spaces || b.get(h - spaces - 1) == Some(&b'\n'))
-        })
-    })
-}
 
 // ---------------------------------------------------------------- JSON
 
@@ -1779,10 +1690,6 @@ fn sql_keywords(b: &[u8], upper: &[u64]) -> SqlKeywords {
     k
 }
 
-pub(crate) fn is_word_byte(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b == b'_'
-}
-
 /// Whether the six-letter statement word at `p` is followed by whitespace
 /// and a byte that can begin the rest of its [`SQL_ANY_CASE`] shape
 /// (`select *|count|distinct`, `insert into`, `create table`, `delete from`,
@@ -2141,18 +2048,6 @@ mod tests {
         ] {
             assert_eq!(trim_start(t), t.trim_start(), "{t:?}");
         }
-    }
-
-    #[test]
-    fn split_handles_unclosed_and_nested_fences() {
-        let t = "intro\n```rs\nfn a() {}\n```\nmid\n````md\n```\ninner\n```\n````\nend";
-        let segs = split_code_and_prose(t);
-        let kinds: Vec<bool> = segs.iter().map(|s| s.code).collect();
-        assert_eq!(kinds, vec![false, true, false, true, false]);
-        assert_eq!(segs.iter().map(|s| s.text).collect::<String>(), t);
-        let u = split_code_and_prose("text\n```\ncode without end");
-        assert_eq!(u.len(), 2);
-        assert!(u[1].code);
     }
 
     #[test]

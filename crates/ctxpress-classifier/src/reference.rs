@@ -13,10 +13,11 @@ use regex::{Regex, RegexSet};
 
 use crate::classify::{
     SOFT_PATTERNS, SOFT_REASONS, SQL_OTHER, SQL_STATEMENT_SHAPES, SQL_STRONG_PATTERN, SQL_WEAK,
-    TRACE_FRAME, TRACE_HEADER, VerseRun, char_len, has_code_chars, has_unicode_math,
-    inside_longer_dotted, is_identifier_key, is_json_structure, is_list_item, is_word_byte, re,
-    split_code_and_prose, verse_line,
+    TRACE_FRAME, TRACE_HEADER, VerseRun, has_code_chars, has_unicode_math, inside_longer_dotted,
+    is_identifier_key, is_json_structure, is_list_item, re, verse_line,
 };
+use ctxpress_core::text::bytes::{char_count, is_word_byte};
+use ctxpress_core::text::split_code_and_prose;
 use std::sync::LazyLock;
 
 /// Prose with fewer words than this is T2, otherwise T3.
@@ -296,7 +297,7 @@ fn scan_lines(text: &str) -> LineStats {
         let line = line.strip_suffix('\r').unwrap_or(line);
         let blank = line.trim().is_empty();
         if !blank {
-            let len = char_len(line) as f64;
+            let len = char_count(line) as f64;
             s.n += 1;
             s.sum += len;
             s.sumsq += len * len;

@@ -221,6 +221,18 @@ mod tests {
     }
 
     #[test]
+    fn split_handles_unclosed_and_nested_fences() {
+        let t = "intro\n```rs\nfn a() {}\n```\nmid\n````md\n```\ninner\n```\n````\nend";
+        let segs = split_code_and_prose(t);
+        let kinds: Vec<bool> = segs.iter().map(|s| s.code).collect();
+        assert_eq!(kinds, vec![false, true, false, true, false]);
+        assert_eq!(segs.iter().map(|s| s.text).collect::<String>(), t);
+        let u = split_code_and_prose("text\n```\ncode without end");
+        assert_eq!(u.len(), 2);
+        assert!(u[1].code);
+    }
+
+    #[test]
     fn has_code_fence_agrees_with_the_split() {
         for t in [
             "",
