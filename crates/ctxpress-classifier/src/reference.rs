@@ -11,11 +11,14 @@ use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
 use ctxpress_core::{Classification, Reason, Tier};
 use regex::{Regex, RegexSet};
 
-use crate::classify::{
-    SOFT_PATTERNS, SOFT_REASONS, SQL_OTHER, SQL_STATEMENT_SHAPES, SQL_STRONG_PATTERN, SQL_WEAK,
-    TRACE_FRAME, TRACE_HEADER, VerseRun, has_code_chars, has_unicode_math, inside_longer_dotted,
-    is_identifier_key, is_json_structure, is_list_item, re, verse_line,
-};
+use crate::classify::json::is_json_structure;
+use crate::classify::lines::{has_code_chars, is_identifier_key, is_list_item};
+use crate::classify::math::has_unicode_math;
+use crate::classify::re;
+use crate::classify::soft::{SOFT_PATTERNS, SOFT_REASONS, inside_longer_dotted};
+use crate::classify::sql::{SQL_OTHER, SQL_STATEMENT_SHAPES, SQL_STRONG_PATTERN, SQL_WEAK};
+use crate::classify::traceback::{TRACE_FRAME, TRACE_HEADER};
+use crate::classify::verse::{VerseRun, verse_line};
 use ctxpress_core::text::bytes::{char_count, is_word_byte};
 use ctxpress_core::text::split_code_and_prose;
 use std::sync::LazyLock;

@@ -2,7 +2,7 @@
 //! paragraph and sentence splitting, sentence scoring, budget packing, entity
 //! extraction, structured tool output, code-split and the output formats.
 //!
-//! - [`sentences`]: paragraphs and sentences.
+//! - [`sentences`](mod@sentences): paragraphs and sentences.
 //! - [`scoring`]: sentence weights, packing, the extractive summary.
 //! - [`entities`]: key entities in priority order.
 //! - [`structured`]: structured tool output.
