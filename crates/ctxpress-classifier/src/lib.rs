@@ -13,8 +13,5 @@ mod masks;
 mod reference;
 mod rules;
 
-pub use classify::{
-    Segment, T3_MIN_WORDS, classify, has_code_fence, is_valid_json, prose_chars,
-    split_code_and_prose,
-};
+pub use classify::{T3_MIN_WORDS, classify, is_valid_json, prose_chars};
 pub use rules::{Classifier, ClassifierConfig, MessageDecision, decide, decide_lazy, message_text};

@@ -11,12 +11,16 @@ use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
 use ctxpress_core::{Classification, Reason, Tier};
 use regex::{Regex, RegexSet};
 
-use crate::classify::{
-    SOFT_PATTERNS, SOFT_REASONS, SQL_OTHER, SQL_STATEMENT_SHAPES, SQL_STRONG_PATTERN, SQL_WEAK,
-    TRACE_FRAME, TRACE_HEADER, VerseRun, char_len, has_code_chars, has_unicode_math,
-    inside_longer_dotted, is_identifier_key, is_json_structure, is_list_item, is_word_byte, re,
-    split_code_and_prose, verse_line,
-};
+use crate::classify::json::is_json_structure;
+use crate::classify::lines::{has_code_chars, is_identifier_key, is_list_item};
+use crate::classify::math::has_unicode_math;
+use crate::classify::re;
+use crate::classify::soft::{SOFT_PATTERNS, SOFT_REASONS, inside_longer_dotted};
+use crate::classify::sql::{SQL_OTHER, SQL_STATEMENT_SHAPES, SQL_STRONG_PATTERN, SQL_WEAK};
+use crate::classify::traceback::{TRACE_FRAME, TRACE_HEADER};
+use crate::classify::verse::{VerseRun, verse_line};
+use ctxpress_core::text::bytes::{char_count, is_word_byte};
+use ctxpress_core::text::split_code_and_prose;
 use std::sync::LazyLock;
 
 /// Prose with fewer words than this is T2, otherwise T3.
@@ -296,7 +300,7 @@ fn scan_lines(text: &str) -> LineStats {
         let line = line.strip_suffix('\r').unwrap_or(line);
         let blank = line.trim().is_empty();
         if !blank {
-            let len = char_len(line) as f64;
+            let len = char_count(line) as f64;
             s.n += 1;
             s.sum += len;
             s.sumsq += len * len;

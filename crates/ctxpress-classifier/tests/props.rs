@@ -2,8 +2,9 @@
 //! sorted and correctly split reasons, consistent tiers, linear time.
 #![allow(missing_docs)]
 
-use ctxpress_classifier::{classify, prose_chars, split_code_and_prose};
+use ctxpress_classifier::{classify, prose_chars};
 use ctxpress_core::Tier;
+use ctxpress_core::text::split_code_and_prose;
 use proptest::prelude::*;
 
 /// Fragments that exercise every detector, mixed with multibyte characters.

@@ -19,6 +19,7 @@ pub mod registry;
 pub mod secrets;
 pub mod strategy;
 pub mod summarize;
+pub mod text;
 pub mod tokens;
 pub mod traffic;
 pub mod validate;

@@ -13,16 +13,14 @@
 pub mod text;
 
 pub use text::{
-    Budget, CodeSplit, Scored, Sentence, code_split, extract_entities, format_code_split,
-    format_summary, is_structured, pack, score_all, score_sentence, sentences,
-    split_code_and_prose, split_paragraphs, split_sentences, summarize, summarize_structured,
-    summarize_text, summary_id,
+    Budget, Scored, Sentence, code_split, extract_entities, format_code_split, format_summary,
+    is_structured, pack, score_all, score_sentence, sentences, split_paragraphs, split_sentences,
+    summarize, summarize_structured, summarize_text, summary_id,
 };
 
 pub mod backend;
 pub mod bounded;
 pub mod strategy;
-pub mod terms;
 
 pub use backend::{
     Extractive, ExtractiveConfig, FallbackSummary, SummarySource, accept, with_fallback,

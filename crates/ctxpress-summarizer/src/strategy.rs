@@ -4,11 +4,11 @@
 
 use crate::backend::{Extractive, FallbackSummary, SummarySource, accept};
 use crate::bounded::run_bounded;
-use crate::terms::{for_each_term, term_counts};
 use crate::text::{Budget, extract_entities, format_summary, summary_id};
 use async_trait::async_trait;
 use ctxpress_core::archive::content_hash;
 use ctxpress_core::summarize::{SummarizeAsync, SummaryKind, SummaryRequest, build_backend};
+use ctxpress_core::text::terms::{for_each_term, term_counts};
 use ctxpress_core::{
     AsyncStrategy, BuiltStrategy, ConfigError, Conversation, Decision, DecisionRule, Message,
     MessageId, Role, StageContext, StageOutcome, Strategy, StrategyError, StrategyFactory,
@@ -337,7 +337,7 @@ fn plan(conv: &Conversation, cfg: &SummarizerConfig) -> Plan {
             }
             Some(Decision::CodeSplit) => {
                 let original = text;
-                let split = crate::text::split_code_and_prose(&original);
+                let split = ctxpress_core::text::CodeSplit::of(&original);
                 if !split.prose.is_empty() && !split.fences.is_empty() {
                     let fences = split.fences.iter().map(|f| f.to_string()).collect();
                     p.units.push(Unit {

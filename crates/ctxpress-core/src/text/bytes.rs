@@ -1,0 +1,73 @@
+//! Byte classes the text rules share: word bytes (what a regex's ASCII `\w`
+//! and `\b` see) and term bytes (what a path, dotted identifier or version
+//! is made of), one table lookup each.
+
+/// Bit of [`CLASS`]: `[A-Za-z0-9_]`.
+pub const WORD: u8 = 1;
+/// Bit of [`CLASS`]: `[A-Za-z0-9_./-]`, the bytes of a term run.
+pub const TERM: u8 = 1 << 1;
+/// Bit of [`CLASS`]: `.`, `-` or `/`, trimmed from the ends of a term run.
+pub const TERM_EDGE: u8 = 1 << 2;
+
+/// The class bits of every byte.
+pub static CLASS: [u8; 256] = {
+    let mut t = [0u8; 256];
+    let mut i = 0;
+    while i < 256 {
+        let c = i as u8;
+        let mut k = 0;
+        if c.is_ascii_alphanumeric() || c == b'_' {
+            k |= WORD | TERM;
+        }
+        if matches!(c, b'.' | b'-' | b'/') {
+            k |= TERM | TERM_EDGE;
+        }
+        t[i] = k;
+        i += 1;
+    }
+    t
+};
+
+/// `[A-Za-z0-9_]`: a byte of an ASCII word.
+#[inline]
+pub fn is_word_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b == b'_'
+}
+
+/// `[A-Za-z0-9_./-]`: a byte of a term run (paths, dotted names, versions).
+#[inline]
+pub fn is_term_byte(b: u8) -> bool {
+    CLASS[b as usize] & TERM != 0
+}
+
+/// `.`, `-` or `/`: punctuation trimmed from the ends of a term run.
+#[inline]
+pub fn is_term_edge(b: u8) -> bool {
+    CLASS[b as usize] & TERM_EDGE != 0
+}
+
+/// Characters of a UTF-8 text, counted as the bytes that are not
+/// continuation bytes (the same as `s.chars().count()`).
+#[inline]
+pub fn char_count(s: &str) -> usize {
+    s.bytes().filter(|b| b & 0xC0 != 0x80).count()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn classes_match_their_definitions() {
+        for b in 0..=255u8 {
+            let word = b.is_ascii_alphanumeric() || b == b'_';
+            assert_eq!(is_word_byte(b), word);
+            assert_eq!(CLASS[b as usize] & WORD != 0, word);
+            assert_eq!(is_term_byte(b), word || matches!(b, b'.' | b'-' | b'/'));
+            assert_eq!(is_term_edge(b), matches!(b, b'.' | b'-' | b'/'));
+        }
+        for s in ["", "abc", "héllo wörld", "日本語", "a\u{1F600}b"] {
+            assert_eq!(char_count(s), s.chars().count());
+        }
+    }
+}

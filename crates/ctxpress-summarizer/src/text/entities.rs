@@ -1,0 +1,345 @@
+//! Entity extraction (spec 000 section 5): the key entities of a text in
+//! priority order, from the recognizers of [`ctxpress_core::text::entities`]
+//! and the summarizer's own (codes, dates, numbers with units, proper nouns,
+//! vowelless abbreviations).
+
+use regex::Regex;
+use std::collections::HashSet;
+use std::ops::Range;
+use std::sync::LazyLock;
+
+use ctxpress_core::text::ascii_regex as re;
+use ctxpress_core::text::entities as rec;
+
+use super::scoring::{NUM_UNIT, STATUS, VOWELLESS};
+
+static PROPER: LazyLock<Regex> = LazyLock::new(|| re(r"\b[A-Z][a-z]{2,}\b"));
+static CODE: LazyLock<Regex> =
+    LazyLock::new(|| re(r"\b[A-Z][A-Z0-9]*[0-9][A-Z0-9]*\b|\b[A-Z]{2,5}\b"));
+static DATE: LazyLock<Regex> = LazyLock::new(|| re(r"\b\d{4}-\d{2}-\d{2}\b"));
+
+/// Words that start sentences often enough not to count as proper nouns.
+const COMMON_CAPITALIZED: &[&str] = &[
+    "The",
+    "This",
+    "That",
+    "These",
+    "Those",
+    "There",
+    "Then",
+    "Than",
+    "They",
+    "Their",
+    "Them",
+    "Here",
+    "What",
+    "When",
+    "Where",
+    "Which",
+    "Who",
+    "Why",
+    "How",
+    "And",
+    "But",
+    "For",
+    "Not",
+    "Now",
+    "Yes",
+    "Also",
+    "Let",
+    "Lets",
+    "Please",
+    "Thanks",
+    "Thank",
+    "Sure",
+    "Great",
+    "Okay",
+    "However",
+    "Its",
+    "You",
+    "Your",
+    "Our",
+    "Can",
+    "Could",
+    "Would",
+    "Should",
+    "Will",
+    "Just",
+    "Some",
+    "All",
+    "Any",
+    "Each",
+    "Every",
+    "Both",
+    "First",
+    "Second",
+    "Third",
+    "Next",
+    "Finally",
+    "After",
+    "Before",
+    "With",
+    "From",
+    "Was",
+    "Were",
+    "Does",
+    "Did",
+    "Have",
+    "Has",
+    "Had",
+    "Since",
+    "Because",
+    "While",
+    "Once",
+    "Note",
+    "See",
+    "Use",
+    "Make",
+    "Run",
+    "Check",
+    "Try",
+    "Add",
+    "Update",
+    "Fix",
+    "Good",
+    "Perfect",
+    "Done",
+    "Hello",
+    "Hey",
+    "One",
+    "Two",
+    "Yeah",
+    "Well",
+    "Maybe",
+    "Instead",
+    "Otherwise",
+    "Still",
+    "Only",
+    "Even",
+    "Other",
+    "Another",
+    "Same",
+    "Most",
+    "More",
+    "Many",
+    "Much",
+    "Very",
+    "Sorry",
+    "Based",
+    "Looking",
+    "Using",
+    "Without",
+    "Within",
+    "Into",
+    "Over",
+    "Under",
+    "Between",
+    "Above",
+    "Below",
+    "Again",
+    "Already",
+    "Actually",
+    "Currently",
+    "Overall",
+    "Summary",
+    "Step",
+    "Steps",
+    "Important",
+    "Alright",
+    "Absolutely",
+    "Certainly",
+    "Are",
+    "Is",
+    "If",
+    "So",
+    "Yes",
+    "Got",
+    "Nice",
+    "Cool",
+    "Awesome",
+    "Understood",
+    "Given",
+    "Similarly",
+    "Additionally",
+    "Furthermore",
+    "Moreover",
+    "Thus",
+    "Therefore",
+    "Although",
+    "Though",
+    "Unless",
+    "Until",
+    "Whether",
+    "Either",
+    "Neither",
+    "Sounds",
+    "Okay",
+    "Hmm",
+    "Wait",
+    "Oh",
+    "Right",
+    "True",
+    "False",
+    "None",
+    "Yet",
+    "Such",
+    "Like",
+    "Per",
+    "Via",
+    "Let's",
+    "I'm",
+    "I've",
+    "I'll",
+    "It's",
+    "Don't",
+    "Can't",
+    "Create",
+    "Remove",
+    "Read",
+    "Write",
+    "Edit",
+    "Open",
+    "Show",
+    "Find",
+    "Get",
+    "Set",
+    "Keep",
+    "Need",
+    "Want",
+    "Know",
+    "Think",
+    "Looks",
+    "Seems",
+    "Found",
+    "Added",
+    "Updated",
+    "Fixed",
+    "Changed",
+    "Created",
+    "Removed",
+    "Everything",
+    "Nothing",
+    "Something",
+    "Anything",
+    "Someone",
+];
+
+/// True when the text before a word ends where a sentence or line begins.
+fn at_sentence_start(before: &str) -> bool {
+    let t = before.trim_end_matches([' ', '\t', '*', '_', '-', '>', '#']);
+    t.is_empty() || t.ends_with(['.', '!', '?', '\n', ':'])
+}
+
+fn is_status_word(s: &str) -> bool {
+    STATUS.find(s).is_some_and(|m| m.len() == s.len())
+}
+
+/// A span as the `(start, end)` pair [`extract_entities`] sorts.
+fn pair(r: Range<usize>) -> (usize, usize) {
+    (r.start, r.end)
+}
+
+/// The spans of a recognizer as pairs.
+fn pairs(it: impl Iterator<Item = Range<usize>>) -> Vec<(usize, usize)> {
+    it.map(pair).collect()
+}
+
+/// Key entities of a text, at most `max`, in priority order (paths and URLs,
+/// then identifiers, versions, numbers with units, proper nouns, vowelless
+/// abbreviations), each in order of appearance, without duplicates or pieces
+/// of an entity already taken.
+pub fn extract_entities(text: &str, max: usize) -> Vec<String> {
+    let mut spans: Vec<(usize, usize)> = Vec::new();
+    let mut seen: HashSet<String> = HashSet::new();
+    let mut out: Vec<String> = Vec::new();
+    let mut take = |cands: Vec<(usize, usize)>, out: &mut Vec<String>| {
+        for (s, e) in cands {
+            if out.len() >= max {
+                return;
+            }
+            if spans.iter().any(|&(a, b)| s < b && a < e) {
+                continue;
+            }
+            let Some(t) = text.get(s..e) else { continue };
+            let t = t.trim_end_matches(['.', ',', ';', ':', '!', '?']);
+            if t.is_empty() || !seen.insert(t.to_string()) {
+                continue;
+            }
+            spans.push((s, e));
+            out.push(t.to_string());
+        }
+    };
+    let found = |r: &Regex| -> Vec<(usize, usize)> {
+        r.find_iter(text).map(|m| (m.start(), m.end())).collect()
+    };
+    // A path span never holds `://` (`:` is not a path byte).
+    let mut paths = pairs(rec::paths(text));
+    paths.extend(rec::file_names(text).map(pair));
+    paths.extend(rec::urls(text).map(pair));
+    paths.sort();
+    take(paths, &mut out);
+    let mut ids = pairs(rec::camel_case(text));
+    ids.extend(rec::pascal_case(text).map(pair));
+    ids.extend(rec::snake_case(text).map(pair));
+    ids.sort();
+    take(ids, &mut out);
+    let codes: Vec<(usize, usize)> = CODE
+        .find_iter(text)
+        .filter(|m| m.len() >= 3 && !is_status_word(m.as_str()))
+        .map(|m| (m.start(), m.end()))
+        .collect();
+    take(codes, &mut out);
+    take(pairs(rec::versions(text)), &mut out);
+    let mut nums = found(&DATE);
+    nums.extend(found(&NUM_UNIT));
+    nums.sort();
+    take(nums, &mut out);
+    let proper: Vec<(usize, usize)> = PROPER
+        .find_iter(text)
+        .filter(|m| {
+            let w = m.as_str();
+            let verb_like = w.ends_with("ed") || w.ends_with("ing");
+            let starter = verb_like && at_sentence_start(text.get(..m.start()).unwrap_or(""));
+            let after = text.get(m.end()..).unwrap_or("").trim_start_matches('*');
+            let label =
+                after.starts_with(':') && at_sentence_start(text.get(..m.start()).unwrap_or(""));
+            !COMMON_CAPITALIZED.contains(&w) && !starter && !label
+        })
+        .map(|m| (m.start(), m.end()))
+        .collect();
+    take(proper, &mut out);
+    let abbr: Vec<(usize, usize)> = VOWELLESS
+        .find_iter(text)
+        .filter(|m| !is_status_word(m.as_str()))
+        .map(|m| (m.start(), m.end()))
+        .collect();
+    take(abbr, &mut out);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn entities_by_priority() {
+        let t = "Alice fixed src/auth/jwt.ts so jwtVerify and UserSession use token_ttl; \
+                 see https://example.com/x. Bumped to v2.1.0, timeout 30 seconds, via npm.";
+        assert_eq!(
+            extract_entities(t, 10),
+            vec![
+                "src/auth/jwt.ts",
+                "https://example.com/x",
+                "jwtVerify",
+                "UserSession",
+                "token_ttl",
+                "v2.1.0",
+                "30 seconds",
+                "Alice",
+                "npm"
+            ]
+        );
+        assert_eq!(extract_entities(t, 2).len(), 2);
+        assert!(extract_entities("and/or 3/4 The This", 10).is_empty());
+    }
+}

@@ -1,0 +1,262 @@
+//! Sentence scoring and packing (spec 000 sections 4 and 5): the weights
+//! of a sentence, the primary sentence of each paragraph, the greedy packing
+//! into a budget and the extractive summary of prose.
+
+use regex::Regex;
+use std::sync::LazyLock;
+
+use ctxpress_core::text::ascii_regex as re;
+use ctxpress_core::text::entities::{camel_case, pascal_case, snake_case};
+
+use super::chars;
+use super::sentences::{Sentence, sentences};
+
+/// Separator between selected sentences.
+pub const JOIN: &str = " ... ";
+
+static EMPHASIS: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"(?i)\b(?:importantly|important|however|critical|critically|crucial|essential|must|never|always|required|caution|note that|make sure|be sure|ensure|do not|don't|cannot|breaking)\b",
+    )
+});
+/// A number with a unit (`10 seconds`, `500 MB`, `20%`).
+pub(super) static NUM_UNIT: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"\b\d+(?:\.\d+)?(?:%|\s?(?:ms|milliseconds?|s|secs?|seconds?|mins?|minutes?|h|hrs?|hours?|days?|weeks?|months?|years?|ns|us|[KMGT]i?B|[kmgt]b|bytes?|px|em|rem|pt|lines?|files?|tokens?|chars?|characters?|requests?|rps|qps|times|x|k|K|M|percent|[kMG]?Hz|cores?|threads?|rows?|items?|tests?|errors?|users?|messages?|steps?|calls?|retries|attempts?|USD|EUR|dollars?)\b)",
+    )
+});
+/// A word of three or more consonants (`npm`, `ssh`).
+pub(super) static VOWELLESS: LazyLock<Regex> =
+    LazyLock::new(|| re(r"\b[bcdfghjklmnpqrstvwxzBCDFGHJKLMNPQRSTVWXZ]{3,}\b"));
+/// A status word as written (`PASS`, `FAILED`, `ERROR`, `WARNING`).
+pub(super) static STATUS: LazyLock<Regex> =
+    LazyLock::new(|| re(r"\b(?:PASS(?:ED)?|FAIL(?:ED|URE)?|ERROR|WARN(?:ING)?)\b"));
+static GREP_REF: LazyLock<Regex> =
+    LazyLock::new(|| re(r"(?:[A-Za-z0-9_-]+[./])+[A-Za-z0-9_-]+:\d+:"));
+static FILLER: LazyLock<Regex> = LazyLock::new(|| {
+    re(
+        r"(?i)^[\s*_>#-]*(?:great|sure|ok|okay|thanks|thank you|got it|alright|all right|of course|absolutely|certainly|no problem|perfect|awesome|cool|nice|hi|hello|hey|understood|sounds good|you're welcome)\b",
+    )
+});
+
+/// Score a sentence by the weights of spec 000: +3 per camelCase, PascalCase
+/// and snake_case identifier, +4 for an emphasis phrase, +2 per number with a
+/// unit, +2 per vowelless abbreviation, +3 per status word, +2 per grep-style
+/// `file:line:` reference, +2 for a length of 40 to 120 characters, and -10 when
+/// it starts with a filler word.
+pub fn score_sentence(s: &str) -> i32 {
+    let c = |k: usize| i32::try_from(k).unwrap_or(i32::MAX / 64);
+    let n = |r: &Regex| c(r.find_iter(s).count());
+    let mut score =
+        3 * c(camel_case(s).count()) + 3 * c(pascal_case(s).count()) + 3 * c(snake_case(s).count());
+    if EMPHASIS.is_match(s) {
+        score += 4;
+    }
+    score += 2 * n(&NUM_UNIT);
+    score += 2 * n(&VOWELLESS);
+    score += 3 * n(&STATUS);
+    score += 2 * n(&GREP_REF);
+    let len = s.chars().count();
+    if (40..=120).contains(&len) {
+        score += 2;
+    }
+    if FILLER.is_match(s) {
+        score -= 10;
+    }
+    score
+}
+
+/// A scored sentence.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Scored<'a> {
+    /// The sentence.
+    pub sentence: Sentence<'a>,
+    /// Its score.
+    pub score: i32,
+    /// True for the highest-scored sentence of its paragraph (first on ties).
+    pub primary: bool,
+}
+
+/// Score every sentence and mark the primary sentence of each paragraph.
+pub fn score_all(text: &str) -> Vec<Scored<'_>> {
+    let mut v: Vec<Scored<'_>> = sentences(text)
+        .into_iter()
+        .map(|s| Scored {
+            sentence: s,
+            score: score_sentence(s.text),
+            primary: false,
+        })
+        .collect();
+    let mut i = 0;
+    while i < v.len() {
+        let para = v.get(i).map_or(0, |s| s.sentence.paragraph);
+        let mut j = i;
+        let mut best = i;
+        while let Some(s) = v.get(j) {
+            if s.sentence.paragraph != para {
+                break;
+            }
+            if v.get(best).is_some_and(|b| s.score > b.score) {
+                best = j;
+            }
+            j += 1;
+        }
+        if let Some(b) = v.get_mut(best) {
+            b.primary = true;
+        }
+        i = j.max(i + 1);
+    }
+    v
+}
+
+/// Cut `s` to at most `max` characters at a word boundary, marking the cut with
+/// `...`.
+pub fn truncate_words(s: &str, max: usize) -> String {
+    if chars(s) <= max {
+        return s.to_string();
+    }
+    let keep = max.saturating_sub(3);
+    let cut = s.char_indices().nth(keep).map_or(s.len(), |(i, _)| i);
+    let head = s.get(..cut).unwrap_or("");
+    let head = match head.rfind(char::is_whitespace) {
+        Some(ws) if ws > cut / 2 => head.get(..ws).unwrap_or(head),
+        _ => head,
+    };
+    format!("{}...", head.trim_end())
+}
+
+/// Greedy packing of scored sentences into `budget` characters: primary
+/// sentences first (by score, best first), then the others; sentences with a
+/// negative score (fillers) only when nothing else fits. The chosen sentences
+/// are returned in their original order.
+pub fn pack<'a>(scored: &[Scored<'a>], budget: usize) -> Vec<Sentence<'a>> {
+    let mut order: Vec<&Scored<'a>> = scored.iter().collect();
+    order.sort_by(|a, b| {
+        b.primary
+            .cmp(&a.primary)
+            .then(b.score.cmp(&a.score))
+            .then(a.sentence.start.cmp(&b.sentence.start))
+    });
+    let sep = chars(JOIN);
+    let mut chosen: Vec<Sentence<'a>> = Vec::new();
+    let mut used = 0usize;
+    for pass_negative in [false, true] {
+        if pass_negative && !chosen.is_empty() {
+            break;
+        }
+        for s in &order {
+            if (s.score < 0) != pass_negative {
+                continue;
+            }
+            let len = chars(s.sentence.text);
+            let add = if chosen.is_empty() { len } else { len + sep };
+            if used + add <= budget {
+                used += add;
+                chosen.push(s.sentence);
+            }
+        }
+    }
+    chosen.sort_by_key(|s| s.start);
+    chosen
+}
+
+/// Deterministic extractive summary of prose within `budget` characters: score
+/// sentences, pack them, restore order, join with ` ... `. When no sentence
+/// fits, the best one is cut at a word boundary. The result is never longer than
+/// the trimmed input.
+pub fn summarize(text: &str, budget: usize) -> String {
+    let trimmed = text.trim();
+    let scored = score_all(trimmed);
+    let chosen = pack(&scored, budget);
+    let out = if chosen.is_empty() {
+        let best = scored.iter().max_by(|a, b| {
+            a.primary
+                .cmp(&b.primary)
+                .then(a.score.cmp(&b.score))
+                .then(b.sentence.start.cmp(&a.sentence.start))
+        });
+        match best {
+            Some(s) => truncate_words(s.sentence.text, budget),
+            None => String::new(),
+        }
+    } else {
+        chosen.iter().map(|s| s.text).collect::<Vec<_>>().join(JOIN)
+    };
+    if chars(&out) >= chars(trimmed) {
+        trimmed.to_string()
+    } else {
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_weight_counts() {
+        let base = "plain words here";
+        assert_eq!(score_sentence(base), 0);
+        assert_eq!(score_sentence("call myFunction now"), 3);
+        assert_eq!(score_sentence("open a WebSocket now"), 3);
+        assert_eq!(score_sentence("set my_var now"), 3);
+        assert_eq!(score_sentence("set my_var and other_var"), 6);
+        assert_eq!(score_sentence("however it works"), 4);
+        assert_eq!(score_sentence("you must, however, never"), 4);
+        assert_eq!(score_sentence("wait 10 seconds"), 2);
+        assert_eq!(score_sentence("uses 500 MB and 20%"), 4);
+        assert_eq!(score_sentence("run npm via ssh"), 4);
+        assert_eq!(score_sentence("tests FAIL here"), 3);
+        assert_eq!(score_sentence("PASS and WARNING"), 6);
+        assert_eq!(score_sentence("see lib/foo.ts:42: here"), 2);
+        // `src` is also a vowelless abbreviation.
+        assert_eq!(score_sentence("see src/foo.ts:42: here"), 4);
+        let forty = "a sentence that is long enough to count x";
+        assert_eq!(forty.chars().count(), 41);
+        assert_eq!(score_sentence(forty), 2);
+        assert_eq!(score_sentence(&"a ".repeat(70)), 0);
+        assert_eq!(score_sentence("Sure thing"), -10);
+        assert_eq!(score_sentence("Thanks a lot"), -10);
+        assert_eq!(score_sentence("okay then"), -10);
+        assert_eq!(score_sentence("Okayish things"), 0);
+    }
+
+    #[test]
+    fn primary_per_paragraph_and_packing() {
+        let t = "Plain intro. The parseConfig call fails.\n\nAnother one. Uses 5 MB.";
+        let s = score_all(t);
+        let prim: Vec<&str> = s
+            .iter()
+            .filter(|x| x.primary)
+            .map(|x| x.sentence.text)
+            .collect();
+        assert_eq!(prim, vec!["The parseConfig call fails.", "Uses 5 MB."]);
+        // Budget for both primaries and the separator only; order restored.
+        let b = "The parseConfig call fails.".len() + JOIN.len() + "Uses 5 MB.".len();
+        let got: Vec<&str> = pack(&s, b).iter().map(|x| x.text).collect();
+        assert_eq!(got, vec!["The parseConfig call fails.", "Uses 5 MB."]);
+        // A tiny budget takes the best primary alone.
+        let got: Vec<&str> = pack(&s, 30).iter().map(|x| x.text).collect();
+        assert_eq!(got, vec!["The parseConfig call fails."]);
+        // Fillers are left out when anything else fits.
+        let s = score_all("Sure thing! The build is fine now.");
+        let got: Vec<&str> = pack(&s, 400).iter().map(|x| x.text).collect();
+        assert_eq!(got, vec!["The build is fine now."]);
+    }
+
+    #[test]
+    fn summarize_joins_and_truncates() {
+        let t = "First plain sentence here. The fetchUser call returns 404 errors. Middle filler text. \
+                 Finally the retry_count must be 3 times.";
+        let s = summarize(t, 90);
+        assert_eq!(
+            s,
+            "The fetchUser call returns 404 errors. ... Finally the retry_count must be 3 times."
+        );
+        let long = "word ".repeat(100);
+        let s = summarize(&long, 50);
+        assert!(s.chars().count() <= 50 && s.ends_with("..."), "{s}");
+        assert_eq!(summarize("Short.", 200), "Short.");
+        assert_eq!(summarize("", 200), "");
+    }
+}
