@@ -253,7 +253,20 @@ ctxpress_core::register_strategy!(
     "classifier",
     "classify messages (T0/T2/T3) and apply the ordered preservation rules",
     ClassifierConfig,
-    |c: ClassifierConfig| Ok::<_, ConfigError>(Classifier::new(c))
+    |c: ClassifierConfig| Ok::<_, ConfigError>(Classifier::new(c)),
+    params: &[
+        ("preserve", "Roles never compressed; `system` also covers `developer`."),
+        (
+            "recency_window",
+            "The last this many user/assistant messages, and everything after the first of them, are preserved (0 disables it).",
+        ),
+        ("min_chars", "Messages with fewer characters than this are preserved."),
+        (
+            "code_split_min_prose",
+            "Code-fenced messages with at least this many prose characters are code-split; with fewer they are preserved.",
+        ),
+        ("compressed_prefixes", "Prefixes marking content that is already compressed."),
+    ]
 );
 
 #[cfg(test)]

@@ -907,7 +907,9 @@ fn strategies(show: Option<&str>) -> Result<ExitCode> {
         return Err(usage(format!("unknown strategy `{name}`{hint}")));
     };
     outln!("# {}: {}", f.name, f.summary);
-    outln!("# Every parameter with its default; unknown names are rejected.");
+    outln!(
+        "# Every parameter with its default, each under its doc line; unknown names are rejected."
+    );
     outln!("[[stages]]");
     outln!("type = {}", Value::String(f.name.to_string()));
     if let Value::Object(params) = (f.default_config)() {
@@ -939,6 +941,9 @@ fn strategies(show: Option<&str>) -> Result<ExitCode> {
                     }
                 }
             };
+            if let Some(doc) = f.param_doc(k) {
+                outln!("# {doc}");
+            }
             outln!("{shown:<48} # {kind}");
         }
     }

@@ -447,6 +447,15 @@ fn strategies_show_prints_a_stage_that_builds() {
         assert!(o.status.success());
         let text = String::from_utf8(o.stdout).unwrap();
         assert!(text.contains(&format!("type = \"{name}\"")), "{text}");
+        // Each parameter comes right under its doc line.
+        let f = ctxpress::core::registry::find(name).unwrap();
+        for (k, doc) in f.params {
+            let under = [format!("# {doc}\n{k} = "), format!("# {doc}\n# {k} = ")];
+            assert!(
+                under.iter().any(|u| text.contains(u.as_str())),
+                "{name}: `{k}` is not under its doc line\n{text}"
+            );
+        }
         let cfg = ctxpress::PipelineConfig::parse(&format!("version = 1\n{text}"))
             .unwrap_or_else(|e| panic!("{name}: {e}\n{text}"));
         cfg.build()

@@ -90,6 +90,29 @@ ctxpress_core::inventory::submit! {
         summary: "fold old messages into archived summary batches behind one [Context Summary] clip-archive message (chunk-and-fold, task state, recursive re-summarization; LLM backends async)",
         default_config,
         build,
+        params: &[
+            (
+                "chunk_tokens",
+                "Most tokens of messages in one chunk (a single larger tool exchange is a chunk of its own).",
+            ),
+            ("clip_window", "Batches shown in full at each end of the clip-archive message (N)."),
+            (
+                "buffer",
+                "Batches allowed beyond `2 * clip_window` before the oldest are summarized again into one deeper batch.",
+            ),
+            (
+                "protected_tail",
+                "The last this many user/assistant messages are never folded (nor the last user message).",
+            ),
+            (
+                "prompt",
+                "Summarization prompt for model backends, with `{{messages}}`, `{{previous_summary}}` and `{{budget}}` (tokens).",
+            ),
+            ("backend", "Summarizer backend in core's registry (`extractive`, `openai`, ...)."),
+            ("llm", "Parameters passed to the backend factory (a table)."),
+            ("summary_tokens", "Summary budget per chunk in tokens (about four characters each)."),
+        ],
+        takes_llm: true,
     }
 }
 

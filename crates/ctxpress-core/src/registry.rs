@@ -15,6 +15,25 @@ pub struct StrategyFactory {
     pub default_config: fn() -> Value,
     /// Build the strategy from its parameters (unknown fields rejected).
     pub build: fn(&Value) -> Result<BuiltStrategy, ConfigError>,
+    /// One line of documentation per parameter, `(name, doc)`: exactly the
+    /// keys of [`default_config`](Self::default_config) (a facade test checks
+    /// every registration). `ctxpress strategies --show` prints them.
+    pub params: &'static [(&'static str, &'static str)],
+    /// True when the strategy takes the pipeline's `[llm]` table: it has an
+    /// `llm` parameter (the backend's settings) and a `backend` one, which
+    /// the facade fills in (`llm` from the table, `backend = "openai"`) for a
+    /// stage that sets neither, once the table names an endpoint.
+    pub takes_llm: bool,
+}
+
+impl StrategyFactory {
+    /// The documentation line of parameter `name`, if it has one.
+    pub fn param_doc(&self, name: &str) -> Option<&'static str> {
+        self.params
+            .iter()
+            .find(|(n, _)| *n == name)
+            .map(|(_, d)| *d)
+    }
 }
 
 inventory::collect!(StrategyFactory);
@@ -48,15 +67,23 @@ pub fn build(name: &str, params: &Value) -> Result<BuiltStrategy, ConfigError> {
     (find(name)?.build)(params)
 }
 
-/// Register a sync strategy whose config type is `$cfg` (Default + serde) and
-/// which is built by `$ctor(cfg) -> Result<S, ConfigError>`.
+/// Register a sync strategy whose config type is `$cfg` (Default + serde),
+/// which is built by `$ctor(cfg) -> Result<S, ConfigError>` and documents
+/// each parameter (every key of the default config) with one line. Such a
+/// strategy does not take the pipeline's `[llm]` table.
 ///
 /// ```ignore
-/// ctxpress_core::register_strategy!("dedup", "exact and fuzzy dedup", DedupConfig, |c| Ok(Dedup::new(c)));
+/// ctxpress_core::register_strategy!(
+///     "dedup",
+///     "exact and fuzzy dedup",
+///     DedupConfig,
+///     |c| Ok(Dedup::new(c)),
+///     params: &[("fuzzy", "Line-level Jaccard near-duplicates."), ...]
+/// );
 /// ```
 #[macro_export]
 macro_rules! register_strategy {
-    ($name:literal, $summary:literal, $cfg:ty, $ctor:expr) => {
+    ($name:literal, $summary:literal, $cfg:ty, $ctor:expr, params: $params:expr $(,)?) => {
         $crate::inventory::submit! {
             $crate::registry::StrategyFactory {
                 name: $name,
@@ -67,6 +94,8 @@ macro_rules! register_strategy {
                     let built: ::core::result::Result<_, $crate::ConfigError> = ($ctor)(cfg);
                     Ok($crate::strategy::BuiltStrategy::Sync(Box::new(built?)))
                 },
+                params: $params,
+                takes_llm: false,
             }
         }
     };

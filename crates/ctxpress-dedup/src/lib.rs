@@ -39,7 +39,34 @@ ctxpress_core::register_strategy!(
     "dedup",
     "replace exact and near-duplicate texts with references to a kept copy",
     DedupConfig,
-    Dedup::new
+    Dedup::new,
+    params: &[
+        ("min_chars", "Minimum content length (chars) for a text to take part at all."),
+        ("exact", "Exact dedup (djb2 grouping confirmed by full comparison)."),
+        ("fuzzy", "Fuzzy dedup: line-level Jaccard near-duplicates."),
+        ("threshold", "Jaccard similarity at or above which two texts are near-duplicates."),
+        ("delta", "Write near-duplicates as a reference plus a compact line diff."),
+        (
+            "delta_threshold",
+            "Lowest Jaccard similarity at which a delta reference is tried (may go below `threshold`: delta loses nothing).",
+        ),
+        ("delta_max_lines", "Most changed lines (`-` plus `+`) a delta reference may carry."),
+        (
+            "near_without_diff",
+            "With `delta`, a near-duplicate whose diff is over `delta_max_lines` still becomes a plain `near-dup` reference; false keeps it as it is.",
+        ),
+        (
+            "recency_window",
+            "The last this many messages are never replaced; a copy inside them is the preferred keep target.",
+        ),
+        ("prefix", "Marker prefix of references, as in `[cce:dup of ...]`."),
+        ("preserve", "Roles never replaced besides `system` and `developer`, which always are."),
+        (
+            "max_postings",
+            "Longest posting list of one fingerprint line (most recent kept), so a common line cannot make candidate generation quadratic.",
+        ),
+        ("max_candidates", "Most candidates one text is compared with."),
+    ]
 );
 
 /// The grouping hash used by default: xxh3 cut to 32 bits. It gives the

@@ -124,7 +124,26 @@ ctxpress_core::register_strategy!(
     "stale_pruner",
     "remove stale reads, superseded edits, repeated and failed commands",
     StalePrunerConfig,
-    |c| Ok::<_, ConfigError>(StalePruner::new(c))
+    |c| Ok::<_, ConfigError>(StalePruner::new(c)),
+    params: &[
+        ("stale_reads", "Rule 1: remove reads of files that are changed later."),
+        ("superseded_edits", "Rule 2: remove full-file writes superseded by a later one."),
+        (
+            "partial_edits",
+            "How partial edits are treated by rule 2: `keep` them all, or `keep_last` (only the last change of each file).",
+        ),
+        ("stale_commands", "Rule 3: remove earlier runs of a command that is run again."),
+        ("stale_searches", "Treat repeated identical searches (Grep, Glob, ...) like commands."),
+        ("failed_commands", "Rule 4: remove failed commands that were retried or superseded."),
+        ("read_references", "Replace reads that repeat known content with a reference."),
+        ("protected_tail", "User and assistant messages at the end that are never touched."),
+        (
+            "display_only",
+            "Delete UI-only messages (`\"display_only\": true` or role `display_only_data`) that carry no tool calls or results.",
+        ),
+        ("cwd", "The session's working directory, when the conversation does not say."),
+        ("dialect", "Extra tool dialects, layered over the built-in table."),
+    ]
 );
 
 /// Why an operation goes.

@@ -933,5 +933,41 @@ ctxpress_core::inventory::submit! {
         summary: "summarize compressible messages (merge same-role runs, code-split, size guard; LLM backends with deterministic fallback)",
         default_config,
         build,
+        params: &[
+            ("backend", "Backend name in core's backend registry (`extractive`, `openai`, ...)."),
+            ("llm", "Parameters passed verbatim to the backend factory (a table)."),
+            ("concurrency", "Requests in flight at once on the async path."),
+            (
+                "redact_secrets",
+                "Replace secrets with placeholders before text goes to a non-extractive backend (kept on `keep:` lines after the summary).",
+            ),
+            ("embed_summary_id", "Write `[summary#{id}: ...]` instead of `[summary: ...]`."),
+            ("merge_consecutive", "Merge consecutive same-role compressible messages into one summary."),
+            ("short_threshold", "Inputs shorter than this many characters get `short_budget`."),
+            ("short_budget", "Summary budget in characters for short inputs."),
+            ("long_budget", "Summary budget in characters for long inputs."),
+            ("max_entities", "Most entities appended as ` | entities: ...` (0 disables them)."),
+            (
+                "tool_results",
+                "Also summarize tool results in place when the classifier decided `compress` (or `code_split`) for them; never merged.",
+            ),
+            (
+                "chars_per_lost_term",
+                "Information check on summarized tool results: characters saved per term lost, or the result stays verbatim (0 disables it).",
+            ),
+            (
+                "user_budget",
+                "Summary budget in characters for user messages (unset: the length-based budgets).",
+            ),
+            (
+                "assistant_budget",
+                "Summary budget in characters for assistant and other non-user, non-tool messages (unset: the length-based budgets).",
+            ),
+            (
+                "cache_entries",
+                "Most rendered summaries kept in memory so a budget-search rerun summarizes none twice (0 disables it).",
+            ),
+        ],
+        takes_llm: true,
     }
 }

@@ -211,7 +211,58 @@ ctxpress_core::register_strategy!(
     "tool_compressor",
     "replace old tool results with metadata summaries (outline, errors, counts)",
     ToolCompressorConfig,
-    check
+    check,
+    params: &[
+        ("min_chars", "Results shorter than this many characters stay verbatim."),
+        ("keep_last", "The last this many tool results of the conversation stay verbatim."),
+        (
+            "protected_tail",
+            "The last this many user/assistant messages, and everything after the first of them, are never touched.",
+        ),
+        (
+            "budget_tokens",
+            "Target tokens: compress oldest results first and stop once the conversation fits (unset: every eligible result).",
+        ),
+        (
+            "keep_unresolved_errors",
+            "Keep failed results verbatim until a later call retries the command family, touches the path, or calls the tool again.",
+        ),
+        (
+            "min_saving",
+            "A summary replaces a result only when it saves at least this share of its characters (0.0-1.0).",
+        ),
+        (
+            "chars_per_lost_term",
+            "Information check: characters a summary must save per term it drops from the conversation (0 turns it off).",
+        ),
+        (
+            "max_names",
+            "With the information check on, most terms found nowhere else listed on a summary's `names:` line (0 lists none).",
+        ),
+        (
+            "inputs",
+            "Also summarize the file content old successful write calls carry in their arguments (paths and other arguments stay).",
+        ),
+        ("reads", "Summarize reads."),
+        ("writes", "Summarize write and edit results."),
+        ("commands", "Summarize command output."),
+        ("searches", "Summarize search output."),
+        ("other", "Summarize results of tools the dialect table does not know."),
+        (
+            "skip_tools",
+            "Tool names whose results are never summarized (exact, then ignoring case).",
+        ),
+        ("max_outline", "Declarations listed in a read's outline."),
+        ("max_line_chars", "Characters of one kept line."),
+        ("head_lines", "First non-empty lines kept of command and other output."),
+        ("tail_lines", "Last non-empty lines kept of command and other output."),
+        ("max_error_lines", "Error lines kept per result."),
+        ("max_count_lines", "Count / outcome lines kept per result."),
+        ("max_list", "Files or paths listed for a search or listing."),
+        ("max_refs", "Paths, URLs and error names listed as `refs:` per result."),
+        ("cwd", "The session's working directory, when the conversation does not say."),
+        ("dialect", "Extra tool dialects, layered over the built-in table."),
+    ]
 );
 
 /// Counts of one run.

@@ -197,22 +197,21 @@ impl PipelineConfig {
     }
 
     /// A stage's parameters with the pipeline's `[llm]` table applied to stages
-    /// that take an `llm` parameter and did not set their own, when the table
-    /// names an endpoint.
+    /// whose registration takes it (`takes_llm`) and that did not set their
+    /// own `llm`, when the table names an endpoint.
     fn params_of(
         &self,
         s: &StageConfig,
         factory: &registry::StrategyFactory,
     ) -> Map<String, Value> {
         let mut p = s.params.clone();
-        if let Some(llm) = self.llm.as_ref().filter(|_| self.llm_enabled()) {
-            let defaults = (factory.default_config)();
-            let takes_llm = defaults.get("llm").is_some();
-            if takes_llm && !p.contains_key("llm") {
-                p.insert("llm".into(), Value::Object(llm.clone()));
-                if defaults.get("backend").is_some() && !p.contains_key("backend") {
-                    p.insert("backend".into(), Value::String("openai".into()));
-                }
+        if let Some(llm) = self.llm.as_ref().filter(|_| self.llm_enabled())
+            && factory.takes_llm
+            && !p.contains_key("llm")
+        {
+            p.insert("llm".into(), Value::Object(llm.clone()));
+            if !p.contains_key("backend") {
+                p.insert("backend".into(), Value::String("openai".into()));
             }
         }
         p

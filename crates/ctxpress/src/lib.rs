@@ -424,6 +424,53 @@ mod tests {
         }
     }
 
+    /// Every registered strategy documents exactly the parameters of its
+    /// default config, one non-empty line each, so `strategies --show` and
+    /// the docs cannot drift from the config structs.
+    #[test]
+    fn every_strategy_documents_exactly_its_parameters() {
+        for f in ctxpress_core::registry::strategies().unwrap() {
+            let defaults = (f.default_config)();
+            let keys: Vec<&str> = defaults
+                .as_object()
+                .unwrap_or_else(|| panic!("{}: the default config is not a table", f.name))
+                .keys()
+                .map(String::as_str)
+                .collect();
+            let documented: Vec<&str> = f.params.iter().map(|(n, _)| *n).collect();
+            assert_eq!(
+                documented, keys,
+                "{}: the documented parameters (left) must be the default config's keys, in order",
+                f.name
+            );
+            for (n, d) in f.params {
+                assert!(
+                    !d.trim().is_empty() && !d.contains('\n'),
+                    "{}: `{n}` needs one non-empty doc line",
+                    f.name
+                );
+            }
+        }
+    }
+
+    /// `takes_llm` is declared exactly by the strategies with an `llm` and a
+    /// `backend` parameter, which the `[llm]` table fills in.
+    #[test]
+    fn takes_llm_is_declared_by_the_strategies_with_an_llm_parameter() {
+        for f in ctxpress_core::registry::strategies().unwrap() {
+            let d = (f.default_config)();
+            assert_eq!(
+                f.takes_llm,
+                d.get("llm").is_some(),
+                "{}: takes_llm disagrees with its `llm` parameter",
+                f.name
+            );
+            if f.takes_llm {
+                assert!(d.get("backend").is_some(), "{}: no `backend`", f.name);
+            }
+        }
+    }
+
     #[test]
     fn every_expected_backend_is_registered() {
         let names: Vec<&str> = ctxpress_core::summarize::backends()
