@@ -835,15 +835,10 @@ fn classify(input: &str, config: Option<&str>) -> Result<ExitCode> {
         Some(path) => {
             let text = std::fs::read_to_string(path)
                 .map_err(|e| usage(format!("{path}: cannot read: {e}")))?;
-            let v = PipelineConfig::from_toml(&format!(
-                "version = 1\n[[stages]]\ntype = \"classifier\"\n{text}"
-            ))
-            .map_err(|e| usage(format!("{path}: {e}")))?;
-            let params = v
-                .stages
-                .first()
-                .map(|s| Value::Object(s.params.clone()))
-                .unwrap_or(Value::Null);
+            // The file is the classifier's parameters table.
+            let table: toml::Table = toml::from_str(&text)
+                .map_err(|e| usage(format!("{path}: invalid TOML: {}", e.message().trim())))?;
+            let params = serde_json::to_value(table).map_err(|e| usage(format!("{path}: {e}")))?;
             ctxpress::core::parse_params("classifier", &params)
                 .map_err(|e| usage(format!("{path}: {e}")))?
         }

@@ -253,6 +253,19 @@ impl Pipeline {
     /// Run synchronously. Async stages are skipped and reported as such; use
     /// [`Pipeline::run_async`] for pipelines that have them.
     pub fn run(&self, conv: &mut Conversation, ctx: &StageContext) -> Report {
+        // Nothing awaits when async stages are skipped: ready at the first poll.
+        crate::window::ready(self.drive(conv, ctx, false))
+            .expect("a run without async stages never waits")
+    }
+
+    /// Run, awaiting async stages.
+    pub async fn run_async(&self, conv: &mut Conversation, ctx: &StageContext) -> Report {
+        self.drive(conv, ctx, true).await
+    }
+
+    /// The one loop of both runs: each stage applied, then kept or reverted
+    /// by [`finish`]; async stages are awaited when `awaits`, else skipped.
+    async fn drive(&self, conv: &mut Conversation, ctx: &StageContext, awaits: bool) -> Report {
         let start = Instant::now();
         let mut before = measure(conv, ctx, None);
         let first = (before.messages, before.tokens, before.chars);
@@ -263,40 +276,10 @@ impl Pipeline {
             let snapshot = conv.clone();
             let result = match &stage.strategy {
                 BuiltStrategy::Sync(s) => Some(s.apply(conv, ctx)),
+                BuiltStrategy::Async(s) if awaits => Some(s.apply_async(conv, ctx).await),
                 BuiltStrategy::Async(_) => None,
             };
             let (r, m, v) = finish(stage, result, snapshot, conv, ctx, &before, &violations, t);
-            stages.push(r);
-            before = m;
-            violations = v;
-        }
-        report(first, &before, stages, start)
-    }
-
-    /// Run, awaiting async stages.
-    pub async fn run_async(&self, conv: &mut Conversation, ctx: &StageContext) -> Report {
-        let start = Instant::now();
-        let mut before = measure(conv, ctx, None);
-        let first = (before.messages, before.tokens, before.chars);
-        let mut violations = validate(conv);
-        let mut stages = Vec::with_capacity(self.stages.len());
-        for stage in &self.stages {
-            let t = Instant::now();
-            let snapshot = conv.clone();
-            let result = match &stage.strategy {
-                BuiltStrategy::Sync(s) => s.apply(conv, ctx),
-                BuiltStrategy::Async(s) => s.apply_async(conv, ctx).await,
-            };
-            let (r, m, v) = finish(
-                stage,
-                Some(result),
-                snapshot,
-                conv,
-                ctx,
-                &before,
-                &violations,
-                t,
-            );
             stages.push(r);
             before = m;
             violations = v;

@@ -19,7 +19,10 @@
 //! ```
 
 use ctxpress_core::config::closest;
+use ctxpress_core::tokens::{COUNTERS, counter_by_name};
 use ctxpress_core::{ConfigError, Pipeline, Stage, WindowConfig, registry};
+use serde::de::Error as _;
+use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Map, Value};
 
 /// One stage of a configuration.
@@ -53,15 +56,108 @@ pub struct PipelineConfig {
     pub serve: Option<Map<String, Value>>,
 }
 
-const TOP_KEYS: &[&str] = &[
-    "version",
-    "description",
-    "tokenizer",
-    "llm",
-    "stages",
-    "window",
-    "serve",
-];
+/// The file as serde reads it; [`PipelineConfig::from_value`] then checks
+/// what needs more than its types (the version, the tokenizer's name, the
+/// `[window]` table's fields with suggestions, each stage's `type`).
+#[derive(Debug, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+struct ConfigFile {
+    #[serde(deserialize_with = "version_one")]
+    version: Option<u32>,
+    description: Option<String>,
+    tokenizer: Option<String>,
+    llm: Option<Map<String, Value>>,
+    stages: Vec<StageFile>,
+    window: Option<Map<String, Value>>,
+    serve: Option<Map<String, Value>>,
+}
+
+/// One `[[stages]]` table: `type`, `enabled`, and the strategy's parameters
+/// (checked by the strategy when the pipeline is built).
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(expecting = "a table")]
+struct StageFile {
+    #[serde(rename = "type")]
+    kind: Option<String>,
+    #[serde(default = "yes")]
+    enabled: bool,
+    #[serde(flatten)]
+    params: Map<String, Value>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// `version` must be 1.
+fn version_one<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u32>, D::Error> {
+    let v = Value::deserialize(d)?;
+    match v.as_u64() {
+        Some(1) => Ok(Some(1)),
+        _ => Err(D::Error::custom(format!(
+            "unsupported config version {v}; this build reads version 1"
+        ))),
+    }
+}
+
+/// A serde error in `file`, at its path: ``stages[2]: `type`: expected a
+/// string, found 3``.
+fn file_error(file: &Value, e: serde_path_to_error::Error<serde_json::Error>) -> ConfigError {
+    use serde_path_to_error::Segment;
+    let segments: Vec<&Segment> = e.path().iter().collect();
+    let mut at = String::new();
+    let mut field = None;
+    let mut found = Some(file);
+    for (i, s) in segments.iter().enumerate() {
+        match s {
+            Segment::Map { key } => {
+                found = found.and_then(|v| v.get(key));
+                if i + 1 == segments.len() {
+                    field = Some(key.as_str());
+                } else {
+                    if !at.is_empty() {
+                        at.push('.');
+                    }
+                    at.push_str(key);
+                }
+            }
+            Segment::Seq { index } => {
+                found = found.and_then(|v| v.get(index));
+                at.push_str(&format!("[{index}]"));
+            }
+            Segment::Enum { .. } | Segment::Unknown => {
+                found = None;
+                at.push('?');
+            }
+        }
+    }
+    let mut message = e.inner().to_string();
+    // `invalid type: number, expected a string` (arbitrary-precision numbers
+    // are not named): say what was found, as written.
+    if let (Some(rest), Some(v)) = (message.strip_prefix("invalid type: "), found)
+        && let Some((_, expected)) = rest.rsplit_once(", expected ")
+    {
+        let mut shown = v.to_string();
+        if shown.chars().count() > 60 {
+            shown = shown.chars().take(57).collect::<String>() + "...";
+        }
+        message = format!("expected {expected}, found {shown}");
+    }
+    // Config files say tables and arrays, not maps and sequences.
+    let message = message
+        .replace("expected a map", "expected a table")
+        .replace(
+            "expected a sequence",
+            "expected an array of tables ([[stages]])",
+        );
+    let place = match (at.is_empty(), field) {
+        (true, None) => String::new(),
+        (true, Some(f)) => format!("`{f}`: "),
+        (false, None) => format!("{at}: "),
+        (false, Some(f)) => format!("{at}: `{f}`: "),
+    };
+    ConfigError::Invalid(format!("{place}{message}"))
+}
 
 impl PipelineConfig {
     /// Parse TOML.
@@ -88,83 +184,71 @@ impl PipelineConfig {
         }
     }
 
-    /// Read from an already parsed value.
+    /// Read from an already parsed value. Errors name the field (and the
+    /// stage), and an unknown top-level field gets the closest known one.
     pub fn from_value(v: &Value) -> Result<Self, ConfigError> {
         let top = v
             .as_object()
             .ok_or_else(|| ConfigError::Invalid("a pipeline config must be a table".into()))?;
-        for k in top.keys() {
-            if !TOP_KEYS.contains(&k.as_str()) {
-                let hint = closest(k, TOP_KEYS.iter().copied())
-                    .map(|s| format!("; did you mean `{s}`?"))
-                    .unwrap_or_default();
-                return Err(ConfigError::Invalid(format!(
-                    "unknown top-level field `{k}`{hint}"
-                )));
-            }
+        // The known fields are the typed file's; checked here to suggest one.
+        let known = match serde_json::to_value(ConfigFile::default()) {
+            Ok(Value::Object(m)) => m,
+            _ => Map::new(),
+        };
+        if let Some(k) = top.keys().find(|k| !known.contains_key(*k)) {
+            let hint = closest(k, known.keys().map(String::as_str))
+                .map(|s| format!("; did you mean `{s}`?"))
+                .unwrap_or_default();
+            return Err(ConfigError::Invalid(format!(
+                "unknown top-level field `{k}`{hint}"
+            )));
         }
-        let version = match top.get("version") {
-            Some(Value::Number(n)) if n.as_u64() == Some(1) => 1,
-            Some(other) => {
-                return Err(ConfigError::Invalid(format!(
-                    "unsupported config version {other}; this build reads version 1"
-                )));
-            }
-            None => return Err(ConfigError::Invalid("missing `version = 1`".into())),
-        };
-        let description = top
-            .get("description")
-            .and_then(Value::as_str)
-            .map(str::to_string);
-        let tokenizer = match top.get("tokenizer") {
-            None => None,
-            Some(Value::String(s)) if ctxpress_core::tokens::counter_by_name(s).is_some() => {
-                Some(s.clone())
-            }
-            Some(other) => {
-                return Err(ConfigError::Invalid(format!(
-                    "`tokenizer`: expected one of heuristic, o200k_base, cl100k_base, found {other}"
-                )));
-            }
-        };
-        let llm = match top.get("llm") {
-            None => None,
-            Some(Value::Object(m)) => Some(m.clone()),
-            Some(_) => return Err(ConfigError::Invalid("`llm` must be a table".into())),
-        };
-        let window: WindowConfig = match top.get("window") {
+        let file: ConfigFile = serde_path_to_error::deserialize(v).map_err(|e| file_error(v, e))?;
+        let version = file
+            .version
+            .ok_or_else(|| ConfigError::Invalid("missing `version = 1`".into()))?;
+        if let Some(s) = file
+            .tokenizer
+            .as_deref()
+            .filter(|s| counter_by_name(s).is_none())
+        {
+            let hint = closest(s, COUNTERS.iter().copied())
+                .map(|c| format!("; did you mean `{c}`?"))
+                .unwrap_or_default();
+            return Err(ConfigError::Invalid(format!(
+                "`tokenizer`: expected one of {}, found {}{hint}",
+                COUNTERS.join(", "),
+                Value::String(s.to_string())
+            )));
+        }
+        let window: WindowConfig = match file.window {
             None => WindowConfig::default(),
-            Some(v @ Value::Object(_)) => ctxpress_core::parse_params("window", v)?,
-            Some(_) => return Err(ConfigError::Invalid("`window` must be a table".into())),
+            Some(w) => ctxpress_core::parse_params("window", &Value::Object(w))?,
         };
         window.validate()?;
-        let mut stages = Vec::new();
-        match top.get("stages") {
-            None => {}
-            Some(Value::Array(items)) => {
-                for (i, item) in items.iter().enumerate() {
-                    stages.push(stage_config(i, item)?);
-                }
-            }
-            Some(_) => {
-                return Err(ConfigError::Invalid(
-                    "`stages` must be an array of tables ([[stages]])".into(),
-                ));
-            }
-        }
-        let serve = match top.get("serve") {
-            None => None,
-            Some(Value::Object(m)) => Some(m.clone()),
-            Some(_) => return Err(ConfigError::Invalid("`serve` must be a table".into())),
-        };
+        let stages = file
+            .stages
+            .into_iter()
+            .enumerate()
+            .map(|(i, s)| {
+                let kind = s.kind.ok_or_else(|| {
+                    ConfigError::Invalid(format!("stages[{i}]: missing `type` (the strategy name)"))
+                })?;
+                Ok(StageConfig {
+                    kind,
+                    enabled: s.enabled,
+                    params: s.params,
+                })
+            })
+            .collect::<Result<_, ConfigError>>()?;
         Ok(PipelineConfig {
             version,
-            description,
-            tokenizer,
-            llm,
+            description: file.description,
+            tokenizer: file.tokenizer,
+            llm: file.llm,
             stages,
             window,
-            serve,
+            serve: file.serve,
         })
     }
 
@@ -257,38 +341,110 @@ impl PipelineConfig {
     }
 }
 
-fn stage_config(i: usize, item: &Value) -> Result<StageConfig, ConfigError> {
-    let m = item
-        .as_object()
-        .ok_or_else(|| ConfigError::Invalid(format!("stages[{i}]: expected a table")))?;
-    let kind = match m.get("type") {
-        Some(Value::String(s)) => s.clone(),
-        Some(_) => {
-            return Err(ConfigError::Invalid(format!(
-                "stages[{i}]: `type` must be a string"
-            )));
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn err(toml: &str) -> String {
+        PipelineConfig::from_toml(toml).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn errors_name_the_field_and_the_stage() {
+        let cases = [
+            (
+                "stagse = []\n",
+                "unknown top-level field `stagse`; did you mean `stages`?",
+            ),
+            ("", "missing `version = 1`"),
+            (
+                "version = 2\n",
+                "`version`: unsupported config version 2; this build reads version 1",
+            ),
+            (
+                "version = \"1\"\n",
+                "`version`: unsupported config version \"1\"; this build reads version 1",
+            ),
+            (
+                "version = 1\ntokenizer = \"o200k_bse\"\n",
+                "`tokenizer`: expected one of heuristic, o200k_base, cl100k_base, found \"o200k_bse\"; did you mean `o200k_base`?",
+            ),
+            (
+                "version = 1\ntokenizer = \"gpt\"\n",
+                "`tokenizer`: expected one of heuristic, o200k_base, cl100k_base, found \"gpt\"",
+            ),
+            (
+                "version = 1\ntokenizer = 5\n",
+                "`tokenizer`: expected a string, found 5",
+            ),
+            (
+                "version = 1\ndescription = 5\n",
+                "`description`: expected a string, found 5",
+            ),
+            (
+                "version = 1\nllm = \"x\"\n",
+                "`llm`: expected a table, found \"x\"",
+            ),
+            (
+                "version = 1\nserve = 3\n",
+                "`serve`: expected a table, found 3",
+            ),
+            (
+                "version = 1\nwindow = 3\n",
+                "`window`: expected a table, found 3",
+            ),
+            (
+                "version = 1\n[window]\nsise = 3\n",
+                "window: unknown field `sise`; did you mean `size`?",
+            ),
+            (
+                "version = 1\nstages = 3\n",
+                "`stages`: expected an array of tables ([[stages]]), found 3",
+            ),
+            (
+                "version = 1\nstages = [3]\n",
+                "stages[0]: expected a table, found 3",
+            ),
+            (
+                "version = 1\n[[stages]]\ntype = \"dedup\"\n[[stages]]\nfuzzy = true\n",
+                "stages[1]: missing `type` (the strategy name)",
+            ),
+            (
+                "version = 1\n[[stages]]\ntype = 3\n",
+                "stages[0]: `type`: expected a string, found 3",
+            ),
+            (
+                "version = 1\n[[stages]]\ntype = \"dedup\"\nenabled = \"no\"\n",
+                "stages[0]: `enabled`: expected a boolean, found \"no\"",
+            ),
+        ];
+        for (toml, want) in cases {
+            assert_eq!(err(toml), want, "{toml}");
         }
-        None => {
-            return Err(ConfigError::Invalid(format!(
-                "stages[{i}]: missing `type` (the strategy name)"
-            )));
-        }
-    };
-    let enabled = match m.get("enabled") {
-        None => true,
-        Some(Value::Bool(b)) => *b,
-        Some(_) => {
-            return Err(ConfigError::Invalid(format!(
-                "stages[{i}]: `enabled` must be true or false"
-            )));
-        }
-    };
-    let mut params = m.clone();
-    params.shift_remove("type");
-    params.shift_remove("enabled");
-    Ok(StageConfig {
-        kind,
-        enabled,
-        params,
-    })
+        assert_eq!(
+            PipelineConfig::from_json("[1]").unwrap_err().to_string(),
+            "a pipeline config must be a table"
+        );
+    }
+
+    #[test]
+    fn stages_keep_their_parameters_and_numbers() {
+        let c = PipelineConfig::from_json(
+            r#"{"version": 1, "description": "d", "tokenizer": "o200k_base",
+                "stages": [{"type": "dedup", "enabled": false, "threshold": 0.85,
+                            "min_chars": 12345678901234567890}],
+                "window": {"size": 1000}, "serve": {"listen": "x"}}"#,
+        )
+        .unwrap();
+        assert_eq!(c.version, 1);
+        assert_eq!(c.description.as_deref(), Some("d"));
+        assert_eq!(c.tokenizer.as_deref(), Some("o200k_base"));
+        assert_eq!(c.stages.len(), 1);
+        let s = &c.stages[0];
+        assert_eq!((s.kind.as_str(), s.enabled), ("dedup", false));
+        let p = Value::Object(s.params.clone()).to_string();
+        assert_eq!(p, r#"{"threshold":0.85,"min_chars":12345678901234567890}"#);
+        assert_eq!(c.window.size, Some(1000));
+        assert!(c.serve.is_some() && c.llm.is_none());
+    }
 }
