@@ -2,6 +2,35 @@
 //! into summary batches, archives them, and puts one clip-archive message in
 //! their place.
 //!
+//! Used alone: everything before the last five user/assistant messages folds
+//! into one `[Context Summary` message (its batches in an archive of the run).
+//!
+//! ```rust
+//! use ctxpress_compactor::{CompactionConfig, Compactor, CompactorStage};
+//! use ctxpress_core::{Conversation, Pipeline, StageContext};
+//! use ctxpress_core::serde_json::json;
+//!
+//! let mut messages = Vec::new();
+//! for i in 0..8 {
+//!     let ask = format!("Step {i}: make src/parse_{i}.rs accept trailing commas.");
+//!     messages.push(json!({"role": "user", "content": ask}));
+//!     let details = "The tokenizer now keeps a flag for a pending comma and the list rule \
+//!                    accepts it before the closing bracket; the error messages are unchanged. ";
+//!     let done = format!("Updated src/parse_{i}.rs. {}", details.repeat(4));
+//!     messages.push(json!({"role": "assistant", "content": done}));
+//! }
+//! let text = ctxpress_core::serde_json::Value::Array(messages).to_string();
+//! let mut conv = Conversation::parse(&text)?;
+//! let compactor = Compactor::new(CompactionConfig::default())?;
+//! let mut pipeline = Pipeline::new(Vec::new());
+//! pipeline.push(Box::new(CompactorStage::new(compactor)));
+//! let report = pipeline.run(&mut conv, &StageContext::default());
+//! assert!(conv.messages[0].text().starts_with("[Context Summary"));
+//! assert_eq!(conv.messages.len(), 1 + 5); // the clip message and the tail
+//! assert!(report.messages_after < report.messages_before);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
 //! - **Chunk-and-fold.** The messages before the protected tail (never a
 //!   system message, which stays where it is) are cut into chunks of at most
 //!   `chunk_tokens` tokens, never inside a tool exchange. Each chunk is

@@ -1,6 +1,32 @@
 //! ctxpress strategy `dedup`: replaces repeated content with compact references
 //! (spec 000 section 2 and its dedup output format).
 //!
+//! Used alone: the older of two identical long messages becomes a reference to
+//! the later one.
+//!
+//! ```rust
+//! use ctxpress_core::{Conversation, Pipeline, StageContext};
+//! use ctxpress_core::serde_json::json;
+//! use ctxpress_dedup::{Dedup, DedupConfig};
+//!
+//! let log = "error: connection refused while fetching the build cache; retrying. ".repeat(4);
+//! let text = json!([
+//!     {"role": "user", "content": log},
+//!     {"role": "assistant", "content": "The cache server is down; I will retry."},
+//!     {"role": "user", "content": log},
+//! ])
+//! .to_string();
+//! let mut conv = Conversation::parse(&text)?;
+//! let cfg = DedupConfig { recency_window: 0, ..DedupConfig::default() };
+//! let mut pipeline = Pipeline::new(Vec::new());
+//! pipeline.push(Box::new(Dedup::new(cfg)?));
+//! let report = pipeline.run(&mut conv, &StageContext::default());
+//! assert!(conv.messages[0].text().starts_with("[cce:dup of"));
+//! assert_eq!(conv.messages[2].text(), log);
+//! assert!(report.chars_after < report.chars_before);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
 //! - **Exact** (on by default): texts are grouped by a 32-bit hash and every
 //!   group is confirmed by full string comparison, so a hash collision never
 //!   merges different texts. The spec names djb2 ([`djb2`]); the groups do

@@ -1,6 +1,42 @@
 //! ctxpress strategy `stale_pruner`: removes tool operations that later
 //! operations made obsolete (spec 002), across agent dialects.
 //!
+//! Used alone: a read of a file that is edited later goes, call and result
+//! together.
+//!
+//! ```rust
+//! use ctxpress_core::{Conversation, Pipeline, StageContext};
+//! use ctxpress_core::serde_json::json;
+//! use ctxpress_stale_pruner::{StalePruner, StalePrunerConfig};
+//!
+//! let call = |id: &str, name: &str, args: ctxpress_core::serde_json::Value| {
+//!     let function = json!({"name": name, "arguments": args.to_string()});
+//!     json!({"role": "assistant", "content": null,
+//!            "tool_calls": [{"id": id, "type": "function", "function": function}]})
+//! };
+//! let result = |id: &str, text: &str| {
+//!     json!({"role": "tool", "tool_call_id": id, "content": text})
+//! };
+//! let text = json!([
+//!     {"role": "user", "content": "make main call run()"},
+//!     call("c1", "Read", json!({"file_path": "src/main.rs"})),
+//!     result("c1", "fn main() {}\n"),
+//!     call("c2", "Edit", json!({"file_path": "src/main.rs",
+//!         "old_string": "fn main() {}", "new_string": "fn main() { run() }"})),
+//!     result("c2", "The file src/main.rs has been updated."),
+//!     {"role": "assistant", "content": "Done."},
+//! ])
+//! .to_string();
+//! let mut conv = Conversation::parse(&text)?;
+//! let cfg = StalePrunerConfig { protected_tail: 0, ..StalePrunerConfig::default() };
+//! let mut pipeline = Pipeline::new(Vec::new());
+//! pipeline.push(Box::new(StalePruner::new(cfg)));
+//! pipeline.run(&mut conv, &StageContext::default());
+//! assert_eq!(conv.messages.len(), 4); // the read and its result are gone
+//! assert!(ctxpress_core::validate(&conv).is_empty()); // pairing intact
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
 //! Operations are extracted from tool calls with the dialect table of
 //! `ctxpress_core::dialect`. Rules, each switchable and counted:
 //! 1. stale read: a read of a path that is later edited, written or created;

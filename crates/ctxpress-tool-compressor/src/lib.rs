@@ -2,6 +2,39 @@
 //! results with short metadata summaries that keep what a model needs
 //! (spec 004, "Phase 1: Metadata-Based Tool Compression").
 //!
+//! Used alone: an old command's long output becomes a `[summary: tool ...]`
+//! line block.
+//!
+//! ```rust
+//! use ctxpress_core::{Conversation, Pipeline, StageContext};
+//! use ctxpress_core::serde_json::json;
+//! use ctxpress_tool_compressor::{ToolCompressor, ToolCompressorConfig};
+//!
+//! let mut output: String = (1..=60).map(|i| format!("test case {i} ... ok\n")).collect();
+//! output.push_str("test result: ok. 60 passed; 0 failed\n");
+//! let text = json!([
+//!     {"role": "user", "content": "run the tests"},
+//!     {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function",
+//!         "function": {"name": "Bash", "arguments": "{\"command\": \"cargo test\"}"}}]},
+//!     {"role": "tool", "tool_call_id": "c1", "content": output},
+//!     {"role": "assistant", "content": "All 60 tests pass."},
+//! ])
+//! .to_string();
+//! let mut conv = Conversation::parse(&text)?;
+//! let cfg = ToolCompressorConfig {
+//!     keep_last: 0,
+//!     protected_tail: 0,
+//!     ..ToolCompressorConfig::default()
+//! };
+//! let mut pipeline = Pipeline::new(Vec::new());
+//! pipeline.push(Box::new(ToolCompressor::new(cfg)));
+//! let report = pipeline.run(&mut conv, &StageContext::default());
+//! let summary = conv.messages[2].text();
+//! assert!(summary.starts_with("[summary: tool "), "{summary}");
+//! assert!(report.chars_after < report.chars_before);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
 //! Each result is summarized by the kind of its call, found with the dialect
 //! table of `ctxpress_core::dialect`:
 //! - reads: path, line count and range, the outline of the file (its
