@@ -1,4 +1,5 @@
-//! Token counting: a fast heuristic and exact BPE counts for OpenAI encodings.
+//! Token counting: a fast heuristic and exact BPE counts for OpenAI encodings
+//! (the latter with the `bpe` feature, which the `ctxpress` facade turns on).
 
 use crate::message::Message;
 use std::sync::Arc;
@@ -23,7 +24,7 @@ pub trait TokenCounter: Send + Sync {
 /// four-byte emoji). No allocation, no table, no `unsafe`; never zero for
 /// non-empty text; about 1.5 GB/s.
 ///
-/// Measured against [`Bpe`] `o200k_base` with [`count_message`] per
+/// Measured against `Bpe` `o200k_base` with [`count_message`] per
 /// conversation of the corpus (`examples/calibrate_heuristic.rs`): never
 /// below 1.009x, median 1.06x-1.13x per corpus file, at most 1.33x (the
 /// former four-bytes-a-token rule: 0.63x-1.32x, 18% low on the agent
@@ -32,7 +33,7 @@ pub trait TokenCounter: Send + Sync {
 /// 1.01x-1.30x; hex and UUIDs about 1.47x. The tests hold it to at least
 /// 0.98x on every corpus conversation and on those texts. A single short
 /// text can still be low (rare words and characters cost more tokens than
-/// their classes say): use [`Bpe`] for exact figures.
+/// their classes say): use `Bpe` (feature `bpe`) for exact figures.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Heuristic;
 
@@ -215,6 +216,8 @@ fn byte_features(bytes: &[u8]) -> [u64; FEATURES] {
 }
 
 /// Exact BPE counts with an embedded vocabulary (no download at run time).
+/// Only with the `bpe` feature.
+#[cfg(feature = "bpe")]
 pub struct Bpe {
     name: &'static str,
     enc: &'static tiktoken::CoreBpe,
@@ -224,10 +227,13 @@ pub struct Bpe {
 }
 
 /// Texts shorter than this are counted afresh (cheaper than hashing).
+#[cfg(feature = "bpe")]
 const MEMO_MIN: usize = 256;
 /// Entries kept before the memo starts over.
+#[cfg(feature = "bpe")]
 const MEMO_MAX: usize = 1 << 16;
 
+#[cfg(feature = "bpe")]
 impl Bpe {
     /// `o200k_base` (GPT-4o and later) or `cl100k_base` (GPT-4, GPT-3.5).
     pub fn new(encoding: &str) -> Option<Self> {
@@ -244,6 +250,7 @@ impl Bpe {
     }
 }
 
+#[cfg(feature = "bpe")]
 impl TokenCounter for Bpe {
     fn name(&self) -> &str {
         self.name
@@ -267,24 +274,40 @@ impl TokenCounter for Bpe {
     }
 }
 
-/// A counter by name: `heuristic`, `o200k_base` or `cl100k_base`.
+/// A counter by name: `heuristic`, or with the `bpe` feature `o200k_base`
+/// or `cl100k_base`.
 pub fn counter_by_name(name: &str) -> Option<Arc<dyn TokenCounter>> {
     match name {
         "heuristic" => Some(Arc::new(Heuristic)),
+        #[cfg(feature = "bpe")]
         other => Bpe::new(other).map(|b| Arc::new(b) as Arc<dyn TokenCounter>),
+        #[cfg(not(feature = "bpe"))]
+        _ => None,
     }
 }
 
-/// The names [`counter_by_name`] knows.
+/// The names of the counters: [`counter_by_name`] knows them all when the
+/// `bpe` feature is on, only `heuristic` without it.
 pub const COUNTERS: &[&str] = &["heuristic", "o200k_base", "cl100k_base"];
 
-/// [`counter_by_name`], or an error that names the known counters.
+/// The exact BPE counters' names (feature `bpe`).
+pub const BPE_COUNTERS: &[&str] = &["o200k_base", "cl100k_base"];
+
+/// True when this build has the exact BPE counters (feature `bpe`).
+pub const BPE_COMPILED: bool = cfg!(feature = "bpe");
+
+/// [`counter_by_name`], or an error that names the known counters, or says
+/// that a BPE counter is not compiled into this build.
 pub fn counter_named(name: &str) -> Result<Arc<dyn TokenCounter>, crate::ConfigError> {
     counter_by_name(name).ok_or_else(|| {
-        crate::ConfigError::Invalid(format!(
-            "unknown counter `{name}` ({})",
-            COUNTERS.join(", ")
-        ))
+        crate::ConfigError::Invalid(if BPE_COUNTERS.contains(&name) {
+            format!(
+                "counter `{name}` is not compiled in: build ctxpress-core with the `bpe` \
+                 feature (the `ctxpress` crate turns it on), or use `heuristic`"
+            )
+        } else {
+            format!("unknown counter `{name}` ({})", COUNTERS.join(", "))
+        })
     })
 }
 
@@ -307,9 +330,32 @@ pub fn count_message(counter: &dyn TokenCounter, m: &Message) -> usize {
 }
 
 #[cfg(test)]
+// Core's tests get `bpe` from its dev-dependency on itself; without it the
+// samples only the exact comparisons use lie idle.
+#[cfg_attr(not(feature = "bpe"), allow(dead_code))]
 mod tests {
     use super::*;
 
+    #[test]
+    fn counter_named_knows_every_name() {
+        assert_eq!(counter_named("heuristic").unwrap().name(), "heuristic");
+        let e = counter_named("o200").err().unwrap().to_string();
+        assert!(
+            e.contains("unknown counter `o200`") && e.contains("o200k_base"),
+            "{e}"
+        );
+        for n in BPE_COUNTERS {
+            match counter_named(n) {
+                Ok(c) => assert!(BPE_COMPILED && c.name() == *n),
+                Err(e) => assert!(
+                    !BPE_COMPILED && e.to_string().contains("not compiled in"),
+                    "{e}"
+                ),
+            }
+        }
+    }
+
+    #[cfg(feature = "bpe")]
     #[test]
     fn bpe_memo_gives_the_same_counts() {
         let o = Bpe::new("o200k_base").unwrap();
@@ -322,6 +368,7 @@ mod tests {
         assert_eq!(o.memo.lock().unwrap().len(), 1, "short texts are not kept");
     }
 
+    #[cfg(feature = "bpe")]
     #[test]
     fn bpe_counts_match_known_values() {
         let o = Bpe::new("o200k_base").unwrap();
@@ -480,6 +527,7 @@ mod tests {
         ]
     }
 
+    #[cfg(feature = "bpe")]
     #[test]
     fn heuristic_errs_high_but_close_on_every_kind_of_text() {
         let exact = Bpe::new("o200k_base").unwrap();
