@@ -103,8 +103,8 @@ enum Cmd {
     },
     /// List the registered strategies.
     Strategies {
-        /// Print this strategy's parameters with their types and defaults, as
-        /// a `[[stages]]` table to start a configuration from.
+        /// Print this strategy's parameters with their types, defaults and
+        /// doc lines, as a `[[stages]]` table to start a configuration from.
         #[arg(long, value_name = "NAME")]
         show: Option<String>,
     },
@@ -902,9 +902,7 @@ fn strategies(show: Option<&str>) -> Result<ExitCode> {
         return Err(usage(format!("unknown strategy `{name}`{hint}")));
     };
     outln!("# {}: {}", f.name, f.summary);
-    outln!(
-        "# Every parameter with its default, each under its doc line; unknown names are rejected."
-    );
+    outln!("# Every parameter with its default under its doc line; unknown names are rejected.");
     outln!("[[stages]]");
     outln!("type = {}", Value::String(f.name.to_string()));
     if let Value::Object(params) = (f.default_config)() {
