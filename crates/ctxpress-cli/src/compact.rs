@@ -7,20 +7,26 @@
 //! archive of originals (`ctxpress expand OUT --archive DB` restores the
 //! input byte for byte, through the same provenance records that
 //! `compress --archive` writes).
+//!
+//! A JSONL input is streamed, one conversation at a time. The batches are
+//! written as each conversation is compacted, in a run marked in the archive
+//! that is finished once the output is committed: a run that fails, or is
+//! killed before its output appears, is undone (by itself, or by the next
+//! `compact` on the archive), so a rerun compacts as if it never ran.
 
-use crate::io::{Kind, Output, PathUse, check_paths, read_input};
+use crate::io::{BOM, Kind, Output, PathUse, Piece, Reader, check_paths, parse_item, write_piece};
 use crate::usage;
 use anyhow::{Context, Result};
 use ctxpress::compactor::state::is_clip_text;
 use ctxpress::compactor::{CompactionConfig, CompactionResult, Compactor};
 use ctxpress::core::Archive;
 use ctxpress::core::archive::content_hash;
-use ctxpress::core::compaction::{BatchArchive, MemoryBatchArchive, SummaryBatch};
+use ctxpress::core::compaction::{BatchArchive, SummaryBatch};
 use ctxpress::core::{ArchiveError, Record};
 use ctxpress::store::SqliteArchive;
 use ctxpress::{Conversation, PipelineConfig};
 use serde_json::{Map, Value};
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::path::Path;
 use std::process::ExitCode;
 use std::sync::Mutex;
@@ -115,36 +121,13 @@ fn conversation_id(conv: &Conversation) -> String {
     })
 }
 
-/// The conversation ids, one per input conversation.
-fn conversation_ids(
-    a: &CompactArgs,
-    kind: Kind,
-    items: &[(usize, Conversation)],
-) -> Result<Vec<String>> {
-    if kind == Kind::Jsonl {
-        if a.conversation.is_some() {
-            return Err(usage(
-                "--conversation is for a single document: each JSONL line's `id` names its conversation",
-            ));
-        }
-        let mut seen: std::collections::HashMap<String, usize> = Default::default();
-        let mut ids = Vec::with_capacity(items.len());
-        for (line, c) in items {
-            let id = conversation_id(c);
-            if let Some(first) = seen.insert(id.clone(), *line) {
-                return Err(usage(format!(
-                    "{}:{line}: conversation `{id}` is also on line {first}: ids must be unique",
-                    a.input
-                )));
-            }
-            ids.push(id);
-        }
-        return Ok(ids);
-    }
+/// The conversation id of a single document: `--conversation`, else its
+/// `id`, else the file stem, else a hash of its first message.
+fn document_id(a: &CompactArgs, conv: &Conversation) -> Result<String> {
     let id = a
         .conversation
         .clone()
-        .or_else(|| items.first().and_then(|(_, c)| c.id()))
+        .or_else(|| conv.id())
         .or_else(|| {
             Path::new(&a.input)
                 .file_stem()
@@ -152,15 +135,22 @@ fn conversation_ids(
                 .filter(|_| a.input != "-")
                 .map(str::to_string)
         })
-        .or_else(|| items.first().map(|(_, c)| conversation_id(c)))
-        .unwrap_or_default();
+        .unwrap_or_else(|| conversation_id(conv));
     if id.is_empty() {
         return Err(usage("--conversation: must not be empty"));
     }
-    Ok(vec![id])
+    Ok(id)
 }
 
 /// Run `ctxpress compact`.
+///
+/// The input is streamed as `compress` streams it: one conversation at a
+/// time is parsed, compacted and written to the output (held until the run
+/// succeeds, spooled to a file past 8 MiB), so memory does not grow with the
+/// input. The archive is written as each conversation is compacted, inside a
+/// run marked in the archive ([`Run`]): a run that fails undoes its batches
+/// before it exits, and one killed before its output appeared is undone by
+/// the next `compact` on the archive (see [`settle`]).
 pub fn run(a: &CompactArgs) -> Result<ExitCode> {
     let mut uses = vec![
         PathUse::read("INPUT", &a.input),
@@ -175,8 +165,12 @@ pub fn run(a: &CompactArgs) -> Result<ExitCode> {
     check_paths(&uses)?;
     let cfg = load_config(a)?;
     let compactor = Compactor::new(cfg).map_err(|e| usage(e.to_string()))?;
-    let mut input = read_input(&a.input)?;
-    let ids = conversation_ids(a, input.kind, &input.items)?;
+    let mut reader = Reader::open(&a.input)?;
+    if reader.kind == Kind::Jsonl && a.conversation.is_some() {
+        return Err(usage(
+            "--conversation is for a single document: each JSONL line's `id` names its conversation",
+        ));
+    }
     if let Some(out) = a.output.as_deref().filter(|o| *o != "-") {
         let dir = Path::new(out)
             .parent()
@@ -186,7 +180,7 @@ pub fn run(a: &CompactArgs) -> Result<ExitCode> {
         }
     }
     let stored = crate::open_sqlite(&a.archive)?;
-    let archive = Staged::new(&stored);
+    settle(&stored).with_context(|| format!("{}: finishing an earlier run", a.archive))?;
     let runtime = if compactor.is_async() {
         Some(
             tokio::runtime::Builder::new_multi_thread()
@@ -198,143 +192,279 @@ pub fn run(a: &CompactArgs) -> Result<ExitCode> {
     } else {
         None
     };
-    let mut rows = Vec::with_capacity(ids.len());
-    for ((line, conv), id) in input.items.iter_mut().zip(&ids) {
-        let tail = compactor.config().protected_tail;
-        warn_if_continuing_elsewhere(&stored, conv, id, tail, &input.name, *line)?;
-        let r = match &runtime {
-            Some(rt) => rt.block_on(compactor.compress_async(conv, id, &archive)),
-            None => compactor.compress(conv, id, &archive),
-        };
-        if let Some(e) = &r.error {
-            return Err(anyhow::anyhow!(
-                "{}:{line} ({id}): {e} (archive {})",
-                input.name,
-                a.archive
-            ));
-        }
-        if r.compacted {
-            // The originals, for `expand` (the records `compress --archive`
-            // writes, indexed under the conversation's id for search).
-            let records = ctxpress::core::archive::records(conv, &r.history);
-            if !records.is_empty() {
-                archive.put_originals(id, records)?;
+    let archive = Run::new(&stored);
+    let done = compact_all(a, &compactor, &mut reader, &archive, runtime.as_ref()).and_then(
+        |(mut out, rows)| {
+            // The output is written (to its temporary file, synced) before
+            // the run notes which file it renames into place, and appears
+            // only after that: a run killed from here on is recognised by
+            // the next one (that file in place: kept; else undone).
+            out.prepare()?;
+            archive.committing(&out)?;
+            out.commit()?;
+            Ok(rows)
+        },
+    );
+    let rows = match done {
+        Ok(rows) => rows,
+        Err(e) => {
+            if let Err(u) = archive.undo() {
+                eprintln!(
+                    "warning: {}: cannot undo this run's batches yet ({u}): the next `ctxpress compact` on it does",
+                    a.archive
+                );
             }
+            return Err(e);
         }
-        let depth = archive
-            .batches(id)
-            .map(|b| b.iter().map(|b| b.depth).max())
-            .with_context(|| format!("{}: reading the batches", a.archive))?;
-        rows.push(row(id, &r, depth));
-        *conv = r.history;
+    };
+    if let Err(e) = archive.finish() {
+        // The output is there; the next run sees it and drops the mark.
+        eprintln!("warning: {}: cannot mark this run finished: {e}", a.archive);
     }
-    let convs: Vec<&Conversation> = input.items.iter().map(|(_, c)| c).collect();
-    // The output is written (to its temporary file, synced) before the
-    // archive, and appears only once the archive holds its batches and
-    // originals: a full disk under the output leaves the archive as it was
-    // (a rerun then compacts as if nothing happened), and no output claims
-    // batches that are not stored.
-    let mut out = Output::create(a.output.as_deref())?;
-    out.write(&input.render(&convs))?;
-    out.prepare()?;
-    archive
-        .apply()
-        .with_context(|| format!("cannot write the archive {}", a.archive))?;
-    out.commit()?;
     if a.stats {
         eprint!("{}", table(&rows));
     }
     Ok(ExitCode::SUCCESS)
 }
 
-/// One archive write of a `compact` run, held until its output is ready.
-enum Op {
-    Put(Vec<SummaryBatch>),
-    Replace(String, Vec<String>, SummaryBatch),
-    Originals(String, Vec<Record>),
+/// Compact every conversation of `reader` in input order, writing each to
+/// the output as it is done; the output is returned uncommitted.
+fn compact_all(
+    a: &CompactArgs,
+    compactor: &Compactor,
+    reader: &mut Reader,
+    archive: &Run<'_>,
+    runtime: Option<&tokio::runtime::Runtime>,
+) -> Result<(Output, Vec<Row>)> {
+    let mut out = Output::create(a.output.as_deref())?;
+    if reader.bom() {
+        out.write(BOM)?;
+    }
+    let name = reader.name.clone();
+    let mut seen: HashMap<String, usize> = HashMap::new();
+    let mut rows = Vec::new();
+    let mut piece = Vec::new();
+    while let Some(p) = reader.next_piece()? {
+        let (line, text, ending) = match p {
+            Piece::Blank(raw) => {
+                out.write(raw.as_bytes())?;
+                continue;
+            }
+            Piece::Item { line, text, ending } => (line, text, ending),
+        };
+        let mut conv = parse_item(&name, line, &text)?;
+        drop(text);
+        let id = if reader.kind == Kind::Jsonl {
+            let id = conversation_id(&conv);
+            if let Some(first) = seen.insert(id.clone(), line) {
+                return Err(usage(format!(
+                    "{}:{line}: conversation `{id}` is also on line {first}: ids must be unique",
+                    a.input
+                )));
+            }
+            id
+        } else {
+            document_id(a, &conv)?
+        };
+        let tail = compactor.config().protected_tail;
+        warn_if_continuing_elsewhere(archive.stored, &conv, &id, tail, &name, line)?;
+        let r = match runtime {
+            Some(rt) => rt.block_on(compactor.compress_async(&conv, &id, archive)),
+            None => compactor.compress(&conv, &id, archive),
+        };
+        if let Some(e) = &r.error {
+            return Err(anyhow::anyhow!(
+                "{name}:{line} ({id}): {e} (archive {})",
+                a.archive
+            ));
+        }
+        if r.compacted {
+            // The originals, for `expand` (the records `compress --archive`
+            // writes, indexed under the conversation's id for search).
+            let records = ctxpress::core::archive::records(&conv, &r.history);
+            if !records.is_empty() {
+                archive
+                    .put_originals(&id, records)
+                    .with_context(|| format!("cannot write the archive {}", a.archive))?;
+            }
+        }
+        let depth = archive
+            .batches(&id)
+            .map(|b| b.iter().map(|b| b.depth).max())
+            .with_context(|| format!("{}: reading the batches", a.archive))?;
+        rows.push(row(&id, &r, depth));
+        conv = r.history;
+        piece.clear();
+        write_piece(&mut piece, &conv, ending);
+        out.write(&piece)?;
+    }
+    Ok((out, rows))
 }
 
-/// The archive of one `compact` run: reads see the stored batches plus this
-/// run's writes; the writes are held (the batches of each conversation the
-/// run touches are copied into memory first) and made, in order, by
-/// [`Staged::apply`] once the output is ready. So a run that fails before
-/// (a full disk under the output) leaves the archive as it was.
-struct Staged<'a> {
+/// Finish the runs of `compact` processes that are gone (killed, or failed
+/// without undoing): a run whose output never appeared (it died before its
+/// output was ready, or its output file is not the one it renamed into
+/// place) is undone, so the archive holds the batches it had before and a
+/// rerun compacts as a first run would; a run whose output is in place keeps
+/// its batches. When that cannot be told (an output to stdout or a device),
+/// the batches are kept: the output may refer to them, and keeping them
+/// loses nothing (a rerun on the same input warns that they are there).
+///
+/// (An output renamed into place and then replaced by another program
+/// before the run could drop its mark, a window of one small transaction,
+/// counts as never appeared.)
+fn settle(stored: &SqliteArchive) -> Result<(), ArchiveError> {
+    let me = std::process::id();
+    for p in stored.pending_runs()? {
+        let note: Value = serde_json::from_str(&p.note).unwrap_or_default();
+        let Some(pid) = note["pid"].as_u64().and_then(|p| u32::try_from(p).ok()) else {
+            continue;
+        };
+        // A run still going (or, without /proc, one that may be) is left.
+        if pid != me && crate::io::pid_alive(pid) != Some(false) {
+            continue;
+        }
+        let appeared = match note["output"].as_str() {
+            Some("file") => file_committed(&note),
+            Some("stream") => true,
+            _ => false,
+        };
+        if appeared {
+            stored.finish_run(&p.token)?;
+        } else {
+            stored.undo_run(&p.token)?;
+        }
+    }
+    Ok(())
+}
+
+/// Whether the output file of a run noted `note` is in place: the
+/// destination is the temporary file it renamed (same device and inode).
+/// (The temporary file itself is gone by now: `check_paths` removes those
+/// of dead runs.)
+fn file_committed(note: &Value) -> bool {
+    let node = |v: &Value| Some((v.get(0)?.as_u64()?, v.get(1)?.as_u64()?));
+    let dest = note["dest"]
+        .as_str()
+        .and_then(|p| std::fs::symlink_metadata(p).ok())
+        .and_then(|md| crate::io::node(&md));
+    dest.is_some() && dest == node(&note["node"])
+}
+
+/// The archive of one `compact` run: reads and writes go to the SQLite
+/// archive, inside a run marked there ([`SqliteArchive::begin_run`]) at the
+/// first write, with the batches of each conversation saved before the run
+/// first changes them; [`Run::undo`] puts them back, [`Run::finish`] keeps
+/// what was written once the output is committed. The originals records are
+/// not undone: they are keyed by content, so a rerun writes the same ones.
+struct Run<'a> {
     stored: &'a SqliteArchive,
-    view: MemoryBatchArchive,
-    seeded: Mutex<HashSet<String>>,
-    ops: Mutex<Vec<Op>>,
+    token: String,
+    state: Mutex<RunState>,
+}
+
+#[derive(Default)]
+struct RunState {
+    /// The run is marked in the archive.
+    begun: bool,
+    /// The conversations whose batches are saved.
+    saved: HashSet<String>,
 }
 
 fn poisoned<T>(_: T) -> ArchiveError {
     ArchiveError::Backend("lock poisoned".into())
 }
 
-impl<'a> Staged<'a> {
+impl<'a> Run<'a> {
     fn new(stored: &'a SqliteArchive) -> Self {
-        Staged {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        Run {
             stored,
-            view: MemoryBatchArchive::new(),
-            seeded: Mutex::default(),
-            ops: Mutex::default(),
+            token: format!("compact-{}-{nanos}", std::process::id()),
+            state: Mutex::default(),
         }
     }
 
-    /// Copy the stored batches of `conversation` into the view, once.
-    fn seed(&self, conversation: &str) -> Result<(), ArchiveError> {
-        let mut seeded = self.seeded.lock().map_err(poisoned)?;
-        if seeded.insert(conversation.to_string()) {
-            self.view.put_batches(&self.stored.batches(conversation)?)?;
+    fn note(output: &str) -> String {
+        serde_json::json!({"pid": std::process::id(), "output": output}).to_string()
+    }
+
+    /// Mark the run (once), and save the batches of `conversation` (once)
+    /// before it changes them.
+    fn touch(&self, conversation: &str) -> Result<(), ArchiveError> {
+        let mut s = self.state.lock().map_err(poisoned)?;
+        if !s.begun {
+            self.stored.begin_run(&self.token, &Self::note("pending"))?;
+            s.begun = true;
+        }
+        if !s.saved.contains(conversation) {
+            self.stored.save_batches(&self.token, conversation)?;
+            s.saved.insert(conversation.to_string());
         }
         Ok(())
     }
 
-    fn hold(&self, op: Op) -> Result<(), ArchiveError> {
-        self.ops.lock().map_err(poisoned)?.push(op);
-        Ok(())
+    fn begun(&self) -> Result<bool, ArchiveError> {
+        Ok(self.state.lock().map_err(poisoned)?.begun)
     }
 
-    /// Hold the originals records of `conversation` (for `expand`).
+    /// Write the originals records of `conversation` (for `expand`).
     fn put_originals(&self, conversation: &str, records: Vec<Record>) -> Result<(), ArchiveError> {
-        self.hold(Op::Originals(conversation.to_string(), records))
+        self.stored.put_for(Some(conversation), &records)
     }
 
-    /// Make the held writes, in the order they were made (each one
-    /// transaction, as it would have been).
-    fn apply(&self) -> Result<(), ArchiveError> {
-        let ops = std::mem::take(&mut *self.ops.lock().map_err(poisoned)?);
-        for op in ops {
-            match op {
-                Op::Put(b) => self.stored.put_batches(&b)?,
-                Op::Replace(c, removed, added) => self.stored.replace(&c, &removed, added)?,
-                Op::Originals(c, r) => self.stored.put_for(Some(&c), &r)?,
-            }
+    /// Note, before `out` is committed, how to tell later whether it was.
+    fn committing(&self, out: &Output) -> Result<(), ArchiveError> {
+        if !self.begun()? {
+            return Ok(());
         }
-        Ok(())
+        let note = match out.file_identity() {
+            Some((temp, dest, (dev, ino))) => serde_json::json!({
+                "pid": std::process::id(),
+                "output": "file",
+                "temp": temp,
+                "dest": dest,
+                "node": [dev, ino],
+            })
+            .to_string(),
+            None => Self::note("stream"),
+        };
+        self.stored.note_run(&self.token, &note)
+    }
+
+    /// Undo what the run wrote to the batches.
+    fn undo(&self) -> Result<(), ArchiveError> {
+        if !self.begun()? {
+            return Ok(());
+        }
+        self.stored.undo_run(&self.token)
+    }
+
+    /// Keep what the run wrote.
+    fn finish(&self) -> Result<(), ArchiveError> {
+        if !self.begun()? {
+            return Ok(());
+        }
+        self.stored.finish_run(&self.token)
     }
 }
 
-impl BatchArchive for Staged<'_> {
+impl BatchArchive for Run<'_> {
     fn put_batches(&self, batches: &[SummaryBatch]) -> Result<(), ArchiveError> {
         for b in batches {
-            self.seed(&b.conversation)?;
+            self.touch(&b.conversation)?;
         }
-        self.view.put_batches(batches)?;
-        self.hold(Op::Put(batches.to_vec()))
+        self.stored.put_batches(batches)
     }
 
     fn batches(&self, conversation: &str) -> Result<Vec<SummaryBatch>, ArchiveError> {
-        self.seed(conversation)?;
-        self.view.batches(conversation)
+        self.stored.batches(conversation)
     }
 
     fn read(&self, label: &str) -> Result<Option<SummaryBatch>, ArchiveError> {
-        if let Some(b) = self.view.read(label)? {
-            return Ok(Some(b));
-        }
-        // Stored, unless this run removed it from a conversation it holds.
-        let seeded = self.seeded.lock().map_err(poisoned)?;
-        Ok(BatchArchive::read(self.stored, label)?.filter(|b| !seeded.contains(&b.conversation)))
+        BatchArchive::read(self.stored, label)
     }
 
     fn replace(
@@ -343,13 +473,8 @@ impl BatchArchive for Staged<'_> {
         removed: &[String],
         added: SummaryBatch,
     ) -> Result<(), ArchiveError> {
-        self.seed(conversation)?;
-        self.view.replace(conversation, removed, added.clone())?;
-        self.hold(Op::Replace(
-            conversation.to_string(),
-            removed.to_vec(),
-            added,
-        ))
+        self.touch(conversation)?;
+        self.stored.replace(conversation, removed, added)
     }
 }
 

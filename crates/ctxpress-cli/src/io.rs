@@ -28,34 +28,6 @@ pub enum Kind {
     Jsonl,
 }
 
-/// One line of a JSONL input, in order, so that it is written back as it came.
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Line {
-    /// The next conversation, then this line ending (`\n`, `\r\n`, or
-    /// nothing on a last line without one).
-    Item(&'static str),
-    /// A blank (or whitespace-only) line, kept verbatim with its ending.
-    Blank(String),
-}
-
-/// A parsed input, held whole (for the commands that need every
-/// conversation at once; `compress` and `expand` stream through [`Reader`]).
-pub struct Input {
-    /// Name for messages (`<stdin>` or the path).
-    pub name: String,
-    /// Document or JSONL.
-    pub kind: Kind,
-    /// The conversations, with their 1-based line in the input.
-    pub items: Vec<(usize, Conversation)>,
-    /// Total input bytes.
-    pub bytes: usize,
-    /// JSONL only: every line in order (the conversations' line endings and
-    /// the blank lines between them).
-    layout: Vec<Line>,
-    /// The input started with a UTF-8 byte-order mark.
-    bom: bool,
-}
-
 fn err(msg: impl Into<String>) -> anyhow::Error {
     anyhow::Error::new(InputError(msg.into()))
 }
@@ -71,35 +43,6 @@ pub fn parse_item(name: &str, line: usize, text: &str) -> anyhow::Result<Convers
             e.column,
             e.message
         ))
-    })
-}
-
-/// Read and parse a whole input path (`-` for stdin). Everything is parsed
-/// before anything is written, so bad input never leaves partial output.
-pub fn read_input(path: &str) -> anyhow::Result<Input> {
-    let mut r = Reader::open(path)?;
-    let mut items = Vec::new();
-    let mut layout = Vec::new();
-    while let Some(p) = r.next_piece()? {
-        match p {
-            Piece::Blank(raw) => layout.push(Line::Blank(raw)),
-            Piece::Item { line, text, ending } => {
-                items.push((line, parse_item(&r.name, line, &text)?));
-                layout.push(Line::Item(ending));
-            }
-        }
-    }
-    Ok(Input {
-        name: r.name.clone(),
-        kind: r.kind,
-        items,
-        bytes: r.bytes(),
-        layout: if r.kind == Kind::Jsonl {
-            layout
-        } else {
-            Vec::new()
-        },
-        bom: r.bom(),
     })
 }
 
@@ -374,48 +317,6 @@ pub fn write_piece(out: &mut Vec<u8>, conv: &Conversation, ending: &str) {
     out.extend_from_slice(ending.as_bytes());
 }
 
-impl Input {
-    /// Serialize conversations (one per input conversation, in order) in the
-    /// input's layout: a document as it was around its messages; JSONL with
-    /// each line's own ending (`\n` or `\r\n`, none on a last line that had
-    /// none) and the blank lines where they were. An identity run gives the
-    /// input back byte for byte.
-    pub fn render(&self, convs: &[&Conversation]) -> Vec<u8> {
-        let mut out = Vec::with_capacity(self.bytes);
-        if self.bom {
-            out.extend_from_slice(BOM);
-        }
-        match self.kind {
-            Kind::Document => {
-                for c in convs {
-                    c.write_to(&mut out).expect("writing to a Vec cannot fail");
-                }
-            }
-            Kind::Jsonl => {
-                let mut next = convs.iter();
-                for l in &self.layout {
-                    match l {
-                        Line::Blank(raw) => out.extend_from_slice(raw.as_bytes()),
-                        Line::Item(ending) => {
-                            if let Some(c) = next.next() {
-                                write_piece(&mut out, c, ending);
-                            }
-                        }
-                    }
-                }
-                // More conversations than input lines (not done today): one a line.
-                for c in next {
-                    if out.last().is_some_and(|b| *b != b'\n') {
-                        out.push(b'\n');
-                    }
-                    write_piece(&mut out, c, "\n");
-                }
-            }
-        }
-        out
-    }
-}
-
 /// Print to stdout and flush, returning errors (a closed pipe among them)
 /// instead of panicking as `print!` does.
 pub fn print_out(s: &str) -> anyhow::Result<()> {
@@ -495,7 +396,7 @@ impl Ident {
 }
 
 #[cfg(unix)]
-fn node(md: &std::fs::Metadata) -> Option<(u64, u64)> {
+pub(crate) fn node(md: &std::fs::Metadata) -> Option<(u64, u64)> {
     use std::os::unix::fs::MetadataExt;
     Some((md.dev(), md.ino()))
 }
@@ -692,7 +593,7 @@ fn temp_prefix(name: &std::ffi::OsStr) -> OsString {
 }
 
 /// Whether process `pid` is alive, when that can be known (Linux `/proc`).
-fn pid_alive(pid: u32) -> Option<bool> {
+pub(crate) fn pid_alive(pid: u32) -> Option<bool> {
     if !Path::new("/proc/self").exists() {
         return None;
     }
@@ -902,6 +803,22 @@ impl Output {
             file.get_ref().sync_data().map_err(fail)?;
         }
         Ok(())
+    }
+
+    /// A file output's temporary file and destination (both absolute) and
+    /// the temporary file's `(device, inode)`, which the destination has
+    /// once [`Output::commit`] renamed it; `None` for stdout and devices.
+    pub fn file_identity(&self) -> Option<(PathBuf, PathBuf, (u64, u64))> {
+        let Sink::File {
+            file, tmp, dest, ..
+        } = &self.sink
+        else {
+            return None;
+        };
+        let md = file.get_ref().metadata().ok()?;
+        let temp = std::path::absolute(tmp.0.as_ref()?).ok()?;
+        let dest = std::path::absolute(dest).ok()?;
+        Some((temp, dest, node(&md)?))
     }
 
     /// Make the output appear: rename the temporary file over the

@@ -229,20 +229,15 @@ fn a_report_on_a_full_disk_fails_the_run_before_the_output() {
     }
 }
 
-/// `compact -o OUT` with OUT on a full disk (the limit lets the archive's
-/// few new batches through, not the 1 MB output: its recent tail is long):
-/// exit 2 naming OUT, and the archive is left as it was, so the rerun
-/// compacts exactly as a first run would. (The batches used to be stored
-/// before the output failed: the rerun warned that the archive already held
-/// batches of the conversation and compacted differently.)
-#[cfg(unix)]
-#[test]
-fn compact_with_its_output_on_a_full_disk_leaves_the_archive_as_it_was() {
-    let dir = tempfile::tempdir().unwrap();
-    let d = dir.path();
+/// A timed agent session `id` as a JSON document: a system prompt, `turns`
+/// user/assistant exchanges that the compactor folds, and a recent tail of
+/// six messages of `tail_lines` lines each that it keeps. The times make
+/// the batches' times (else the time of the run), and hence the outputs of
+/// two runs, the same.
+fn timed_session(id: &str, turns: usize, tail_lines: usize) -> String {
     let mut msgs =
         vec![serde_json::json!({"role": "system", "content": "You are a coding agent."})];
-    for i in 0..20 {
+    for i in 0..turns {
         let t = format!(
             "Turn {i}: we looked at how the queue hands work from the primary loop to the \
              secondary loop and kept the lock-free ring buffer, since it measured well."
@@ -252,25 +247,36 @@ fn compact_with_its_output_on_a_full_disk_leaves_the_archive_as_it_was() {
     }
     for i in 0..6 {
         let role = if i % 2 == 0 { "user" } else { "assistant" };
-        let long = format!("recent line {i} of the log that stays verbatim\n").repeat(3500);
+        let long = format!("recent line {i} of the log that stays verbatim\n").repeat(tail_lines);
         msgs.push(serde_json::json!({"role": role, "content": long}));
     }
-    // Timed, so that the batches' times (else the time of the run) and
-    // hence the outputs of two runs are the same.
     for (i, m) in msgs.iter_mut().enumerate() {
-        m["timestamp"] = format!("2025-01-01T10:{:02}:00Z", i).into();
+        m["timestamp"] = format!("2025-01-01T{:02}:{:02}:00Z", 10 + i / 60, i % 60).into();
     }
-    let doc = serde_json::json!({"id": "long-tail", "messages": msgs}).to_string();
+    serde_json::json!({"id": id, "messages": msgs}).to_string()
+}
+
+/// `compact -o /dev/full` (every write of the output fails with ENOSPC,
+/// after the archive holds the run's batches): exit 2 naming the output,
+/// and the run undoes its batches, so the rerun compacts exactly as a first
+/// run would. (The batches used to stay when the output failed: the rerun
+/// warned that the archive already held batches of the conversation and
+/// compacted differently.)
+#[cfg(target_os = "linux")]
+#[test]
+fn compact_with_its_output_on_a_full_disk_leaves_the_archive_as_it_was() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let doc = timed_session("long-tail", 20, 3500);
     assert!(doc.len() > 900_000);
     let inp = d.join("in.json");
     std::fs::write(&inp, &doc).unwrap();
     let db = d.join("a.db");
-    let out = d.join("out.json");
-    // 1000 blocks: 500 KiB.
-    let o = run_limited(1000, &[&"compact", &inp, &"--archive", &db, &"-o", &out]);
-    assert_fails_naming(&o, &out, &["cannot write", "File too large"]);
-    assert!(!out.exists());
+    let full = Path::new("/dev/full");
+    let o = run(&[&"compact", &inp, &"--archive", &db, &"-o", &full], None);
+    assert_fails_naming(&o, full, &["cannot write", "No space left on device"]);
     assert!(temps(d).is_empty(), "{:?}", temps(d));
+    let out = d.join("out.json");
     // The rerun gives what a first run on a new archive gives.
     let o = run(&[&"compact", &inp, &"--archive", &db, &"-o", &out], None);
     assert!(o.status.success(), "{}", stderr(&o));
@@ -429,6 +435,54 @@ fn a_full_tmpfs_under_the_output_or_the_archive() {
     assert_eq!(std::fs::read(&inp).unwrap(), before);
     // What it holds is consistent: search reads it.
     let o = run(&[&"search", &"error", &"--archive", &db], None);
+    assert!(o.status.code().is_some_and(|c| c <= 1), "{}", stderr(&o));
+    // Nothing beside it: no WAL or shared-memory file.
+    assert_eq!(names(&m.0), BTreeSet::from(["a.db".to_string()]));
+    // Many small conversations, so that several are archived before the
+    // disk is full: their transactions are in the file (each commit is
+    // checkpointed), so the failed run leaves no WAL either. (The WAL of the
+    // committed ones used to stay: its checkpoint could not grow the file.)
+    std::fs::remove_file(&db).unwrap();
+    let many = d.join("many.jsonl");
+    let mut text = String::new();
+    for i in 0..300 {
+        let mut msgs = vec![serde_json::json!({"role": "system", "content": "Be brief."})];
+        for j in 0..12 {
+            msgs.push(serde_json::json!({"role": "user", "content": format!(
+                "conversation {i} turn {j}: how does the queue hand work between the loops ({})?",
+                i * 31 + j
+            )}));
+            msgs.push(serde_json::json!({"role": "assistant", "content": format!(
+                "conversation {i} turn {j}: through the ring buffer; it measured {} ops. ",
+                i * 7 + j
+            ).repeat(3)}));
+        }
+        text.push_str(&serde_json::json!({"id": format!("c{i}"), "messages": msgs}).to_string());
+        text.push('\n');
+    }
+    std::fs::write(&many, &text).unwrap();
+    let o = run(
+        &[
+            &"compress",
+            &"--preset",
+            &"chat",
+            &many,
+            &"--archive",
+            &db,
+            &"-o",
+            &out,
+        ],
+        None,
+    );
+    assert_fails_naming(&o, &db, &["cannot write the archive"]);
+    assert!(
+        !stderr(&o).contains("many.jsonl:1:"),
+        "the first conversation fits: {}",
+        stderr(&o)
+    );
+    assert!(!out.exists());
+    assert_eq!(names(&m.0), BTreeSet::from(["a.db".to_string()]));
+    let o = run(&[&"search", &"ring", &"--archive", &db], None);
     assert!(o.status.code().is_some_and(|c| c <= 1), "{}", stderr(&o));
 }
 
@@ -724,6 +778,63 @@ fn a_read_only_archive_is_named_and_left_as_it_was() {
 // ---------------------------------------------------------------------------
 // 4. Runs killed at random points.
 
+/// Run `ctxpress ARGS` `runs` times (fewer when `budget` runs out), each
+/// killed with SIGKILL after a delay drawn from `seed`: anywhere from the
+/// start to a little after a whole run (`took`), so some finish. After each,
+/// `after(ms, stderr)` checks what the run left. Returns how many runs were
+/// killed while working.
+#[cfg(unix)]
+fn kill_at_random_points(
+    args: &[&dyn AsRef<OsStr>],
+    took: Duration,
+    seed: u64,
+    runs: usize,
+    budget: Duration,
+    mut after: impl FnMut(u64, &str),
+) -> usize {
+    use std::io::Read;
+    let mut seed = seed;
+    let deadline = Instant::now() + budget;
+    let mut killed = 0;
+    for _ in 0..runs {
+        seed = seed
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        let ms = (seed >> 33) % (took.as_millis() as u64 * 6 / 5 + 1);
+        let mut cmd = Command::new(BIN);
+        for a in args {
+            cmd.arg(a);
+        }
+        let mut child = cmd
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(ms));
+        if child.try_wait().unwrap().is_none() {
+            child.kill().unwrap();
+            killed += 1;
+        }
+        let status = child.wait().unwrap();
+        let mut err = String::new();
+        child
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut err)
+            .unwrap();
+        assert!(
+            status.success() || status.code().is_none(),
+            "{status:?}: {err}"
+        );
+        after(ms, &err);
+        if Instant::now() > deadline {
+            break;
+        }
+    }
+    killed
+}
+
 /// `compress -o OUT --archive DB` on a 2 MB batch, killed with SIGKILL after
 /// seeded random delays (some may finish): OUT is its previous version (an
 /// identity run's) or the complete new output, never partial; the input is unchanged; the archive opens and
@@ -774,54 +885,40 @@ fn runs_killed_at_random_points_leave_whole_files_only() {
     );
     assert!(o.status.success(), "{}", stderr(&o));
     let previous = big.as_bytes();
-    let mut seed: u64 = 0x5eed_cafe;
-    let mut next = || {
-        seed = seed
-            .wrapping_mul(6_364_136_223_846_793_005)
-            .wrapping_add(1_442_695_040_888_963_407);
-        seed >> 33
-    };
-    let mut killed = 0;
     let mut stale = 0;
-    let deadline = Instant::now() + Duration::from_secs(40);
-    for _ in 0..10 {
-        // Anywhere from the start to a little after a whole run.
-        let ms = next() % (took.as_millis() as u64 * 6 / 5 + 1);
-        let mut child = Command::new(BIN)
-            .args(["compress", "--jobs", "2", "--archive"])
-            .arg(&db)
-            .arg("-o")
-            .arg(&out)
-            .arg(&inp)
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
-        std::thread::sleep(Duration::from_millis(ms));
-        if child.try_wait().unwrap().is_none() {
-            child.kill().unwrap();
-            killed += 1;
-        }
-        let status = child.wait().unwrap();
-        assert!(status.success() || status.code().is_none(), "{status:?}");
-        stale += temps(d).len();
-        assert_eq!(std::fs::read_to_string(&inp).unwrap(), big);
-        let now = std::fs::read(&out).unwrap();
-        assert!(
-            now == previous || now == complete,
-            "a partial output after {ms} ms"
-        );
-        if now == complete {
-            assert_expands(d, &out, &db, big.as_bytes());
-        } else if db.exists() {
-            // The archive opens (search reads it) whatever it holds.
-            let o = run(&[&"search", &"error", &"--archive", &db], None);
-            assert!(o.status.code().is_some_and(|c| c <= 1), "{}", stderr(&o));
-        }
-        if Instant::now() > deadline {
-            break;
-        }
-    }
+    let args: [&dyn AsRef<OsStr>; 8] = [
+        &"compress",
+        &"--jobs",
+        &"2",
+        &"--archive",
+        &db,
+        &"-o",
+        &out,
+        &inp,
+    ];
+    let killed = kill_at_random_points(
+        &args,
+        took,
+        0x5eed_cafe,
+        10,
+        Duration::from_secs(40),
+        |ms, _| {
+            stale += temps(d).len();
+            assert_eq!(std::fs::read_to_string(&inp).unwrap(), big);
+            let now = std::fs::read(&out).unwrap();
+            assert!(
+                now == previous || now == complete,
+                "a partial output after {ms} ms"
+            );
+            if now == complete {
+                assert_expands(d, &out, &db, big.as_bytes());
+            } else if db.exists() {
+                // The archive opens (search reads it) whatever it holds.
+                let o = run(&[&"search", &"error", &"--archive", &db], None);
+                assert!(o.status.code().is_some_and(|c| c <= 1), "{}", stderr(&o));
+            }
+        },
+    );
     assert!(killed >= 3, "only {killed} runs were killed while working");
     eprintln!("{killed} runs killed, {stale} temporary files seen after them");
     // The next run finishes, removes what the killed ones left and expands.
@@ -848,7 +945,9 @@ fn runs_killed_at_random_points_leave_whole_files_only() {
 /// previous version or a complete compaction, never partial; the archive
 /// opens, and whatever OUT holds expands back to the input exactly (a
 /// compaction's batches and originals are in the archive before its output
-/// appears); the next run finishes and removes the temporary files.
+/// appears); until a run completes, no run finds batches a killed one left
+/// (each is undone by the next); the next run finishes and removes the
+/// temporary files.
 #[cfg(unix)]
 #[test]
 fn compact_runs_killed_at_random_points_lose_nothing() {
@@ -875,48 +974,39 @@ fn compact_runs_killed_at_random_points_lose_nothing() {
         None,
     );
     assert!(o.status.success(), "{}", stderr(&o));
-    let took = t.elapsed().as_millis() as u64;
-    let mut seed: u64 = 0xc0ffee;
-    let mut killed = 0;
-    for _ in 0..8 {
-        seed = seed
-            .wrapping_mul(6_364_136_223_846_793_005)
-            .wrapping_add(1_442_695_040_888_963_407);
-        let ms = (seed >> 33) % (took * 6 / 5 + 1);
-        let mut child = Command::new(BIN)
-            .arg("compact")
-            .arg(&inp)
-            .arg("--archive")
-            .arg(&db)
-            .arg("-o")
-            .arg(&out)
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap();
-        std::thread::sleep(Duration::from_millis(ms));
-        if child.try_wait().unwrap().is_none() {
-            child.kill().unwrap();
-            killed += 1;
-        }
-        child.wait().unwrap();
-        assert_eq!(std::fs::read_to_string(&inp).unwrap(), text);
-        let now = std::fs::read_to_string(&out).unwrap();
-        if now != text {
-            // A complete compaction: it expands to the input.
-            let back = d.join("back.jsonl");
-            let o = run(&[&"expand", &out, &"--archive", &db, &"-o", &back], None);
-            assert!(o.status.success(), "after {ms} ms: {}", stderr(&o));
+    let took = t.elapsed();
+    let mut completed = false;
+    let args: [&dyn AsRef<OsStr>; 6] = [&"compact", &inp, &"--archive", &db, &"-o", &out];
+    let killed = kill_at_random_points(
+        &args,
+        took,
+        0xc0ffee,
+        8,
+        Duration::from_secs(60),
+        |ms, err| {
             assert!(
-                std::fs::read_to_string(&back).unwrap() == text,
-                "after {ms} ms"
+                completed || !err.contains("already holds"),
+                "after {ms} ms, batches of a run without an output are left: {err}"
             );
-            std::fs::remove_file(&back).unwrap();
-        } else if db.exists() {
-            let o = run(&[&"search", &"error", &"--archive", &db], None);
-            assert!(o.status.code().is_some_and(|c| c <= 1), "{}", stderr(&o));
-        }
-    }
+            assert_eq!(std::fs::read_to_string(&inp).unwrap(), text);
+            let now = std::fs::read_to_string(&out).unwrap();
+            if now != text {
+                completed = true;
+                // A complete compaction: it expands to the input.
+                let back = d.join("back.jsonl");
+                let o = run(&[&"expand", &out, &"--archive", &db, &"-o", &back], None);
+                assert!(o.status.success(), "after {ms} ms: {}", stderr(&o));
+                assert!(
+                    std::fs::read_to_string(&back).unwrap() == text,
+                    "after {ms} ms"
+                );
+                std::fs::remove_file(&back).unwrap();
+            } else if db.exists() {
+                let o = run(&[&"search", &"error", &"--archive", &db], None);
+                assert!(o.status.code().is_some_and(|c| c <= 1), "{}", stderr(&o));
+            }
+        },
+    );
     assert!(killed >= 2, "only {killed} runs were killed while working");
     // A run to the same output finishes, and removes the temporary file the
     // last killed run may have left (the run after it writes another file).
@@ -950,6 +1040,126 @@ fn compact_runs_killed_at_random_points_lose_nothing() {
     );
     assert!(o.status.success(), "{}", stderr(&o));
     assert!(std::fs::read_to_string(&back).unwrap() == text);
+}
+
+/// `compact -o OUT` killed with SIGKILL exactly when it renames its output
+/// into place (strace injects the signal at the rename): its batches are in
+/// the archive, its output never appeared. The next run on the same input
+/// undoes them first, so it warns about nothing and writes what a first run
+/// on a new archive writes, which expands. (The batches used to stay: the
+/// rerun warned that the archive already held batches of the conversation,
+/// and its clip message counted them twice.) Skipped without strace.
+#[cfg(target_os = "linux")]
+#[test]
+fn compact_killed_before_its_output_appears_is_undone_by_the_next_run() {
+    let traced = Command::new("strace")
+        .args(["-o", "/dev/null", "true"])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !traced {
+        eprintln!("skipped: needs strace (with syscall fault injection)");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    // A batch of two conversations, so that the killed run wrote batches of
+    // both.
+    let lines = [
+        timed_session("first", 30, 40),
+        timed_session("second", 25, 40),
+    ];
+    let text = format!("{}\n{}\n", lines[0], lines[1]);
+    let inp = d.join("in.jsonl");
+    std::fs::write(&inp, &text).unwrap();
+    let db = d.join("a.db");
+    let out = d.join("out.jsonl");
+    // A first compaction of another conversation in the archive, which no
+    // run here may change.
+    let other = d.join("other.json");
+    std::fs::write(&other, timed_session("other", 20, 10)).unwrap();
+    let o = run(
+        &[
+            &"compact",
+            &other,
+            &"--archive",
+            &db,
+            &"-o",
+            &d.join("other.out.json"),
+        ],
+        None,
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let renames = "rename,renameat,renameat2";
+    let o = Command::new("strace")
+        .args(["-f", "-o", "/dev/null", "-e"])
+        .arg(format!("trace={renames}"))
+        .arg("-e")
+        .arg(format!("inject={renames}:signal=SIGKILL"))
+        .arg(BIN)
+        .arg("compact")
+        .arg(&inp)
+        .arg("--archive")
+        .arg(&db)
+        .arg("-o")
+        .arg(&out)
+        .output()
+        .unwrap();
+    // strace ends as its tracee did: killed by SIGKILL.
+    use std::os::unix::process::ExitStatusExt;
+    assert!(
+        o.status.signal() == Some(9) || o.status.code() == Some(128 + 9),
+        "{:?}: {}",
+        o.status,
+        stderr(&o)
+    );
+    assert!(!out.exists(), "killed before its output appeared");
+    assert_eq!(temps(d).len(), 1, "its temporary file is left");
+    // The batches it wrote are in the archive: search finds them.
+    let o = run(
+        &[
+            &"search",
+            &"ring buffer",
+            &"--archive",
+            &db,
+            &"--conversation",
+            &"second",
+        ],
+        None,
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    // The rerun.
+    let o = run(
+        &[&"compact", &inp, &"--archive", &db, &"-o", &out, &"--stats"],
+        None,
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("warning"), "{}", stderr(&o));
+    assert!(temps(d).is_empty(), "{:?}", temps(d));
+    let fresh = d.join("fresh.db");
+    let first = d.join("first.jsonl");
+    let o = run(
+        &[&"compact", &inp, &"--archive", &fresh, &"-o", &first],
+        None,
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        std::fs::read(&out).unwrap() == std::fs::read(&first).unwrap(),
+        "the rerun differs from a first run"
+    );
+    assert_expands(d, &out, &db, text.as_bytes());
+    // The other conversation's output still expands.
+    assert_expands(
+        d,
+        &d.join("other.out.json"),
+        &db,
+        &std::fs::read(&other).unwrap(),
+    );
+    // The next compaction of the output continues from the rerun's batches
+    // only.
+    let again = d.join("again.jsonl");
+    let o = run(&[&"compact", &out, &"--archive", &db, &"-o", &again], None);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(!stderr(&o).contains("warning"), "{}", stderr(&o));
 }
 
 // ---------------------------------------------------------------------------

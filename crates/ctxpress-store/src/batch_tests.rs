@@ -279,10 +279,15 @@ fn failing_put_batches_stores_nothing() {
 }
 
 /// Make the file at `path` look as schema `version` wrote it (1: no search
-/// and no batch tables; 2: no batch table).
+/// and no batch tables; 2: no batch table; 3: no messages table; 4: no runs
+/// tables).
 fn downgrade(path: &Path, version: i64) {
     let conn = Connection::open(path).unwrap();
-    conn.execute_batch("DROP TABLE messages;").unwrap();
+    conn.execute_batch("DROP TABLE run_batches; DROP TABLE runs;")
+        .unwrap();
+    if version < 4 {
+        conn.execute_batch("DROP TABLE messages;").unwrap();
+    }
     if version < 3 {
         conn.execute_batch("DROP TABLE batches;").unwrap();
     }
@@ -294,8 +299,8 @@ fn downgrade(path: &Path, version: i64) {
 }
 
 #[test]
-fn versions_1_2_and_3_are_upgraded_and_keep_working() {
-    for version in [1, 2, 3] {
+fn versions_1_to_4_are_upgraded_and_keep_working() {
+    for version in [1, 2, 3, 4] {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("old.db");
         {
@@ -320,7 +325,7 @@ fn versions_1_2_and_3_are_upgraded_and_keep_working() {
             .query_row("PRAGMA user_version", [], |r| r.get(0))
             .unwrap();
         assert_eq!(v, SCHEMA_VERSION);
-        assert_eq!(SCHEMA_VERSION, 4);
+        assert_eq!(SCHEMA_VERSION, 5);
         // What was stored is still there and searchable.
         assert_eq!(a.get("k1").unwrap().unwrap().len(), 1);
         assert_eq!(a.cache_get("ck").unwrap().as_deref(), Some("cv"));
@@ -338,6 +343,11 @@ fn versions_1_2_and_3_are_upgraded_and_keep_working() {
         // So does the messages table.
         let p: &dyn ctxpress_core::compaction::Persistence = &a;
         assert_eq!(p.append("c9", &["{}".into()]).unwrap(), [1]);
+        // And the runs tables.
+        a.begin_run("r", "{}").unwrap();
+        a.save_batches("r", "c9").unwrap();
+        a.undo_run("r").unwrap();
+        assert_eq!(labels(&a, "c9").len(), 1);
         check_integrity(&a);
         drop(a);
         // Opening again changes nothing.
@@ -369,5 +379,56 @@ fn two_handles_on_one_file_share_the_order() {
     assert_eq!(labels(&a, "c1"), want);
     assert_eq!(labels(&b, "c1"), want);
     assert_eq!(b.search("alternating", Some("c1"), 10).unwrap().len(), 4);
+    check_integrity(&a);
+}
+
+/// A run's batches are undone: each conversation it touched gets back the
+/// batches it had (added ones gone, replaced ones back in their order, the
+/// index as before); another conversation's batches stay; a finished run
+/// keeps what it wrote.
+#[test]
+fn an_undone_run_gives_back_the_batches_it_changed() {
+    let a = SqliteArchive::open_in_memory().unwrap();
+    a.put_batches(&[batch("c1", T1, "first aardvark"), batch("c1", T2, "second")])
+        .unwrap();
+    let before = a.batches("c1").unwrap();
+    assert!(a.pending_runs().unwrap().is_empty());
+    a.begin_run("run-1", "note one").unwrap();
+    a.note_run("run-1", "note two").unwrap();
+    a.save_batches("run-1", "c1").unwrap();
+    a.put_batches(&[batch("c1", T3, "third")]).unwrap();
+    // Saved once: the first saving is what comes back.
+    a.save_batches("run-1", "c1").unwrap();
+    let first = before[0].label.clone();
+    a.replace(
+        "c1",
+        std::slice::from_ref(&first),
+        batch("c1", T1, "resummarized zebra"),
+    )
+    .unwrap();
+    a.put_batches(&[batch("c2", T1, "another conversation")])
+        .unwrap();
+    assert_eq!(
+        a.pending_runs().unwrap(),
+        [PendingRun {
+            token: "run-1".into(),
+            note: "note two".into()
+        }]
+    );
+    a.undo_run("run-1").unwrap();
+    assert_eq!(a.batches("c1").unwrap(), before);
+    assert_eq!(labels(&a, "c2").len(), 1);
+    assert!(a.search("zebra", None, 10).unwrap().is_empty());
+    assert_eq!(a.search("aardvark", None, 10).unwrap().len(), 1);
+    assert!(a.pending_runs().unwrap().is_empty());
+    check_integrity(&a);
+    // Finished: what it wrote stays.
+    a.begin_run("run-2", "").unwrap();
+    a.save_batches("run-2", "c1").unwrap();
+    a.put_batches(&[batch("c1", T3, "third")]).unwrap();
+    a.finish_run("run-2").unwrap();
+    assert!(a.pending_runs().unwrap().is_empty());
+    assert_eq!(a.batches("c1").unwrap().len(), 3);
+    assert!(a.note_run("run-2", "gone").is_err());
     check_integrity(&a);
 }

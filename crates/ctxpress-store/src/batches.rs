@@ -78,7 +78,10 @@ pub(crate) fn read(conn: &Connection, label: &str) -> Result<Option<SummaryBatch
         .transpose()
 }
 
-fn list(conn: &Connection, conversation: &str) -> Result<Vec<SummaryBatch>, ArchiveError> {
+pub(crate) fn list(
+    conn: &Connection,
+    conversation: &str,
+) -> Result<Vec<SummaryBatch>, ArchiveError> {
     let mut stmt = conn
         .prepare_cached(&format!(
             "SELECT {COLUMNS} FROM batches WHERE conversation = ?1 ORDER BY seq"
@@ -90,7 +93,11 @@ fn list(conn: &Connection, conversation: &str) -> Result<Vec<SummaryBatch>, Arch
 
 /// Store one batch at `seq` (or, when `None`, at its stored place if the label
 /// exists, else after every other batch) and index its summary.
-fn write(tx: &Transaction<'_>, b: &SummaryBatch, seq: Option<i64>) -> Result<(), ArchiveError> {
+pub(crate) fn write(
+    tx: &Transaction<'_>,
+    b: &SummaryBatch,
+    seq: Option<i64>,
+) -> Result<(), ArchiveError> {
     let originals = serde_json::to_string(&b.originals)
         .map_err(|e| ArchiveError::Backend(format!("batch {}: {e}", b.label)))?;
     let seq = match seq {
@@ -137,7 +144,7 @@ fn write(tx: &Transaction<'_>, b: &SummaryBatch, seq: Option<i64>) -> Result<(),
     search::index_batch_originals(tx, &b.conversation, &b.label, &b.originals).map_err(backend)
 }
 
-fn remove(tx: &Transaction<'_>, label: &str) -> Result<(), ArchiveError> {
+pub(crate) fn remove(tx: &Transaction<'_>, label: &str) -> Result<(), ArchiveError> {
     tx.prepare_cached("DELETE FROM batches WHERE label = ?1")
         .map_err(backend)?
         .execute([label])

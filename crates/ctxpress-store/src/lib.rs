@@ -15,7 +15,10 @@
 //!   ([`BatchArchive`](ctxpress_core::compaction::BatchArchive)), one row per
 //!   label with its originals, kept in order per conversation; their
 //!   summaries are indexed in `search_fts` with kind `batch` in the same
-//!   transaction.
+//!   transaction;
+//! * `runs` + `run_batches`: runs that write batches before their output is
+//!   committed, with the batches each touched conversation had before (see
+//!   [`SqliteArchive::undo_run`]).
 //!
 //! The file runs in WAL mode with `synchronous = NORMAL` and a busy timeout, so
 //! several processes (or several [`SqliteArchive`] values) can read while one
@@ -24,7 +27,8 @@
 //! by a newer ctxpress is refused rather than misread; one written before the
 //! search index (version 1) gets it, filled from the stored texts, on open, and
 //! one written before the batch archive (versions 1 and 2) gets the empty
-//! `batches` table.
+//! `batches` table, and every older one the tables added since (`messages` in
+//! version 4, `runs` in version 5).
 
 use ctxpress_core::archive::{Archive, ArchiveError, Record, content_hash};
 use rusqlite::config::DbConfig;
@@ -32,6 +36,8 @@ use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 mod batches;
 mod persist;
+mod runs;
+pub use runs::PendingRun;
 pub mod search;
 pub use search::{Hit, HitKind};
 use std::path::{Path, PathBuf};
@@ -39,7 +45,7 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// Schema version this crate writes and reads (`PRAGMA user_version`).
-pub const SCHEMA_VERSION: i64 = 4;
+pub const SCHEMA_VERSION: i64 = 5;
 
 /// Schema version of archives written before the search index (upgraded on open).
 const SCHEMA_VERSION_NO_SEARCH: i64 = 1;
@@ -49,6 +55,9 @@ const SCHEMA_VERSION_NO_BATCHES: i64 = 2;
 
 /// Schema version of archives written before the messages table (upgraded on open).
 const SCHEMA_VERSION_NO_MESSAGES: i64 = 3;
+
+/// Schema version of archives written before the runs table (upgraded on open).
+const SCHEMA_VERSION_NO_RUNS: i64 = 4;
 
 /// Busy timeout used by [`SqliteArchive::open`].
 pub const DEFAULT_BUSY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -228,6 +237,14 @@ impl SqliteArchive {
             .map_err(open_err)?;
         conn.pragma_update(None, "synchronous", "NORMAL")
             .map_err(open_err)?;
+        // Each commit is checkpointed into the file at once, so the WAL never
+        // holds committed pages for long: when a write fails because the
+        // disk is full, the WAL holds only the failed transaction's pages,
+        // and closing (which checkpoints) removes the WAL and shared-memory
+        // files. (A checkpoint of pages committed earlier would need the
+        // file to grow on a full disk, and they would stay in the WAL.)
+        conn.pragma_update(None, "wal_autocheckpoint", 1)
+            .map_err(open_err)?;
         conn.pragma_update(None, "foreign_keys", true)
             .map_err(open_err)?;
         Ok(SqliteArchive {
@@ -319,6 +336,7 @@ fn migrate(conn: &mut Connection, path: &Path) -> Result<(), StoreError> {
     let check = |v: i64| -> Result<Option<i64>, StoreError> {
         match v {
             SCHEMA_VERSION
+            | SCHEMA_VERSION_NO_RUNS
             | SCHEMA_VERSION_NO_MESSAGES
             | SCHEMA_VERSION_NO_BATCHES
             | SCHEMA_VERSION_NO_SEARCH => Ok(Some(v)),
@@ -354,7 +372,10 @@ fn migrate(conn: &mut Connection, path: &Path) -> Result<(), StoreError> {
             if v < SCHEMA_VERSION_NO_MESSAGES {
                 tx.execute_batch(batches::SCHEMA).map_err(open_err)?;
             }
-            tx.execute_batch(persist::SCHEMA).map_err(open_err)?;
+            if v < SCHEMA_VERSION_NO_RUNS {
+                tx.execute_batch(persist::SCHEMA).map_err(open_err)?;
+            }
+            tx.execute_batch(runs::SCHEMA).map_err(open_err)?;
             tx.pragma_update(None, "user_version", SCHEMA_VERSION)
                 .map_err(open_err)?;
             return tx.commit().map_err(open_err);
@@ -379,6 +400,7 @@ fn migrate(conn: &mut Connection, path: &Path) -> Result<(), StoreError> {
     tx.execute_batch(search::SCHEMA).map_err(open_err)?;
     tx.execute_batch(batches::SCHEMA).map_err(open_err)?;
     tx.execute_batch(persist::SCHEMA).map_err(open_err)?;
+    tx.execute_batch(runs::SCHEMA).map_err(open_err)?;
     tx.pragma_update(None, "user_version", SCHEMA_VERSION)
         .map_err(open_err)?;
     tx.commit().map_err(open_err)

@@ -253,7 +253,8 @@ fn version_1_archive_is_upgraded_and_backfilled() {
         let conn = a.lock();
         conn.execute_batch(
             "DROP TABLE search_fts; DROP TABLE search_docs; DROP TABLE batches; \
-             DROP TABLE messages; PRAGMA user_version = 1;",
+             DROP TABLE messages; DROP TABLE run_batches; DROP TABLE runs; \
+             PRAGMA user_version = 1;",
         )
         .unwrap();
     }
