@@ -368,3 +368,109 @@ fn conversation_flag_is_for_single_documents() {
     assert!(!b.is_empty());
     assert!(b[0].label.starts_with("compaction-batch-session-7-"));
 }
+
+/// A JSONL batch of `n` timed agent sessions of about 1.1 MB each: twenty
+/// short exchanges the compactor folds, then a long recent tail it keeps.
+fn long_sessions(path: &Path, n: usize) -> usize {
+    use std::io::Write;
+    let mut f = std::io::BufWriter::new(std::fs::File::create(path).unwrap());
+    let mut size = 0;
+    for i in 0..n {
+        let mut msgs =
+            vec![serde_json::json!({"role": "system", "content": "You are a coding agent."})];
+        for j in 0..20 {
+            let t = format!(
+                "conversation {i} turn {j}: we looked at how the queue hands work from the \
+                 primary loop to the secondary loop."
+            );
+            msgs.push(serde_json::json!({"role": "user", "content": t}));
+            msgs.push(serde_json::json!({"role": "assistant", "content": t}));
+        }
+        for k in 0..6 {
+            let role = if k % 2 == 0 { "user" } else { "assistant" };
+            let long = format!("conversation {i} recent line {k} of the log that stays verbatim\n")
+                .repeat(3000);
+            msgs.push(serde_json::json!({"role": role, "content": long}));
+        }
+        for (t, m) in msgs.iter_mut().enumerate() {
+            m["timestamp"] = format!("2025-01-01T10:{:02}:00Z", t).into();
+        }
+        let line = serde_json::json!({"id": format!("c{i}"), "messages": msgs}).to_string();
+        size += line.len() + 1;
+        writeln!(f, "{line}").unwrap();
+    }
+    f.flush().unwrap();
+    size
+}
+
+/// Peak RSS in bytes of `ctxpress compact INPUT --archive DB -o OUT`: its
+/// `VmHWM` (which only grows), read from /proc every few milliseconds
+/// until it exits.
+#[cfg(target_os = "linux")]
+fn compact_peak(dir: &Path, input: &Path) -> u64 {
+    let db = dir.join("peak.db");
+    let _ = std::fs::remove_file(&db);
+    let mut child = std::process::Command::new(common::BIN)
+        .arg("compact")
+        .arg(input)
+        .arg("--archive")
+        .arg(&db)
+        .arg("-o")
+        .arg(dir.join("peak.out.jsonl"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let status = format!("/proc/{}/status", child.id());
+    let mut peak = 0;
+    loop {
+        if let Some(kb) = std::fs::read_to_string(&status).ok().and_then(|s| {
+            let l = s.lines().find(|l| l.starts_with("VmHWM:"))?;
+            l.trim_start_matches("VmHWM:")
+                .trim()
+                .trim_end_matches("kB")
+                .trim()
+                .parse::<u64>()
+                .ok()
+        }) {
+            peak = peak.max(kb << 10);
+        }
+        if let Some(s) = child.try_wait().unwrap() {
+            assert!(s.success(), "{s:?}");
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    peak
+}
+
+/// `compact` streams a JSONL batch as `compress` does: on a 16 MB batch its
+/// peak RSS stays under a quarter of the batch plus 24 MiB over its peak on
+/// one conversation of it (the bound of `compress`'s streaming tests).
+/// Before, it read the whole input and held every archive write until the
+/// end: about five times the batch.
+#[cfg(target_os = "linux")]
+#[test]
+fn compact_streams_a_batch_in_bounded_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let big = d.join("big.jsonl");
+    let size = long_sessions(&big, 15) as u64;
+    let one = d.join("one.jsonl");
+    long_sessions(&one, 1);
+    let base = compact_peak(d, &one);
+    let bound = base + size / 4 + (24 << 20);
+    let peak = compact_peak(d, &big);
+    assert!(
+        peak < bound,
+        "peak RSS {} MB on a {} MB batch (one conversation: {} MB; bound {} MB)",
+        peak >> 20,
+        size >> 20,
+        base >> 20,
+        bound >> 20
+    );
+    // What it wrote is a whole compaction of every conversation.
+    let out = std::fs::read_to_string(d.join("peak.out.jsonl")).unwrap();
+    assert_eq!(out.lines().count(), 15);
+    assert!(out.len() < size as usize);
+}
