@@ -484,6 +484,22 @@ fn a_full_tmpfs_under_the_output_or_the_archive() {
     assert_eq!(names(&m.0), BTreeSet::from(["a.db".to_string()]));
     let o = run(&[&"search", &"ring", &"--archive", &db], None);
     assert!(o.status.code().is_some_and(|c| c <= 1), "{}", stderr(&o));
+    // A new archive on a disk with room for its schema in the WAL but not
+    // in the file as well: opening it fails, and nothing is left (the
+    // schema used to stay in a WAL beside a file that could not hold it).
+    std::fs::remove_file(&db).unwrap();
+    for filler in [80, 90] {
+        std::fs::write(m.0.join("filler"), vec![b'x'; filler << 10]).unwrap();
+        for cmd in ["compress", "compact"] {
+            let o = run(&[&cmd, &many, &"--archive", &db, &"-o", &out], None);
+            assert_fails_naming(&o, &db, &["cannot open archive"]);
+            assert_eq!(
+                names(&m.0),
+                BTreeSet::from(["filler".to_string()]),
+                "{cmd} with {filler} KiB taken"
+            );
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------

@@ -228,7 +228,7 @@ impl SqliteArchive {
         };
         conn.busy_timeout(timeout).map_err(open_err)?;
         // Schema first, so a file we refuse is left as it was.
-        migrate(&mut conn, &shown)?;
+        let created = migrate(&mut conn, &shown)?;
         // An archive: checkpoint on close again (see `open_with_timeout`).
         conn.set_db_config(DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, false)
             .map_err(open_err)?;
@@ -245,6 +245,16 @@ impl SqliteArchive {
         // file to grow on a full disk, and they would stay in the WAL.)
         conn.pragma_update(None, "wal_autocheckpoint", 1)
             .map_err(open_err)?;
+        if created && path.is_some() {
+            // A new archive's schema must reach the file: on a disk too
+            // full for that, opening fails (and the caller may remove what
+            // it made) instead of leaving the schema in a WAL that no
+            // checkpoint can fold.
+            conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| {
+                r.get::<_, i64>(0)
+            })
+            .map_err(open_err)?;
+        }
         conn.pragma_update(None, "foreign_keys", true)
             .map_err(open_err)?;
         Ok(SqliteArchive {
@@ -323,7 +333,9 @@ impl SqliteArchive {
     }
 }
 
-fn migrate(conn: &mut Connection, path: &Path) -> Result<(), StoreError> {
+/// Set up or upgrade the schema; `true` when this call created it (a new
+/// archive).
+fn migrate(conn: &mut Connection, path: &Path) -> Result<bool, StoreError> {
     let open_err = |source| StoreError::Open {
         path: path.to_path_buf(),
         source,
@@ -353,7 +365,7 @@ fn migrate(conn: &mut Connection, path: &Path) -> Result<(), StoreError> {
         }
     };
     if check(version(conn).map_err(open_err)?)? == Some(SCHEMA_VERSION) {
-        return Ok(());
+        return Ok(false);
     }
     // New or old file (or one being set up by another process right now):
     // create or upgrade the schema under the write lock and look again once
@@ -362,7 +374,7 @@ fn migrate(conn: &mut Connection, path: &Path) -> Result<(), StoreError> {
         .transaction_with_behavior(TransactionBehavior::Immediate)
         .map_err(open_err)?;
     match check(version(&tx).map_err(open_err)?)? {
-        Some(SCHEMA_VERSION) => return Ok(()),
+        Some(SCHEMA_VERSION) => return Ok(false),
         Some(v) => {
             // Each step upgrades one version; all in this one transaction.
             if v < SCHEMA_VERSION_NO_BATCHES {
@@ -378,7 +390,7 @@ fn migrate(conn: &mut Connection, path: &Path) -> Result<(), StoreError> {
             tx.execute_batch(runs::SCHEMA).map_err(open_err)?;
             tx.pragma_update(None, "user_version", SCHEMA_VERSION)
                 .map_err(open_err)?;
-            return tx.commit().map_err(open_err);
+            return tx.commit().map(|()| false).map_err(open_err);
         }
         None => {}
     }
@@ -403,7 +415,7 @@ fn migrate(conn: &mut Connection, path: &Path) -> Result<(), StoreError> {
     tx.execute_batch(runs::SCHEMA).map_err(open_err)?;
     tx.pragma_update(None, "user_version", SCHEMA_VERSION)
         .map_err(open_err)?;
-    tx.commit().map_err(open_err)
+    tx.commit().map(|()| true).map_err(open_err)
 }
 
 fn put_batch(
