@@ -864,6 +864,12 @@ fn url_passwords(text: &str, out: &mut Vec<SecretSpan>) {
         let Some(colon) = userinfo.find(':') else {
             continue;
         };
+        // A redaction marker in the user information: this URL was redacted
+        // already (its `:` may be the marker's; the scan window that found
+        // no `@` before redaction can reach one now the text is shorter).
+        if userinfo.contains("[REDACTED:") {
+            continue;
+        }
         let user = &userinfo[..colon];
         let pw = &userinfo[colon + 1..];
         if pw.is_empty() || placeholder(pw, "password") || (pw == user && pw.len() < 4) {
