@@ -75,6 +75,9 @@ pub struct Report {
     pub budget: Option<crate::window::BudgetReport>,
 }
 
+/// The notes a merged [`Report`] keeps per stage (see [`Report::merge`]).
+pub const MAX_MERGED_NOTES: usize = 64;
+
 impl Report {
     /// chars in / chars out.
     pub fn ratio(&self) -> f64 {
@@ -85,7 +88,9 @@ impl Report {
         }
     }
 
-    /// Add another run's figures (for batches).
+    /// Add another run's figures (for batches). Each stage keeps at most
+    /// [`MAX_MERGED_NOTES`] notes; the counter `notes_omitted` counts the
+    /// others.
     pub fn merge(&mut self, o: &Report) {
         self.messages_before += o.messages_before;
         self.messages_after += o.messages_after;
@@ -112,7 +117,20 @@ impl Report {
                     for (k, v) in &s.outcome.counters {
                         *x.outcome.counters.entry(k.clone()).or_default() += v;
                     }
-                    x.outcome.notes.extend(s.outcome.notes.iter().cloned());
+                    // A batch keeps the first notes of each stage and counts
+                    // the rest: notes are per conversation, and a batch of
+                    // millions must not hold them all.
+                    let room = MAX_MERGED_NOTES.saturating_sub(x.outcome.notes.len());
+                    x.outcome
+                        .notes
+                        .extend(s.outcome.notes.iter().take(room).cloned());
+                    let dropped = s.outcome.notes.len().saturating_sub(room) as u64;
+                    if dropped > 0 {
+                        *x.outcome
+                            .counters
+                            .entry("notes_omitted".to_string())
+                            .or_default() += dropped;
+                    }
                     if s.status != StageStatus::Applied && x.status == StageStatus::Applied {
                         x.status = s.status.clone();
                     }
@@ -402,6 +420,40 @@ fn finish(
 mod tests {
     use super::*;
     use crate::{Strategy, StrategyError};
+
+    #[test]
+    fn a_merged_report_keeps_a_bounded_number_of_notes() {
+        let one = |i: usize| Report {
+            stages: vec![StageReport {
+                name: "s".into(),
+                status: StageStatus::Applied,
+                messages_before: 1,
+                messages_after: 1,
+                tokens_before: 1,
+                tokens_after: 1,
+                chars_before: 1,
+                chars_after: 1,
+                outcome: StageOutcome {
+                    notes: vec![format!("conversation {i}")],
+                    ..StageOutcome::default()
+                },
+                micros: 0,
+            }],
+            ..Report::default()
+        };
+        let mut all = one(0);
+        for i in 1..1000 {
+            all.merge(&one(i));
+        }
+        let s = &all.stages[0];
+        assert_eq!(s.outcome.notes.len(), MAX_MERGED_NOTES);
+        assert_eq!(s.outcome.notes[1], "conversation 1");
+        assert_eq!(
+            s.outcome.counters.get("notes_omitted").copied(),
+            Some((1000 - MAX_MERGED_NOTES) as u64)
+        );
+        assert_eq!(s.chars_before, 1000);
+    }
 
     struct DropTool;
     impl Strategy for DropTool {

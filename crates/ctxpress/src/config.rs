@@ -25,8 +25,9 @@ use serde::de::Error as _;
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Map, Value};
 
-/// One stage of a configuration.
-#[derive(Debug, Clone, PartialEq)]
+/// One stage of a configuration. Its `Debug` hides credentials (see
+/// [`PipelineConfig`]).
+#[derive(Clone, PartialEq)]
 pub struct StageConfig {
     /// Strategy name.
     pub kind: String,
@@ -36,8 +37,11 @@ pub struct StageConfig {
     pub params: Map<String, Value>,
 }
 
-/// A whole pipeline configuration.
-#[derive(Debug, Clone, PartialEq, Default)]
+/// A whole pipeline configuration. Its `Debug` output hides credentials:
+/// values of keys that name a key, token, secret or password (`api_key`,
+/// `Authorization`...) show as `"***"`, and user information in URLs as
+/// `***@`, at any depth of the `[llm]`, `[serve]` and stage tables.
+#[derive(Clone, PartialEq, Default)]
 pub struct PipelineConfig {
     /// Format version (1).
     pub version: u32,
@@ -341,9 +345,95 @@ impl PipelineConfig {
     }
 }
 
+/// True for a table key whose value is a credential.
+fn secret_key(k: &str) -> bool {
+    let k = k.to_ascii_lowercase();
+    [
+        "key",
+        "token",
+        "secret",
+        "password",
+        "passwd",
+        "authorization",
+        "credential",
+    ]
+    .iter()
+    .any(|w| k.contains(w))
+        && !k.ends_with("_env")
+}
+
+/// `v` with credentials hidden (see [`PipelineConfig`]).
+fn redacted(v: &Value) -> Value {
+    match v {
+        Value::Object(m) => Value::Object(redacted_map(m)),
+        Value::Array(a) => Value::Array(a.iter().map(redacted).collect()),
+        Value::String(s) => Value::String(ctxpress_core::secrets::mask_url_credentials(s)),
+        other => other.clone(),
+    }
+}
+
+fn redacted_map(m: &Map<String, Value>) -> Map<String, Value> {
+    m.iter()
+        .map(|(k, v)| {
+            let v = match v {
+                Value::String(_) | Value::Number(_) if secret_key(k) => Value::String("***".into()),
+                _ => redacted(v),
+            };
+            (k.clone(), v)
+        })
+        .collect()
+}
+
+impl std::fmt::Debug for StageConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StageConfig")
+            .field("kind", &self.kind)
+            .field("enabled", &self.enabled)
+            .field("params", &redacted_map(&self.params))
+            .finish()
+    }
+}
+
+impl std::fmt::Debug for PipelineConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PipelineConfig")
+            .field("version", &self.version)
+            .field("description", &self.description)
+            .field("tokenizer", &self.tokenizer)
+            .field("llm", &self.llm.as_ref().map(redacted_map))
+            .field("stages", &self.stages)
+            .field("window", &self.window)
+            .field("serve", &self.serve.as_ref().map(redacted_map))
+            .finish()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn debug_output_hides_credentials() {
+        let cfg = PipelineConfig::from_toml(
+            r#"
+version = 1
+[llm]
+base_url = "http://user:pa55word@llm.example/v1"
+api_key = "sk-live-0123456789abcdef"
+api_key_env = "MY_KEY"
+model = "m"
+[[stages]]
+type = "summarizer"
+llm = { base_url = "http://h/v1", api_key = "stage-secret-9876" }
+"#,
+        )
+        .unwrap();
+        let d = format!("{cfg:?}");
+        for secret in ["pa55word", "sk-live-0123456789abcdef", "stage-secret-9876"] {
+            assert!(!d.contains(secret), "{secret} in {d}");
+        }
+        assert!(d.contains("MY_KEY") && d.contains("***"), "{d}");
+    }
 
     fn err(toml: &str) -> String {
         PipelineConfig::from_toml(toml).unwrap_err().to_string()
