@@ -1105,19 +1105,25 @@ mod tests {
                     "{body:?}"
                 );
             }
-            let word = first_word(body);
-            if CODE_STRUCTURE.is_match(body) {
-                assert!(
-                    maybe_structure(body, t, word, body.contains('(')),
-                    "{body:?}"
-                );
-            }
-            if CODE_MEMBER.is_match(body) {
-                assert!(maybe_member(body, t, word), "{body:?}");
-            }
-            if CODE_FIELD.is_match(body) {
-                assert!(maybe_field(body, t), "{body:?}");
-            }
+            assert_prefilters_pass(body);
+        }
+    }
+
+    /// Each cheap necessary condition lets `body` through when its regex
+    /// matches it.
+    fn assert_prefilters_pass(body: &str) {
+        let (t, word) = (body.trim(), first_word(body));
+        if CODE_STRUCTURE.is_match(body) {
+            assert!(
+                maybe_structure(body, t, word, body.contains('(')),
+                "{body:?}"
+            );
+        }
+        if CODE_MEMBER.is_match(body) {
+            assert!(maybe_member(body, t, word), "{body:?}");
+        }
+        if CODE_FIELD.is_match(body) {
+            assert!(maybe_field(body, t), "{body:?}");
         }
     }
 
@@ -1162,24 +1168,11 @@ mod tests {
             "  pub field: Vec<u8>,",
         ];
         for body in lines {
-            let t = body.trim();
-            let word = first_word(body);
             let matched = CODE_STRUCTURE.is_match(body)
                 || CODE_MEMBER.is_match(body)
                 || CODE_FIELD.is_match(body);
             assert!(matched, "not a declaration line: {body:?}");
-            if CODE_STRUCTURE.is_match(body) {
-                assert!(
-                    maybe_structure(body, t, word, body.contains('(')),
-                    "{body:?}"
-                );
-            }
-            if CODE_MEMBER.is_match(body) {
-                assert!(maybe_member(body, t, word), "{body:?}");
-            }
-            if CODE_FIELD.is_match(body) {
-                assert!(maybe_field(body, t), "{body:?}");
-            }
+            assert_prefilters_pass(body);
         }
     }
 
