@@ -19,7 +19,7 @@
 //! working directory.
 
 use crate::conversation::{Conversation, Exchange};
-use crate::dialect::{self, DialectTable, Operation};
+use crate::dialect::{self, DialectTable, Operation, ResultFacts};
 use crate::message::{Message, Role};
 use serde_json::Value;
 use std::collections::HashMap;
@@ -89,11 +89,21 @@ struct Entry {
     calls: MessageCalls,
 }
 
+struct Results {
+    /// Held so its allocation (the key) stays alive.
+    _msg: Message,
+    /// (call id, facts of its result text), for the results asked about.
+    facts: Vec<(String, ResultFacts)>,
+}
+
 #[derive(Default)]
 struct CacheState {
     /// Table and working directory the operations were extracted with.
     key: Option<(DialectTable, Option<String>)>,
     by_msg: HashMap<usize, Entry>,
+    /// [`ResultFacts`] of tool results, by result message (independent of
+    /// the table: the facts are of the text alone).
+    results: HashMap<usize, Results>,
 }
 
 /// The conversation's cache of parsed tool calls (see the module docs).
@@ -209,8 +219,36 @@ impl Traffic {
     }
 }
 
+/// The [`ResultFacts`] of the result of call `call_id` held by message `msg`
+/// of `conv`, whose text is `text`: worked out the first time any stage asks,
+/// then kept in the conversation's cache while the message is unchanged (a
+/// changed message has a new allocation, so it is never answered from a
+/// stale entry). `text` must be that result's text
+/// ([`Message::tool_results`]).
+pub fn result_facts(conv: &Conversation, msg: usize, call_id: &str, text: &str) -> ResultFacts {
+    let Some(m) = conv.messages.get(msg) else {
+        return ResultFacts::of(text);
+    };
+    let cache = conv.traffic_cache();
+    let mut state = cache.0.lock().unwrap_or_else(|e| e.into_inner());
+    let entry = state
+        .results
+        .entry(m.share_key())
+        .or_insert_with(|| Results {
+            _msg: m.clone(),
+            facts: Vec::new(),
+        });
+    if let Some((_, f)) = entry.facts.iter().find(|(id, _)| id == call_id) {
+        return *f;
+    }
+    let f = ResultFacts::of(text);
+    entry.facts.push((call_id.to_string(), f));
+    f
+}
+
 /// The parsed calls of each message of `conv`, from the cache where the
-/// message is unchanged; the cache then holds exactly these messages.
+/// message is unchanged; the cache then holds exactly these messages (and
+/// the result facts only of these messages).
 fn cached_calls(
     conv: &Conversation,
     table: &DialectTable,
@@ -227,8 +265,14 @@ fn cached_calls(
         state.key = Some((table.clone(), cwd.map(str::to_string)));
     }
     let mut old = std::mem::take(&mut state.by_msg);
+    let mut old_results = std::mem::take(&mut state.results);
     let mut out = Vec::with_capacity(conv.messages.len());
     for m in &conv.messages {
+        if !old_results.is_empty()
+            && let Some(r) = old_results.remove(&m.share_key())
+        {
+            state.results.insert(m.share_key(), r);
+        }
         if !m.has_tool_calls() {
             out.push(None);
             continue;
@@ -361,6 +405,27 @@ mod tests {
             t4.call(&t4.calls[0]).op.as_ref().unwrap().paths,
             vec!["/other/src/x.rs"]
         );
+    }
+
+    #[test]
+    fn result_facts_are_kept_while_the_message_is_unchanged() {
+        let mut conv = Conversation::parse(DOC).unwrap();
+        let text = "Exit code 2\nerror: boom";
+        // Asked with another text for the same (message, call): the cached
+        // facts answer, which shows the cache is used.
+        let f = result_facts(&conv, 2, "a", text);
+        assert_eq!(f.exit_code, Some(2));
+        assert_eq!(result_facts(&conv, 2, "a", "ok"), f);
+        // Another call of the same message is worked out on its own.
+        assert_eq!(result_facts(&conv, 2, "z", "ok").exit_code, None);
+        // A changed message (new allocation) is never answered from the
+        // cache, whoever changed it.
+        conv.messages[2].set_text("ok");
+        assert_eq!(result_facts(&conv, 2, "a", "ok").exit_code, None);
+        // Traffic::of keeps only the facts of messages still present.
+        let _ = Traffic::of(&conv, dialect::builtin(), None);
+        let n = conv.traffic_cache().0.lock().unwrap().results.len();
+        assert_eq!(n, 1);
     }
 
     #[test]

@@ -60,10 +60,9 @@
 //! message carrying tool calls or results stays, for the pairing).
 
 use ctxpress_core::dialect::{
-    DialectTable, OpKind, Operation, Status, command_family, content_fingerprint, result_payload,
-    result_status,
+    DialectTable, OpKind, Operation, Status, command_family, content_fingerprint,
 };
-use ctxpress_core::traffic::Traffic;
+use ctxpress_core::traffic::{self, CallRef, Traffic};
 use ctxpress_core::{
     ConfigError, Conversation, Role, StageContext, StageOutcome, Strategy, StrategyError,
 };
@@ -195,6 +194,8 @@ enum Rule {
 #[derive(Debug)]
 struct Rec {
     op: Operation,
+    /// Where the call is in the traffic index.
+    call: CallRef,
     call_id: String,
     /// Message index of the call.
     call_msg: usize,
@@ -242,9 +243,8 @@ pub fn is_display_only(m: &ctxpress_core::Message) -> bool {
 }
 
 impl StalePruner {
-    fn collect(&self, conv: &Conversation) -> Vec<Rec> {
+    fn collect(&self, conv: &Conversation, traffic: &Traffic) -> Vec<Rec> {
         let tail = conv.tail_start(self.cfg.protected_tail);
-        let traffic = Traffic::of(conv, &self.table, self.cfg.cwd.as_deref());
         let mut recs = Vec::new();
         let mut current_file: Option<String> = None;
         for r in &traffic.calls {
@@ -279,9 +279,10 @@ impl StalePruner {
             });
             let (result_msg, status, read_ok, result_len) = match &result {
                 Some((ri, res)) => {
-                    let st = result_status(op.exit, &res.text, res.is_error);
+                    let facts = traffic::result_facts(conv, *ri, &call.id, &res.text);
+                    let st = facts.status(op.exit, &res.text, res.is_error);
                     let read_ok = op.kind == OpKind::Read && st != Status::Failure;
-                    (Some(*ri), st, read_ok, res.text.chars().count())
+                    (Some(*ri), st, read_ok, facts.chars)
                 }
                 None => (None, Status::Unknown, false, 0),
             };
@@ -300,6 +301,7 @@ impl StalePruner {
                 && !result_msg.is_some_and(protected);
             recs.push(Rec {
                 op,
+                call: *r,
                 call_id: call.id.clone(),
                 call_msg,
                 result_msg,
@@ -457,7 +459,8 @@ impl StalePruner {
         } else {
             0
         };
-        let recs = self.collect(conv);
+        let traffic = Traffic::of(conv, &self.table, self.cfg.cwd.as_deref());
+        let recs = self.collect(conv, &traffic);
         let removed = self.decide(&recs);
         let mut counts = Counts {
             display_data_deleted,
@@ -492,13 +495,22 @@ impl StalePruner {
                 if !r.read_ok {
                     return None;
                 }
+                let ri = r.result_msg?;
                 let res = conv
                     .messages
-                    .get(r.result_msg?)?
+                    .get(ri)?
                     .tool_results()
                     .into_iter()
                     .find(|x| x.call_id == r.call_id.as_str())?;
-                Some(content_fingerprint(result_payload(&res.text)))
+                let facts = traffic::result_facts(conv, ri, &r.call_id, &res.text);
+                Some(content_fingerprint(facts.payload(&res.text)))
+            };
+            // A write's content is fingerprinted only when compared.
+            let write_hash = |r: &Rec| -> Option<u64> {
+                let call = traffic.call(&r.call);
+                self.table
+                    .write_content(&call.name, &call.args)
+                    .map(content_fingerprint)
             };
             for (i, r) in recs.iter().enumerate() {
                 if removed.contains_key(&i) || !r.succeeded() {
@@ -511,7 +523,10 @@ impl StalePruner {
                     OpKind::Write => {
                         // A later write or edit of the path invalidates older entries by
                         // content only, so nothing to clear: equal content is equal.
-                        if let Some(h) = r.op.content_hash {
+                        if per_path.get(path.as_str()).is_none_or(|n| *n < 2) {
+                            continue;
+                        }
+                        if let Some(h) = write_hash(r) {
                             known.insert((path.as_str(), h), (r.call_id.as_str(), "written by"));
                         }
                     }

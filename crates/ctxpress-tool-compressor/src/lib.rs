@@ -67,11 +67,9 @@
 pub mod lines;
 pub mod summary;
 
-use ctxpress_core::dialect::{
-    self, DialectTable, OpKind, Operation, Status, command_family, result_payload, result_status,
-};
+use ctxpress_core::dialect::{DialectTable, OpKind, Operation, Status, command_family};
 use ctxpress_core::tokens::count_message;
-use ctxpress_core::traffic::{MessageCalls, Traffic};
+use ctxpress_core::traffic::{self, MessageCalls, Traffic};
 use ctxpress_core::{
     ConfigError, Conversation, Message, Role, StageContext, StageOutcome, Strategy, StrategyError,
 };
@@ -683,7 +681,8 @@ impl ToolCompressor {
             let args = &call.args;
             let op = call.op.clone();
             let exit_style = op.as_ref().map(|o| o.exit).unwrap_or_default();
-            let failed = result_status(exit_style, &res.text, res.is_error) == Status::Failure;
+            let facts = traffic::result_facts(conv, r, &call.id, &res.text);
+            let failed = facts.status(exit_style, &res.text, res.is_error) == Status::Failure;
             let id = call.id.clone();
             let unique = cr.unique;
             let eligible = unique
@@ -840,10 +839,11 @@ impl ToolCompressor {
                 return Attempt::Skipped;
             };
             let text: &str = &res.text;
+            let facts = traffic::result_facts(conv, c.msg, &c.call_id, text);
             let mut subject = c.subject.clone();
-            subject.exit = dialect::exit_code(text);
+            subject.exit = facts.exit_code;
             let body = if matches!(c.kind, Kind::Read | Kind::Command | Kind::Search) {
-                result_payload(text)
+                facts.payload(text)
             } else {
                 text
             };

@@ -36,9 +36,6 @@ pub struct Operation {
     pub writes: Vec<String>,
     /// Working directory the call ran in, when known (normalized).
     pub cwd: Option<String>,
-    /// Fingerprint of the full content a write puts into its file (see
-    /// [`content_fingerprint`]), when the arguments carry it.
-    pub content_hash: Option<u64>,
     /// True when an empty `paths` means the editor's currently open file.
     pub current_file: bool,
     /// How the tool reports exit codes in its result.

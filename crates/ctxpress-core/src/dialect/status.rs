@@ -108,6 +108,10 @@ pub fn line_looks_failed(line: &str) -> bool {
 /// Judge a tool result: `is_error`, `<tool_use_error>`, a stated exit code,
 /// the tool's exit convention, then the error patterns on the first and last
 /// non-empty lines of the output (never anywhere in it).
+///
+/// Stages that judge the same result more than once (or that also need its
+/// exit code or payload) work its [`ResultFacts`] out once instead; see
+/// [`crate::traffic::result_facts`].
 pub fn result_status(exit: ExitReport, text: &str, is_error: Option<bool>) -> Status {
     if is_error == Some(true) {
         return Status::Failure;
@@ -126,11 +130,7 @@ pub fn result_status(exit: ExitReport, text: &str, is_error: Option<bool>) -> St
     if exit == ExitReport::OnFailure {
         return Status::Success;
     }
-    let payload = result_payload(text);
-    let mut lines = payload.lines().filter(|l| !l.trim().is_empty());
-    let first = lines.next();
-    let last = lines.next_back();
-    if first.is_some_and(line_looks_failed) || last.is_some_and(line_looks_failed) {
+    if payload_edge_failed(result_payload(text)) {
         return Status::Failure;
     }
     if is_error == Some(false) {
@@ -140,9 +140,129 @@ pub fn result_status(exit: ExitReport, text: &str, is_error: Option<bool>) -> St
     }
 }
 
+/// The first or last non-empty line of `payload` looks failed.
+fn payload_edge_failed(payload: &str) -> bool {
+    let mut lines = payload.lines().filter(|l| !l.trim().is_empty());
+    let first = lines.next();
+    let last = lines.next_back();
+    first.is_some_and(line_looks_failed) || last.is_some_and(line_looks_failed)
+}
+
+/// What a tool result's text states, independent of the tool that produced
+/// it: everything [`result_status`], [`exit_code`] and [`result_payload`]
+/// read from the text, worked out in one go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ResultFacts {
+    /// [`exit_code`] of the text.
+    pub exit_code: Option<i64>,
+    /// Start of [`result_payload`] in the text (a byte offset).
+    pub payload_start: usize,
+    /// End of [`result_payload`] in the text (a byte offset).
+    pub payload_end: usize,
+    /// The first or last non-empty line of the payload matches the error
+    /// patterns ([`line_looks_failed`]). Only worked out when the text
+    /// states no exit code (a stated code decides first).
+    pub edge_failed: bool,
+    /// Characters (not bytes) in the text.
+    pub chars: usize,
+}
+
+impl ResultFacts {
+    /// The facts of `text`.
+    pub fn of(text: &str) -> ResultFacts {
+        let exit_code = exit_code(text);
+        let payload = result_payload(text);
+        // `result_payload` returns a subslice of `text`.
+        let payload_start = payload.as_ptr() as usize - text.as_ptr() as usize;
+        let edge_failed = exit_code.is_none() && payload_edge_failed(payload);
+        ResultFacts {
+            exit_code,
+            payload_start,
+            payload_end: payload_start + payload.len(),
+            edge_failed,
+            chars: text.chars().count(),
+        }
+    }
+
+    /// [`result_payload`] of `text`, the text these facts are of.
+    pub fn payload<'a>(&self, text: &'a str) -> &'a str {
+        text.get(self.payload_start..self.payload_end).unwrap_or("")
+    }
+
+    /// [`result_status`] of `text`, the text these facts are of.
+    pub fn status(&self, exit: ExitReport, text: &str, is_error: Option<bool>) -> Status {
+        if is_error == Some(true) {
+            return Status::Failure;
+        }
+        let t = text.trim_start();
+        if t.starts_with("<tool_use_error>") || t.starts_with("Error: ") && t.len() < 400 {
+            return Status::Failure;
+        }
+        if let Some(code) = self.exit_code {
+            return if code == 0 {
+                Status::Success
+            } else {
+                Status::Failure
+            };
+        }
+        if exit == ExitReport::OnFailure {
+            return Status::Success;
+        }
+        if self.edge_failed {
+            return Status::Failure;
+        }
+        if is_error == Some(false) {
+            Status::Success
+        } else {
+            Status::Unknown
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn facts_judge_as_result_status_does() {
+        let texts = [
+            "",
+            "ok",
+            "Exit code 1\nboom",
+            "Exit code: 0\nerror: but the code says ok",
+            "<tool_use_error>no</tool_use_error>",
+            "Error: short",
+            "  Error: indented",
+            "bash: foo: command not found",
+            "ok\nerror: in the middle\nfine",
+            "first line\n\nFAILED tests/x.py::t\n",
+            "Chunk ID: 1\nWall time: 0.1 seconds\nProcess exited with code 2\nOutput:\nerror: x\n",
+            "Output:\nfine\n(Open file: /a.py)\n(Current directory: /)\nbash-$",
+            "{\"output\": \"x\", \"metadata\": {\"exit_code\": 3}}",
+            "3 passed, 0 failed",
+            "héllo wörld\nexit status 0",
+            "\n\n\n",
+        ];
+        for t in texts {
+            let f = ResultFacts::of(t);
+            assert_eq!(f.exit_code, exit_code(t), "{t:?}");
+            assert_eq!(f.payload(t), result_payload(t), "{t:?}");
+            assert_eq!(f.chars, t.chars().count());
+            for exit in [
+                ExitReport::Unknown,
+                ExitReport::Always,
+                ExitReport::OnFailure,
+            ] {
+                for is_error in [None, Some(true), Some(false)] {
+                    assert_eq!(
+                        f.status(exit, t, is_error),
+                        result_status(exit, t, is_error),
+                        "{t:?} {exit:?} {is_error:?}"
+                    );
+                }
+            }
+        }
+    }
 
     #[test]
     fn the_exit_prefilter_passes_every_line_the_regex_matches() {

@@ -4,8 +4,7 @@
 
 use super::shell::is_shell_program;
 use super::{
-    ExitReport, OpKind, Operation, content_fingerprint, normalize_path, normalize_ws, parse_patch,
-    parse_shell,
+    ExitReport, OpKind, Operation, normalize_path, normalize_ws, parse_patch, parse_shell,
 };
 use crate::message::ToolCall;
 use serde_json::Value;
@@ -259,6 +258,30 @@ impl DialectTable {
         self.extract_args(&call.name, &args, cwd)
     }
 
+    /// The full content a write call puts into its file, when the tool is a
+    /// write (or an editor's write subcommand) and its arguments carry it:
+    /// fingerprint it with [`super::content_fingerprint`] to compare it with a read.
+    /// Worked out on demand, not by [`DialectTable::extract_args`]: most
+    /// writes are never compared.
+    pub fn write_content<'a>(&self, name: &str, args: &'a Value) -> Option<&'a str> {
+        let s = self.find(name)?;
+        let kind = match s.kind {
+            ToolKind::Write => OpKind::Write,
+            ToolKind::Editor => {
+                let sub = s
+                    .subcommand_arg
+                    .as_ref()
+                    .and_then(|a| args.get(a.as_str()))
+                    .and_then(Value::as_str)?;
+                *s.subcommands.get(sub)?
+            }
+            _ => return None,
+        };
+        (kind == OpKind::Write)
+            .then(|| arg_str(args, &s.content_args))
+            .flatten()
+    }
+
     /// Like [`DialectTable::extract`] with parsed arguments.
     pub fn extract_args(&self, name: &str, args: &Value, cwd: Option<&str>) -> Option<Operation> {
         match self.find(name) {
@@ -347,15 +370,9 @@ fn from_spec(s: &ToolSpec, args: &Value, session_cwd: Option<&str>) -> Option<Op
         if paths.is_empty() && !s.current_file {
             return None;
         }
-        let content_hash = if kind == OpKind::Write {
-            arg_str(args, &s.content_args).map(content_fingerprint)
-        } else {
-            None
-        };
         Some(Operation {
             kind,
             paths,
-            content_hash,
             ..base.clone()
         })
     };

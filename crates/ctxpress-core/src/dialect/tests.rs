@@ -31,7 +31,28 @@ fn claude_code_tools() {
         json!({"file_path": "/r/a.rs", "content": "x\ny\n"}),
     );
     assert_eq!(w.kind, OpKind::Write);
-    assert_eq!(w.content_hash, Some(content_fingerprint("1\tx\n2\ty")));
+    let t = builtin();
+    let content = json!({"file_path": "/r/a.rs", "content": "x\ny\n"});
+    assert_eq!(t.write_content("Write", &content), Some("x\ny\n"));
+    assert_eq!(
+        content_fingerprint(t.write_content("Write", &content).unwrap()),
+        content_fingerprint("1\tx\n2\ty")
+    );
+    // Not a write, or no content: nothing.
+    assert_eq!(t.write_content("Read", &content), None);
+    assert_eq!(
+        t.write_content("Write", &json!({"file_path": "/r/a.rs"})),
+        None
+    );
+    assert_eq!(t.write_content("NoSuchTool", &content), None);
+    // An editor's write subcommand carries its content; its other ones do not.
+    let create = json!({"command": "create", "path": "/r/b.py", "file_text": "print(1)\n"});
+    assert_eq!(
+        t.write_content("str_replace_editor", &create),
+        Some("print(1)\n")
+    );
+    let view = json!({"command": "view", "path": "/r/b.py"});
+    assert_eq!(t.write_content("str_replace_editor", &view), None);
     assert_eq!(
         op(
             "Edit",
