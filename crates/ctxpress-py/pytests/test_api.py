@@ -204,6 +204,12 @@ def test_presets_and_strategies():
     s = {x["name"]: x for x in ctxpress.strategies()}
     assert set(s) >= {"classifier", "dedup", "summarizer", "stale_pruner", "tool_compressor", "compactor"}
     assert isinstance(s["dedup"]["defaults"], dict) and s["dedup"]["summary"]
+    # Every parameter has its documentation line, in the order of the defaults.
+    for x in s.values():
+        assert list(x["params"]) == list(x["defaults"]), x["name"]
+        assert all(doc.strip() for doc in x["params"].values()), x["name"]
+    assert s["summarizer"]["takes_llm"] and not s["dedup"]["takes_llm"]
+    assert "fuzzy" in s["dedup"]["params"]
 
 
 # --- errors ------------------------------------------------------------------------

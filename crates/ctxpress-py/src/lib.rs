@@ -435,14 +435,34 @@ fn presets() -> Vec<(&'static str, &'static str, &'static str)> {
         .collect()
 }
 
-/// The registered strategies: (name, summary, default parameters as JSON).
+/// The registered strategies: (name, summary, default parameters as JSON,
+/// (parameter, documentation line) pairs, whether it takes an `[llm]` table).
 #[pyfunction]
-fn strategies(py: Python<'_>) -> PyResult<Vec<(&'static str, &'static str, String)>> {
+#[allow(clippy::type_complexity)]
+fn strategies(
+    py: Python<'_>,
+) -> PyResult<
+    Vec<(
+        &'static str,
+        &'static str,
+        String,
+        Vec<(&'static str, &'static str)>,
+        bool,
+    )>,
+> {
     let all = ctxpress::core::registry::strategies()
         .map_err(|e| Fail::Config(e.to_string()).raise(py))?;
     Ok(all
         .iter()
-        .map(|f| (f.name, f.summary, (f.default_config)().to_string()))
+        .map(|f| {
+            (
+                f.name,
+                f.summary,
+                (f.default_config)().to_string(),
+                f.params.to_vec(),
+                f.takes_llm,
+            )
+        })
         .collect())
 }
 

@@ -408,9 +408,18 @@ def presets() -> List[Dict[str, str]]:
 
 
 def strategies() -> List[Dict[str, Any]]:
-    """The registered strategies: ``name``, ``summary`` and ``defaults`` (their
-    parameters with default values) each."""
+    """The registered strategies, each a dict with ``name``, ``summary``,
+    ``defaults`` (its parameters with their default values), ``params`` (each
+    parameter's documentation line, in the order of ``defaults``; what
+    ``ctxpress strategies --show NAME`` prints) and ``takes_llm`` (whether it
+    takes the pipeline's ``[llm]`` table)."""
     return [
-        {"name": n, "summary": s, "defaults": json.loads(d)}
-        for n, s, d in _native.strategies()
+        {
+            "name": n,
+            "summary": s,
+            "defaults": json.loads(d),
+            "params": dict(p),
+            "takes_llm": llm,
+        }
+        for n, s, d, p, llm in _native.strategies()
     ]
