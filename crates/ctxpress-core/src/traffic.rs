@@ -21,8 +21,8 @@
 use crate::conversation::{Conversation, Exchange};
 use crate::dialect::{self, DialectTable, Operation, ResultFacts};
 use crate::message::{Message, Role};
+use foldhash::{HashMap, HashMapExt};
 use serde_json::Value;
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 /// One tool call, parsed.

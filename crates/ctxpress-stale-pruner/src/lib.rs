@@ -66,8 +66,8 @@ use ctxpress_core::traffic::{self, CallRef, Traffic};
 use ctxpress_core::{
     ConfigError, Conversation, Role, StageContext, StageOutcome, Strategy, StrategyError,
 };
+use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
 use serde::{Deserialize, Serialize};
-use std::collections::{HashMap, HashSet};
 
 /// What to do with partial edits (`Edit`, `str_replace`, patches).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -560,7 +560,7 @@ impl StalePruner {
                 m.set_tool_result_text(&r.call_id, text.clone());
             }
         }
-        let mut by_msg: HashMap<usize, HashSet<&str>> = HashMap::new();
+        let mut by_msg: HashMap<usize, std::collections::HashSet<&str>> = HashMap::new();
         let mut drop_msgs: HashSet<usize> = HashSet::new();
         for i in removed.keys() {
             let Some(r) = recs.get(*i) else { continue };
