@@ -206,37 +206,108 @@ struct Measure {
     messages: usize,
     tokens: usize,
     chars: usize,
-    sizes: FastMap<MessageId, usize>,
-    /// (tokens, size) of each measured message by [`Message::share_key`];
-    /// the clone keeps the key's allocation alive, so a key is never reused.
-    memo: FastMap<usize, (Message, usize, usize)>,
+    /// (message, tokens, size) of each message, in conversation order; the
+    /// handles keep the allocations alive, so [`Message::same`] can tell an
+    /// untouched message from a changed one.
+    entries: Vec<(Message, usize, usize)>,
 }
 
+/// A message a stage made longer: (id, size after, size before).
+type Longer = (MessageId, usize, usize);
+
+/// How far past the cursor the measure looks for a message's previous
+/// entry before it asks the index (a stage that removed a few messages).
+const LOOKAHEAD: usize = 8;
+
 /// Measure `conv`; messages a stage left untouched (still shared with the
-/// conversation `prev` measured) are not counted again.
-fn measure(conv: &Conversation, ctx: &StageContext, prev: Option<&Measure>) -> Measure {
+/// conversation `prev` measured) are not counted again. Also gives the first
+/// message (in conversation order) that is longer than the message with its
+/// id in `prev`.
+///
+/// Stages keep the order of the messages they leave, so the previous entry
+/// of an untouched message is found by walking both lists together; a
+/// message that moved (or a run of removed messages longer than the
+/// lookahead) is found through an index built only when needed.
+fn measure(
+    conv: &Conversation,
+    ctx: &StageContext,
+    prev: Option<&Measure>,
+) -> (Measure, Option<Longer>) {
     let mut tokens = 0;
     let mut chars = 0;
-    let mut sizes = FastMap::with_capacity_and_hasher(conv.messages.len(), Default::default());
-    let mut memo = FastMap::with_capacity_and_hasher(conv.messages.len(), Default::default());
+    let mut entries = Vec::with_capacity(conv.messages.len());
+    let mut longer = None;
+    let old: &[(Message, usize, usize)] = prev.map_or(&[], |p| p.entries.as_slice());
+    let mut cursor = 0;
+    let mut by_key: Option<FastMap<usize, usize>> = None;
+    let mut by_id: Option<FastMap<&MessageId, usize>> = None;
     for m in &conv.messages {
-        let key = m.share_key();
-        let (t, n) = match prev.and_then(|p| p.memo.get(&key)) {
-            Some((old, t, n)) if Message::same(old, m) => (*t, *n),
-            _ => (count_message(ctx.counter.as_ref(), m), m.size()),
+        let near = old
+            .get(cursor..)
+            .unwrap_or(&[])
+            .iter()
+            .take(LOOKAHEAD)
+            .position(|(o, _, _)| Message::same(o, m))
+            .map(|k| cursor + k);
+        let hit = near.or_else(|| {
+            if old.is_empty() {
+                return None;
+            }
+            let index = by_key.get_or_insert_with(|| {
+                old.iter()
+                    .enumerate()
+                    .map(|(i, (o, _, _))| (o.share_key(), i))
+                    .collect()
+            });
+            index
+                .get(&m.share_key())
+                .copied()
+                .filter(|&k| Message::same(&old[k].0, m))
+        });
+        let (t, n) = match hit {
+            Some(k) => {
+                cursor = k + 1;
+                (old[k].1, old[k].2)
+            }
+            None => {
+                let (t, n) = (count_message(ctx.counter.as_ref(), m), m.size());
+                // The message this one replaced: usually the one at the
+                // cursor (a stage rewrote it in place).
+                let before = match old.get(cursor) {
+                    Some((o, _, size)) if o.id() == m.id() => {
+                        cursor += 1;
+                        Some(*size)
+                    }
+                    _ if old.is_empty() => None,
+                    _ => {
+                        let index = by_id.get_or_insert_with(|| {
+                            old.iter()
+                                .enumerate()
+                                .map(|(i, (o, _, _))| (o.id(), i))
+                                .collect()
+                        });
+                        index.get(m.id()).map(|&k| old[k].2)
+                    }
+                };
+                if longer.is_none()
+                    && let Some(b) = before.filter(|&b| n > b)
+                {
+                    longer = Some((m.id().clone(), n, b));
+                }
+                (t, n)
+            }
         };
         tokens += t;
         chars += n;
-        sizes.insert(m.id().clone(), n);
-        memo.insert(key, (m.clone(), t, n));
+        entries.push((m.clone(), t, n));
     }
-    Measure {
+    let measured = Measure {
         messages: conv.messages.len(),
         tokens,
         chars,
-        sizes,
-        memo,
-    }
+        entries,
+    };
+    (measured, longer)
 }
 
 impl Pipeline {
@@ -285,7 +356,7 @@ impl Pipeline {
     /// by [`finish`]; async stages are awaited when `awaits`, else skipped.
     async fn drive(&self, conv: &mut Conversation, ctx: &StageContext, awaits: bool) -> Report {
         let start = Instant::now();
-        let mut before = measure(conv, ctx, None);
+        let (mut before, _) = measure(conv, ctx, None);
         let first = (before.messages, before.tokens, before.chars);
         let mut violations = validate(conv);
         let mut stages = Vec::with_capacity(self.stages.len());
@@ -367,7 +438,7 @@ fn finish(
     let mut after_v = violations.to_vec();
     let mut after = None;
     if status == StageStatus::Applied {
-        let m = measure(conv, ctx, Some(before));
+        let (m, longer) = measure(conv, ctx, Some(before));
         let v = validate(conv);
         if introduces_violations(violations, &v) {
             let first = v
@@ -383,15 +454,8 @@ fn finish(
                 "made the conversation longer ({} > {} chars)",
                 m.chars, before.chars
             ));
-        } else if let Some((id, n)) = m
-            .sizes
-            .iter()
-            .find(|(id, n)| before.sizes.get(*id).is_some_and(|b| *n > b))
-        {
-            status = StageStatus::Reverted(format!(
-                "made message {id} longer ({n} > {} chars)",
-                before.sizes[id]
-            ));
+        } else if let Some((id, n, b)) = longer {
+            status = StageStatus::Reverted(format!("made message {id} longer ({n} > {b} chars)"));
         } else {
             after_v = v;
             after = Some(m);
@@ -496,6 +560,91 @@ mod tests {
         ) -> Result<StageOutcome, StrategyError> {
             conv.messages.clear();
             Err(StrategyError::Failed("nope".into()))
+        }
+    }
+
+    /// Shrinks one message a lot and grows a later one a little: the
+    /// conversation gets shorter, one message longer.
+    struct ShrinkAndGrow;
+    impl Strategy for ShrinkAndGrow {
+        fn name(&self) -> &str {
+            "shrink_and_grow"
+        }
+        fn apply(
+            &self,
+            conv: &mut Conversation,
+            _: &StageContext,
+        ) -> Result<StageOutcome, StrategyError> {
+            conv.messages[1].set_text("short");
+            let t = format!("{}!", conv.messages[3].text());
+            conv.messages[3].set_text(t);
+            Ok(StageOutcome::default())
+        }
+    }
+
+    #[test]
+    fn a_stage_that_makes_one_message_longer_is_reverted() {
+        let doc = format!(
+            r#"[{{"role":"user","content":"q"}},{{"role":"assistant","content":"{}"}},{{"role":"user","content":"b"}},{{"role":"assistant","content":"c"}}]"#,
+            "a".repeat(200)
+        );
+        let mut p = Pipeline::default();
+        p.push(Box::new(ShrinkAndGrow));
+        let mut c = Conversation::parse(&doc).unwrap();
+        let id = c.messages[3].id().clone();
+        let r = p.run(&mut c, &StageContext::default());
+        assert_eq!(c.to_json_string(), doc);
+        assert_eq!(
+            r.stages[0].status,
+            StageStatus::Reverted(format!("made message {id} longer (2 > 1 chars)"))
+        );
+    }
+
+    #[test]
+    fn the_incremental_measure_equals_a_fresh_one() {
+        let ctx = StageContext::default();
+        let texts: Vec<String> = (0..40)
+            .map(|i| format!("message {i} {}", "w ".repeat(i)))
+            .collect();
+        let doc = serde_json::to_string(
+            &texts
+                .iter()
+                .enumerate()
+                .map(|(i, t)| {
+                    serde_json::json!({"role": if i % 2 == 0 { "user" } else { "assistant" }, "content": t})
+                })
+                .collect::<Vec<_>>(),
+        )
+        .unwrap();
+        type Edit = fn(&mut Conversation);
+        let edits: [Edit; 5] = [
+            |c| {
+                c.messages.drain(3..20);
+            },
+            |c| {
+                let m = c.messages.remove(30);
+                c.messages.insert(2, m);
+            },
+            |c| c.messages[5].set_text("x"),
+            |c| {
+                c.messages.reverse();
+            },
+            |c| {
+                c.messages.drain(0..39);
+            },
+        ];
+        for edit in edits {
+            let mut c = Conversation::parse(&doc).unwrap();
+            let (before, _) = measure(&c, &ctx, None);
+            edit(&mut c);
+            let (inc, _) = measure(&c, &ctx, Some(&before));
+            let (fresh, _) = measure(&c, &ctx, None);
+            assert_eq!(
+                (inc.messages, inc.tokens, inc.chars),
+                (fresh.messages, fresh.tokens, fresh.chars)
+            );
+            let sizes = |m: &Measure| m.entries.iter().map(|e| (e.1, e.2)).collect::<Vec<_>>();
+            assert_eq!(sizes(&inc), sizes(&fresh));
         }
     }
 
