@@ -8,7 +8,14 @@ use std::sync::LazyLock;
 
 /// Collapse runs of whitespace to one space and trim.
 pub fn normalize_ws(s: &str) -> String {
-    s.split_whitespace().collect::<Vec<_>>().join(" ")
+    let mut out = String::with_capacity(s.len());
+    for w in s.split_whitespace() {
+        if !out.is_empty() {
+            out.push(' ');
+        }
+        out.push_str(w);
+    }
+    out
 }
 
 fn is_drive(b: &[u8]) -> bool {

@@ -525,3 +525,14 @@ fn exit_code_reads_the_first_eight_and_last_three_lines() {
         }
     }
 }
+
+#[test]
+fn normalize_ws_joins_the_words_with_one_space() {
+    for s in ["", "  ", "a", " a  b\tc\n", "ls  -la\u{a0}x", "é  ü"] {
+        assert_eq!(
+            normalize_ws(s),
+            s.split_whitespace().collect::<Vec<_>>().join(" "),
+            "{s:?}"
+        );
+    }
+}
