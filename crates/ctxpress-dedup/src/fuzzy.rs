@@ -41,26 +41,161 @@ pub struct LineSet {
 }
 
 /// Hashes of the normalized lines of `text`, sorted and deduplicated.
+///
+/// Each normalized line is `line.trim().to_lowercase()` over `text.lines()`,
+/// empty ones dropped, hashed with xxh3. [`LineHasher`] computes the same
+/// with reused buffers.
 pub fn line_set(text: &str) -> LineSet {
-    let mut v: Vec<u64> = Vec::new();
-    // ASCII lines are lower-cased into one reused buffer (for ASCII,
-    // `to_lowercase` is the ASCII mapping); others allocate.
-    let mut buf: Vec<u8> = Vec::new();
-    for l in text.lines().map(str::trim).filter(|l| !l.is_empty()) {
-        let h = if l.is_ascii() {
-            // One pass: copy lower-cased (cheaper than looking for a
-            // capital first and copying only then).
-            buf.clear();
-            buf.extend(l.bytes().map(|b| b.to_ascii_lowercase()));
-            xxhash_rust::xxh3::xxh3_64(&buf)
-        } else {
-            xxhash_rust::xxh3::xxh3_64(l.to_lowercase().as_bytes())
-        };
-        v.push(h);
+    LineHasher::default().line_set(text)
+}
+
+/// Builds line sets ([`line_set`]) with buffers reused from one text to the
+/// next.
+///
+/// The text is lower-cased ASCII-wise into one buffer in a single pass; an
+/// ASCII line is then trimmed and hashed in place. A line with other
+/// characters is trimmed as `str::trim` does and only its non-ASCII
+/// characters are mapped through `char::to_lowercase` (which is what
+/// `str::to_lowercase` does with every character but a capital sigma; a line
+/// with one takes `str::to_lowercase` itself).
+#[derive(Debug, Clone, Default)]
+pub struct LineHasher {
+    /// The text with ASCII letters lower-cased.
+    lower: Vec<u8>,
+    /// A line whose non-ASCII characters change when lower-cased.
+    scratch: Vec<u8>,
+}
+
+/// `char::is_whitespace` for an ASCII byte (note `\x0B`, which
+/// `u8::is_ascii_whitespace` leaves out).
+#[inline]
+fn ascii_ws(b: u8) -> bool {
+    matches!(b, b'\t'..=b'\r' | b' ')
+}
+
+/// `b` without leading and trailing ASCII whitespace ([`ascii_ws`]).
+#[inline]
+fn trim_ascii_ws(b: &[u8]) -> &[u8] {
+    let start = b.iter().position(|&c| !ascii_ws(c)).unwrap_or(b.len());
+    let end = b
+        .iter()
+        .rposition(|&c| !ascii_ws(c))
+        .map_or(start, |e| e + 1);
+    b.get(start..end.max(start)).unwrap_or(&[])
+}
+
+impl LineHasher {
+    /// The line set of `text` (equal to [`line_set`]).
+    pub fn line_set(&mut self, text: &str) -> LineSet {
+        let mut v = Vec::new();
+        self.hashes_into(text, &mut v);
+        LineSet { sorted: v }
     }
-    v.sort_unstable();
-    v.dedup();
-    LineSet { sorted: v }
+
+    /// Replace `out` with the sorted, distinct hashes of the normalized lines
+    /// of `text`.
+    pub fn hashes_into(&mut self, text: &str, out: &mut Vec<u64>) {
+        out.clear();
+        let bytes = text.as_bytes();
+        self.lower.clear();
+        self.lower.extend_from_slice(bytes);
+        self.lower.make_ascii_lowercase();
+        let all_ascii = bytes.is_ascii();
+        let (lower, scratch) = (&self.lower, &mut self.scratch);
+        for_each_line(bytes, |start, end| {
+            let lowered = lower.get(start..end).unwrap_or(&[]);
+            let raw = text.get(start..end).unwrap_or("");
+            if all_ascii || raw.is_ascii() {
+                let l = trim_ascii_ws(lowered);
+                if !l.is_empty() {
+                    out.push(xxhash_rust::xxh3::xxh3_64(l));
+                }
+            } else if let Some(h) = non_ascii_line(raw, lowered, scratch) {
+                out.push(h);
+            }
+        });
+        out.sort_unstable();
+        out.dedup();
+    }
+}
+
+/// Calls `f(start, end)` with the byte range of every piece of `b` split
+/// at `\n` (as `str::split('\n')` gives them, the last one possibly empty).
+/// Newlines are found a word at a time: a byte of `x ^ 0x0A..` is zero
+/// exactly where `x` holds `\n`, and the exact zero-byte test marks it in
+/// that byte's high bit.
+fn for_each_line(b: &[u8], mut f: impl FnMut(usize, usize)) {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const LOW7: u64 = 0x7F7F_7F7F_7F7F_7F7F;
+    let mut start = 0usize;
+    let mut base = 0usize;
+    let mut words = b.chunks_exact(8);
+    for w in &mut words {
+        let x = u64::from_le_bytes(w.try_into().unwrap_or([0; 8]));
+        let y = x ^ (ONES * u64::from(b'\n'));
+        // high bit of each byte set exactly where `y` is zero
+        let mut m = !(((y & LOW7).wrapping_add(LOW7)) | y | LOW7);
+        while m != 0 {
+            let p = base + (m.trailing_zeros() / 8) as usize;
+            f(start, p);
+            start = p + 1;
+            m &= m - 1;
+        }
+        base += 8;
+    }
+    for (k, &c) in words.remainder().iter().enumerate() {
+        if c == b'\n' {
+            f(start, base + k);
+            start = base + k + 1;
+        }
+    }
+    f(start, b.len());
+}
+
+/// The hash of one line holding non-ASCII characters (`lowered` is the
+/// same bytes with ASCII letters lower-cased), `None` when it is blank;
+/// `scratch` holds the lower-cased line when a non-ASCII character changes.
+fn non_ascii_line(raw: &str, lowered: &[u8], scratch: &mut Vec<u8>) -> Option<u64> {
+    let t = raw.trim();
+    if t.is_empty() {
+        return None;
+    }
+    if t.contains('Σ') {
+        // final-sigma rule: only `str::to_lowercase` knows it
+        return Some(xxhash_rust::xxh3::xxh3_64(t.to_lowercase().as_bytes()));
+    }
+    let lead = raw.len() - raw.trim_start().len();
+    let lo = lowered.get(lead..lead + t.len()).unwrap_or(&[]);
+    let tb = t.as_bytes();
+    let mut copied = 0usize;
+    let mut changed = false;
+    let mut i = 0usize;
+    while let Some(off) = tb.get(i..).and_then(|r| r.iter().position(|&b| b >= 0x80)) {
+        let p = i + off;
+        let Some(c) = t.get(p..).and_then(|r| r.chars().next()) else {
+            break;
+        };
+        let n = c.len_utf8();
+        let mut lc = c.to_lowercase();
+        if !(lc.len() == 1 && lc.next() == Some(c)) {
+            if !changed {
+                scratch.clear();
+                changed = true;
+            }
+            scratch.extend_from_slice(lo.get(copied..p).unwrap_or(&[]));
+            let mut enc = [0u8; 4];
+            for ch in c.to_lowercase() {
+                scratch.extend_from_slice(ch.encode_utf8(&mut enc).as_bytes());
+            }
+            copied = p + n;
+        }
+        i = p + n;
+    }
+    if !changed {
+        return Some(xxhash_rust::xxh3::xxh3_64(lo));
+    }
+    scratch.extend_from_slice(lo.get(copied..).unwrap_or(&[]));
+    Some(xxhash_rust::xxh3::xxh3_64(scratch))
 }
 
 /// Jaccard similarity of two line sets (1.0 for two empty sets).
@@ -144,18 +279,29 @@ impl UnionFind {
     }
 }
 
+/// No posting: the end of a posting list.
+const NIL: u32 = u32::MAX;
+
 /// Every pair `(earlier, later, similarity)` of texts with similarity at or
 /// above `limits.threshold` that candidate generation finds, plus the number
 /// of similarity computations made.
+///
+/// A posting list is a chain, newest entry first, through one arena; only its
+/// first `max_postings` entries are read, which are the entries a list that
+/// drops its oldest beyond `max_postings` would hold.
 pub fn similar_pairs(sets: &[LineSet], limits: Limits) -> (Vec<(usize, usize, f64)>, u64) {
+    let total: usize = sets.iter().map(|s| s.sorted.len()).sum();
     let mut df: LineMap<u32> = LineMap::default();
-    df.reserve(sets.iter().map(|s| s.sorted.len()).sum());
+    df.reserve(total);
     for s in sets {
         for h in &s.sorted {
             *df.entry(*h).or_default() += 1;
         }
     }
-    let mut index: LineMap<std::collections::VecDeque<usize>> = LineMap::default();
+    // Head of each posting list, and the arena of `(text, next)` entries.
+    let mut heads: LineMap<u32> = LineMap::default();
+    let mut arena: Vec<(u32, u32)> = Vec::new();
+    let mut keyed: Vec<(u32, u64)> = Vec::new();
     let mut seen: Vec<usize> = vec![usize::MAX; sets.len()];
     let mut pairs = Vec::new();
     let mut comparisons = 0u64;
@@ -164,23 +310,33 @@ pub fn similar_pairs(sets: &[LineSet], limits: Limits) -> (Vec<(usize, usize, f6
             continue;
         }
         // Rarest lines first (document frequency looked up once per line).
-        let mut keyed: Vec<(u32, u64)> = s
-            .sorted
-            .iter()
-            .map(|h| (df.get(h).copied().unwrap_or(0), *h))
-            .collect();
+        keyed.clear();
+        keyed.extend(
+            s.sorted
+                .iter()
+                .map(|h| (df.get(h).copied().unwrap_or(0), *h)),
+        );
         let p = prefix_len(keyed.len(), limits.threshold).min(keyed.len());
         if p > 0 && p < keyed.len() {
             keyed.select_nth_unstable(p - 1);
         }
         let head = keyed.get_mut(..p).unwrap_or_default();
         head.sort_unstable();
-        let order: Vec<u64> = head.iter().map(|&(_, h)| h).collect();
-        let prefix = order.as_slice();
         let mut compared = 0usize;
-        'probe: for h in prefix {
-            let Some(post) = index.get(h) else { continue };
-            for &d in post.iter().rev() {
+        let mut probing = true;
+        for &(_, h) in head.iter() {
+            let first = heads.entry(h).or_insert(NIL);
+            // `c` joins this list only after it is read, and the other lists
+            // it joins are other lines', so it never meets itself.
+            let mut node = *first;
+            let mut read = 0usize;
+            while probing && node != NIL && read < limits.max_postings {
+                let Some(&(d, next)) = arena.get(node as usize) else {
+                    break;
+                };
+                node = next;
+                read += 1;
+                let d = d as usize;
                 let Some(slot) = seen.get_mut(d) else {
                     continue;
                 };
@@ -197,7 +353,8 @@ pub fn similar_pairs(sets: &[LineSet], limits: Limits) -> (Vec<(usize, usize, f6
                     continue;
                 }
                 if compared >= limits.max_candidates {
-                    break 'probe;
+                    probing = false;
+                    break;
                 }
                 compared += 1;
                 comparisons += 1;
@@ -206,13 +363,8 @@ pub fn similar_pairs(sets: &[LineSet], limits: Limits) -> (Vec<(usize, usize, f6
                     pairs.push((d, c, j));
                 }
             }
-        }
-        for h in prefix {
-            let post = index.entry(*h).or_default();
-            if post.len() >= limits.max_postings {
-                post.pop_front();
-            }
-            post.push_back(c);
+            arena.push((c as u32, *first));
+            *first = (arena.len() - 1) as u32;
         }
     }
     (pairs, comparisons)
@@ -227,6 +379,82 @@ mod tests {
             .map(|i| format!("line {i} of {tag} with some text"))
             .collect::<Vec<_>>()
             .join("\n")
+    }
+
+    /// The straightforward normalization: every line of `text.lines()`
+    /// trimmed and lower-cased by `str`, blank ones dropped.
+    fn reference_line_set(text: &str) -> Vec<u64> {
+        let mut v: Vec<u64> = text
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .map(|l| xxhash_rust::xxh3::xxh3_64(l.to_lowercase().as_bytes()))
+            .collect();
+        v.sort_unstable();
+        v.dedup();
+        v
+    }
+
+    /// Pieces texts are made of: ASCII of both cases, every kind of ASCII
+    /// and Unicode whitespace, `\r\n`, characters that lower-case to
+    /// themselves, to another char, to two chars (`İ`), and the capital sigma
+    /// with its final-form rule.
+    const PIECES: [&str; 24] = [
+        "a", "B", "Fn", " ", "\t", "\x0b", "\x0c", "\r", "\n", "\r\n", "\u{85}", "\u{a0}",
+        "\u{3000}", "É", "é", "Ω", "ω", "İ", "Σ", "ΣΑΣ ", "─", "✓", "Ǆ", "ß",
+    ];
+
+    fn text_of(picks: &[usize]) -> String {
+        picks
+            .iter()
+            .map(|&i| PIECES.get(i % PIECES.len()).copied().unwrap_or(""))
+            .collect()
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn line_hasher_matches_the_reference(
+            texts in proptest::collection::vec(
+                proptest::collection::vec(0usize..PIECES.len(), 0..60), 1..6)
+        ) {
+            // One hasher over several texts: buffers reused across texts.
+            let mut hasher = LineHasher::default();
+            for picks in &texts {
+                let t = text_of(picks);
+                proptest::prop_assert_eq!(
+                    &hasher.line_set(&t).sorted,
+                    &reference_line_set(&t),
+                    "{:?}",
+                    t
+                );
+            }
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn lines_split_as_str_split(text in "[a\\n\\r]{0,80}") {
+            let mut got = Vec::new();
+            for_each_line(text.as_bytes(), |a, b| got.push(&text[a..b]));
+            let want: Vec<&str> = text.split('\n').collect();
+            proptest::prop_assert_eq!(got, want);
+        }
+    }
+
+    #[test]
+    fn line_hasher_edge_cases() {
+        for t in [
+            "",
+            "\n",
+            "\r",
+            "abc\r",
+            "  A\r\n\x0bB\x0b\n\u{a0}C\u{a0}\n",
+            "ΟΔΟΣ\nΣ\n Σ \nΑΣ.\nσ",
+            "İstanbul\nISTANBUL\n\u{85}x\u{85}",
+            "MIXED ascii and ÜMLAUT\n  ✓ Done  \n─── Table ───",
+        ] {
+            assert_eq!(line_set(t).sorted, reference_line_set(t), "{t:?}");
+        }
     }
 
     #[test]
@@ -284,6 +512,95 @@ mod tests {
             }
             let got: Vec<(usize, usize)> = got.iter().map(|p| (p.0, p.1)).collect();
             assert_eq!(got, want, "threshold {t}");
+        }
+    }
+
+    /// Candidate generation as first written: one `VecDeque` per posting
+    /// list, dropping its oldest entry beyond `max_postings`.
+    fn reference_similar_pairs(
+        sets: &[LineSet],
+        limits: Limits,
+    ) -> (Vec<(usize, usize, f64)>, u64) {
+        let mut df: HashMap<u64, u32> = HashMap::new();
+        for s in sets {
+            for h in &s.sorted {
+                *df.entry(*h).or_default() += 1;
+            }
+        }
+        let mut index: HashMap<u64, std::collections::VecDeque<usize>> = HashMap::new();
+        let mut seen = vec![usize::MAX; sets.len()];
+        let mut pairs = Vec::new();
+        let mut comparisons = 0u64;
+        for (c, s) in sets.iter().enumerate() {
+            if s.sorted.is_empty() {
+                continue;
+            }
+            let mut keyed: Vec<(u32, u64)> = s.sorted.iter().map(|h| (df[h], *h)).collect();
+            keyed.sort_unstable();
+            let p = prefix_len(keyed.len(), limits.threshold);
+            let prefix: Vec<u64> = keyed[..p].iter().map(|&(_, h)| h).collect();
+            let mut compared = 0usize;
+            'probe: for h in &prefix {
+                let Some(post) = index.get(h) else { continue };
+                for &d in post.iter().rev() {
+                    if seen[d] == c {
+                        continue;
+                    }
+                    seen[d] = c;
+                    let other = &sets[d];
+                    let lo = s.sorted.len().min(other.sorted.len());
+                    let hi = s.sorted.len().max(other.sorted.len());
+                    if (lo as f64) < limits.threshold * hi as f64 - 1e-9 {
+                        continue;
+                    }
+                    if compared >= limits.max_candidates {
+                        break 'probe;
+                    }
+                    compared += 1;
+                    comparisons += 1;
+                    let j = jaccard(s, other);
+                    if j >= limits.threshold {
+                        pairs.push((d, c, j));
+                    }
+                }
+            }
+            for h in &prefix {
+                let post = index.entry(*h).or_default();
+                if post.len() >= limits.max_postings {
+                    post.pop_front();
+                }
+                post.push_back(c);
+            }
+        }
+        (pairs, comparisons)
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn similar_pairs_match_the_reference(
+            texts in proptest::collection::vec(
+                proptest::collection::vec(0u8..24, 0..14), 1..40),
+            t in 0.3f64..1.0,
+            max_postings in 1usize..6,
+            max_candidates in 1usize..6,
+        ) {
+            // Few distinct lines, so lists overflow and both caps bind.
+            let sets: Vec<LineSet> = texts
+                .iter()
+                .map(|ls| {
+                    let t: Vec<String> = ls.iter().map(|l| format!("line {l}")).collect();
+                    line_set(&t.join("\n"))
+                })
+                .collect();
+            for limits in [
+                Limits { threshold: t, max_postings, max_candidates },
+                Limits { threshold: t, max_postings: 1000, max_candidates: 1000 },
+            ] {
+                proptest::prop_assert_eq!(
+                    similar_pairs(&sets, limits),
+                    reference_similar_pairs(&sets, limits)
+                );
+            }
         }
     }
 

@@ -313,12 +313,13 @@ impl Dedup {
         let near = self.cfg.fuzzy || self.cfg.delta;
         let mut sets: Vec<fuzzy::LineSet> = Vec::new();
         if near {
+            let mut hasher = fuzzy::LineHasher::default();
             sets = classes
                 .iter()
                 .map(|c| {
                     c.first()
                         .and_then(|&u| units.get(u))
-                        .map(|u| fuzzy::line_set(&u.text))
+                        .map(|u| hasher.line_set(&u.text))
                         .unwrap_or_default()
                 })
                 .collect();
