@@ -64,6 +64,8 @@ pub struct LineHasher {
     lower: Vec<u8>,
     /// A line whose non-ASCII characters change when lower-cased.
     scratch: Vec<u8>,
+    /// The hashes of a text before they are copied out at their final size.
+    hashes: Vec<u64>,
 }
 
 /// `char::is_whitespace` for an ASCII byte (note `\x0B`, which
@@ -87,9 +89,13 @@ fn trim_ascii_ws(b: &[u8]) -> &[u8] {
 impl LineHasher {
     /// The line set of `text` (equal to [`line_set`]).
     pub fn line_set(&mut self, text: &str) -> LineSet {
-        let mut v = Vec::new();
-        self.hashes_into(text, &mut v);
-        LineSet { sorted: v }
+        let mut hashes = std::mem::take(&mut self.hashes);
+        self.hashes_into(text, &mut hashes);
+        let set = LineSet {
+            sorted: hashes.as_slice().to_vec(),
+        };
+        self.hashes = hashes;
+        set
     }
 
     /// Replace `out` with the sorted, distinct hashes of the normalized lines
@@ -286,35 +292,55 @@ const NIL: u32 = u32::MAX;
 /// above `limits.threshold` that candidate generation finds, plus the number
 /// of similarity computations made.
 ///
-/// A posting list is a chain, newest entry first, through one arena; only its
-/// first `max_postings` entries are read, which are the entries a list that
-/// drops its oldest beyond `max_postings` would hold.
+/// Each distinct line gets a slot (one hash lookup per line of each text);
+/// its document frequency and the head of its posting list are arrays by
+/// slot. A posting list is a chain, newest entry first, through one arena;
+/// only its first `max_postings` entries are read, which are the entries a
+/// list that drops its oldest beyond `max_postings` would hold.
 pub fn similar_pairs(sets: &[LineSet], limits: Limits) -> (Vec<(usize, usize, f64)>, u64) {
     let total: usize = sets.iter().map(|s| s.sorted.len()).sum();
-    let mut df: LineMap<u32> = LineMap::default();
-    df.reserve(total);
+    let mut slot_of: LineMap<u32> = LineMap::default();
+    slot_of.reserve(total);
+    // Per distinct line: document frequency and posting-list head.
+    let mut df: Vec<u32> = Vec::new();
+    let mut heads: Vec<u32> = Vec::new();
+    // The slot of every line of every text, text after text.
+    let mut slots: Vec<u32> = Vec::with_capacity(total);
     for s in sets {
         for h in &s.sorted {
-            *df.entry(*h).or_default() += 1;
+            let slot = *slot_of.entry(*h).or_insert_with(|| {
+                df.push(0);
+                heads.push(NIL);
+                (df.len() - 1) as u32
+            });
+            if let Some(n) = df.get_mut(slot as usize) {
+                *n += 1;
+            }
+            slots.push(slot);
         }
     }
-    // Head of each posting list, and the arena of `(text, next)` entries.
-    let mut heads: LineMap<u32> = LineMap::default();
+    drop(slot_of);
+    // The arena of `(text, next)` posting entries.
     let mut arena: Vec<(u32, u32)> = Vec::new();
-    let mut keyed: Vec<(u32, u64)> = Vec::new();
+    let mut keyed: Vec<(u32, u64, u32)> = Vec::new();
     let mut seen: Vec<usize> = vec![usize::MAX; sets.len()];
     let mut pairs = Vec::new();
     let mut comparisons = 0u64;
+    let mut offset = 0usize;
     for (c, s) in sets.iter().enumerate() {
+        let own = slots.get(offset..offset + s.sorted.len()).unwrap_or(&[]);
+        offset += s.sorted.len();
         if s.sorted.is_empty() {
             continue;
         }
-        // Rarest lines first (document frequency looked up once per line).
+        // Rarest lines first: by (document frequency, hash), which is unique
+        // within a text, so the slot never decides the order.
         keyed.clear();
         keyed.extend(
             s.sorted
                 .iter()
-                .map(|h| (df.get(h).copied().unwrap_or(0), *h)),
+                .zip(own)
+                .map(|(h, &slot)| (df.get(slot as usize).copied().unwrap_or(0), *h, slot)),
         );
         let p = prefix_len(keyed.len(), limits.threshold).min(keyed.len());
         if p > 0 && p < keyed.len() {
@@ -324,8 +350,10 @@ pub fn similar_pairs(sets: &[LineSet], limits: Limits) -> (Vec<(usize, usize, f6
         head.sort_unstable();
         let mut compared = 0usize;
         let mut probing = true;
-        for &(_, h) in head.iter() {
-            let first = heads.entry(h).or_insert(NIL);
+        for &(_, _, slot) in head.iter() {
+            let Some(first) = heads.get_mut(slot as usize) else {
+                continue;
+            };
             // `c` joins this list only after it is read, and the other lists
             // it joins are other lines', so it never meets itself.
             let mut node = *first;

@@ -59,6 +59,7 @@ use ctxpress_core::{
     StrategyError,
 };
 use serde_json::Value;
+use std::borrow::Cow;
 use std::collections::HashMap;
 
 ctxpress_core::register_strategy!(
@@ -119,12 +120,12 @@ pub enum Slot {
     ToolResult(String),
 }
 
-/// One text taking part in dedup.
+/// One text taking part in dedup (borrowed from its message when it can be).
 #[derive(Debug, Clone)]
-struct Unit {
+struct Unit<'a> {
     msg: usize,
     slot: Slot,
-    text: String,
+    text: Cow<'a, str>,
     chars: usize,
     /// False inside the recency window: a keep target only.
     replaceable: bool,
@@ -211,7 +212,7 @@ impl Dedup {
                 .is_some_and(|r| r.starts_with(':'))
     }
 
-    fn units(&self, conv: &Conversation) -> Vec<Unit> {
+    fn units<'a>(&self, conv: &'a Conversation) -> Vec<Unit<'a>> {
         let n = conv.messages.len();
         let window_start = n.saturating_sub(self.cfg.recency_window);
         let mut out = Vec::new();
@@ -225,7 +226,7 @@ impl Dedup {
                 continue;
             }
             let replaceable = i < window_start;
-            let mut push = |slot: Slot, text: String| {
+            let mut push = |slot: Slot, text: Cow<'a, str>| {
                 let chars = text.chars().count();
                 if chars >= self.cfg.min_chars && !self.already_compressed(&text) {
                     out.push(Unit {
@@ -243,22 +244,22 @@ impl Dedup {
                     role,
                     ctxpress_core::Role::Tool | ctxpress_core::Role::Function
                 );
-                for r in &results {
-                    let id = r.call_id.as_ref();
-                    let unique = results.iter().filter(|x| x.call_id == id).count() == 1;
+                let ids: Vec<String> = results.iter().map(|r| r.call_id.to_string()).collect();
+                for (r, id) in results.into_iter().zip(&ids) {
+                    let unique = ids.iter().filter(|x| *x == id).count() == 1;
                     if id.is_empty() || !unique || (!is_openai && !text_only_result(m, id)) {
                         continue;
                     }
-                    push(Slot::ToolResult(id.to_string()), r.text.to_string());
+                    push(Slot::ToolResult(id.clone()), r.text);
                 }
                 if !is_openai {
                     let t = m.text();
                     if !t.is_empty() {
-                        push(Slot::Text, t.into_owned());
+                        push(Slot::Text, t);
                     }
                 }
             } else {
-                push(Slot::Text, m.text().into_owned());
+                push(Slot::Text, m.text());
             }
         }
         out
@@ -403,7 +404,7 @@ impl Dedup {
         an
     }
 
-    fn exact_ref(&self, label: &str, unit: &Unit, keep: &MessageId) -> Replacement {
+    fn exact_ref(&self, label: &str, unit: &Unit<'_>, keep: &MessageId) -> Replacement {
         Replacement {
             index: unit.msg,
             slot: unit.slot.clone(),
@@ -421,8 +422,8 @@ impl Dedup {
     fn near_ref(
         &self,
         label: &str,
-        unit: &Unit,
-        keep_unit: &Unit,
+        unit: &Unit<'_>,
+        keep_unit: &Unit<'_>,
         keep: &MessageId,
         s: f64,
         near_group: bool,
