@@ -116,7 +116,7 @@ fn early_rule(
     if conv.ann(m.id()).is_some_and(|a| a.dup.is_some()) {
         return Some((Decision::Dedup, DecisionRule::Duplicate));
     }
-    if text.chars().count() < cfg.min_chars {
+    if shorter_than(text, cfg.min_chars) {
         return Some((Decision::Preserve, DecisionRule::ShortContent));
     }
     let lead = text.trim_start();
@@ -128,6 +128,18 @@ fn early_rule(
         return Some((Decision::Preserve, DecisionRule::AlreadyCompressed));
     }
     None
+}
+
+/// `text.chars().count() < n`, without counting when the byte length
+/// decides it (a char is one to four bytes).
+fn shorter_than(text: &str, n: usize) -> bool {
+    if text.len() < n {
+        return true;
+    }
+    if text.len() / 4 >= n {
+        return false;
+    }
+    text.chars().count() < n
 }
 
 /// Rules 7-11, which need the classification.
@@ -226,6 +238,16 @@ fn decision_name(d: Decision) -> &'static str {
     }
 }
 
+/// A slot per decision, for counting.
+fn decision_index(d: Decision) -> usize {
+    match d {
+        Decision::Preserve => 0,
+        Decision::Dedup => 1,
+        Decision::CodeSplit => 2,
+        Decision::Compress => 3,
+    }
+}
+
 impl Strategy for Classifier {
     fn name(&self) -> &str {
         "classifier"
@@ -239,11 +261,26 @@ impl Strategy for Classifier {
         let decisions = decide_lazy(conv, &self.cfg);
         let ids: Vec<_> = conv.messages.iter().map(|m| m.id().clone()).collect();
         let mut outcome = StageOutcome::default();
+        // Counted here, added once per decision kind (the counters are a map).
+        let mut counts = [0u64; 4];
         for ((decision, rule, cls), id) in decisions.into_iter().zip(ids) {
-            outcome.count(decision_name(decision), 1);
+            if let Some(n) = counts.get_mut(decision_index(decision)) {
+                *n += 1;
+            }
             let ann = conv.ann_mut(&id);
             ann.classification = cls;
             ann.decision = Some((decision, rule));
+        }
+        for d in [
+            Decision::Preserve,
+            Decision::Dedup,
+            Decision::CodeSplit,
+            Decision::Compress,
+        ] {
+            let n = counts.get(decision_index(d)).copied().unwrap_or(0);
+            if n > 0 {
+                outcome.count(decision_name(d), n);
+            }
         }
         Ok(outcome)
     }
@@ -474,6 +511,23 @@ mod tests {
                 "{:?}",
                 m.role()
             );
+        }
+    }
+
+    #[test]
+    fn shorter_than_counts_chars() {
+        for t in [
+            "",
+            "abc",
+            "ééé",
+            "€€€€",
+            "a€",
+            &"é".repeat(60),
+            &"x".repeat(130),
+        ] {
+            for n in [0, 1, 2, 3, 4, 5, 8, 12, 59, 60, 61, 119, 120, 121, 200] {
+                assert_eq!(shorter_than(t, n), t.chars().count() < n, "{t:?} {n}");
+            }
         }
     }
 
