@@ -273,6 +273,15 @@ fn plan(conv: &Conversation, cfg: &SummarizerConfig) -> Plan {
     let msgs = &conv.messages;
     let mut i = 0;
     while let Some(m) = msgs.get(i) {
+        // Preserved and dedup messages are left alone whatever `touch` says:
+        // skipped before their text is copied.
+        if matches!(
+            decision(conv, m),
+            Some(Decision::Preserve | Decision::Dedup)
+        ) {
+            i += 1;
+            continue;
+        }
         let Some((target, text)) = touch(conv, m, cfg) else {
             i += 1;
             continue;
@@ -305,10 +314,10 @@ fn plan(conv: &Conversation, cfg: &SummarizerConfig) -> Plan {
                 let mut j = i + 1;
                 if cfg.merge_consecutive && m.has_string_content() {
                     while let Some(n) = msgs.get(j) {
-                        if touchable(conv, n, cfg)
+                        if decision(conv, n) == Some(Decision::Compress)
                             && n.has_string_content()
                             && n.role_str() == m.role_str()
-                            && decision(conv, n) == Some(Decision::Compress)
+                            && touchable(conv, n, cfg)
                         {
                             j += 1;
                         } else {
@@ -512,13 +521,13 @@ fn apply(
     check_information(&conv.messages, units, &mut rendered, cfg, out);
     let old = std::mem::take(&mut conv.messages);
     let mut new_msgs: Vec<Message> = Vec::with_capacity(old.len());
-    let mut by_start: HashMap<usize, (&Unit, Option<String>)> = HashMap::new();
-    for (u, r) in units.iter().zip(rendered) {
-        by_start.insert(u.start, (u, r));
-    }
+    // Units are planned in message order and never overlap: the next one to
+    // apply is the first whose start is not behind `i`.
+    let mut pending = units.iter().zip(rendered).peekable();
     let mut i = 0;
     while let Some(m) = old.get(i) {
-        let Some((unit, Some(text))) = by_start.remove(&i) else {
+        while pending.next_if(|(u, _)| u.start < i).is_some() {}
+        let Some((unit, Some(text))) = pending.next_if(|(u, _)| u.start == i) else {
             new_msgs.push(m.clone());
             i += 1;
             continue;
