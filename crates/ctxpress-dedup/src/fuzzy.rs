@@ -78,12 +78,24 @@ fn ascii_ws(b: u8) -> bool {
 /// `b` without leading and trailing ASCII whitespace ([`ascii_ws`]).
 #[inline]
 fn trim_ascii_ws(b: &[u8]) -> &[u8] {
-    let start = b.iter().position(|&c| !ascii_ws(c)).unwrap_or(b.len());
-    let end = b
-        .iter()
-        .rposition(|&c| !ascii_ws(c))
-        .map_or(start, |e| e + 1);
-    b.get(start..end.max(start)).unwrap_or(&[])
+    // Leading spaces (indentation) eight at a time, then any whitespace.
+    let mut start = 0usize;
+    while let Some(w) = b.get(start..start + 8) {
+        let y = u64::from_le_bytes(w.try_into().unwrap_or([0; 8])) ^ 0x2020_2020_2020_2020;
+        if y != 0 {
+            start += (y.trailing_zeros() / 8) as usize;
+            break;
+        }
+        start += 8;
+    }
+    while b.get(start).is_some_and(|&c| ascii_ws(c)) {
+        start += 1;
+    }
+    let mut end = b.len();
+    while end > start && b.get(end - 1).is_some_and(|&c| ascii_ws(c)) {
+        end -= 1;
+    }
+    b.get(start..end).unwrap_or(&[])
 }
 
 impl LineHasher {
@@ -110,14 +122,23 @@ impl LineHasher {
         let (lower, scratch) = (&self.lower, &mut self.scratch);
         for_each_line(bytes, |start, end| {
             let lowered = lower.get(start..end).unwrap_or(&[]);
-            let raw = text.get(start..end).unwrap_or("");
-            if all_ascii || raw.is_ascii() {
-                let l = trim_ascii_ws(lowered);
-                if !l.is_empty() {
-                    out.push(xxhash_rust::xxh3::xxh3_64(l));
+            let raw = if all_ascii {
+                None
+            } else {
+                text.get(start..end).filter(|r| !r.is_ascii())
+            };
+            match raw {
+                None => {
+                    let l = trim_ascii_ws(lowered);
+                    if !l.is_empty() {
+                        out.push(xxhash_rust::xxh3::xxh3_64(l));
+                    }
                 }
-            } else if let Some(h) = non_ascii_line(raw, lowered, scratch) {
-                out.push(h);
+                Some(raw) => {
+                    if let Some(h) = non_ascii_line(raw, lowered, scratch) {
+                        out.push(h);
+                    }
+                }
             }
         });
         out.sort_unstable();
@@ -294,7 +315,8 @@ const NIL: u32 = u32::MAX;
 ///
 /// Each distinct line gets a slot (one hash lookup per line of each text);
 /// its document frequency and the head of its posting list are arrays by
-/// slot. A posting list is a chain, newest entry first, through one arena;
+/// slot. A line no other text holds finds nothing and is found by nothing,
+/// so it is neither probed nor indexed. A posting list is a chain, newest entry first, through one arena;
 /// only its first `max_postings` entries are read, which are the entries a
 /// list that drops its oldest beyond `max_postings` would hold.
 pub fn similar_pairs(sets: &[LineSet], limits: Limits) -> (Vec<(usize, usize, f64)>, u64) {
@@ -333,20 +355,30 @@ pub fn similar_pairs(sets: &[LineSet], limits: Limits) -> (Vec<(usize, usize, f6
         if s.sorted.is_empty() {
             continue;
         }
-        // Rarest lines first: by (document frequency, hash), which is unique
-        // within a text, so the slot never decides the order.
+        // The prefix is the first `p` lines by (document frequency, hash),
+        // which is unique within a text, so the slot never decides the order.
+        // It starts with the lines of this text alone (frequency 1): their
+        // lists are read and written by this text only, so they are left out
+        // (and no text is indexed or probed when they fill the prefix).
+        let p = prefix_len(s.sorted.len(), limits.threshold).min(s.sorted.len());
         keyed.clear();
-        keyed.extend(
-            s.sorted
-                .iter()
-                .zip(own)
-                .map(|(h, &slot)| (df.get(slot as usize).copied().unwrap_or(0), *h, slot)),
-        );
-        let p = prefix_len(keyed.len(), limits.threshold).min(keyed.len());
-        if p > 0 && p < keyed.len() {
-            keyed.select_nth_unstable(p - 1);
+        let mut alone = 0usize;
+        for (h, &slot) in s.sorted.iter().zip(own) {
+            let f = df.get(slot as usize).copied().unwrap_or(0);
+            if f <= 1 {
+                alone += 1;
+            } else {
+                keyed.push((f, *h, slot));
+            }
         }
-        let head = keyed.get_mut(..p).unwrap_or_default();
+        if alone >= p {
+            continue;
+        }
+        let q = (p - alone).min(keyed.len());
+        if q > 0 && q < keyed.len() {
+            keyed.select_nth_unstable(q - 1);
+        }
+        let head = keyed.get_mut(..q).unwrap_or_default();
         head.sort_unstable();
         let mut compared = 0usize;
         let mut probing = true;
@@ -466,6 +498,23 @@ mod tests {
             for_each_line(text.as_bytes(), |a, b| got.push(&text[a..b]));
             let want: Vec<&str> = text.split('\n').collect();
             proptest::prop_assert_eq!(got, want);
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn ascii_trim_is_str_trim(text in "[ \\t\\x0b\\x0c\\r\\nax]{0,40}") {
+            let got = trim_ascii_ws(text.as_bytes());
+            proptest::prop_assert_eq!(got, text.trim().as_bytes());
+        }
+
+        #[test]
+        fn ascii_trim_after_long_indentation(
+            indent in 0usize..40, rest in "[ \\t\\x0bax]{0,12}"
+        ) {
+            let text = format!("{}{rest}", " ".repeat(indent));
+            let got = trim_ascii_ws(text.as_bytes());
+            proptest::prop_assert_eq!(got, text.trim().as_bytes());
         }
     }
 
@@ -607,16 +656,19 @@ mod tests {
         #[test]
         fn similar_pairs_match_the_reference(
             texts in proptest::collection::vec(
-                proptest::collection::vec(0u8..24, 0..14), 1..40),
+                (proptest::collection::vec(0u8..24, 0..14), 0usize..8), 1..40),
             t in 0.3f64..1.0,
             max_postings in 1usize..6,
             max_candidates in 1usize..6,
         ) {
-            // Few distinct lines, so lists overflow and both caps bind.
+            // Few distinct shared lines, so lists overflow and both caps bind,
+            // and some lines no other text holds (which may fill a prefix).
             let sets: Vec<LineSet> = texts
                 .iter()
-                .map(|ls| {
-                    let t: Vec<String> = ls.iter().map(|l| format!("line {l}")).collect();
+                .enumerate()
+                .map(|(i, (ls, alone))| {
+                    let mut t: Vec<String> = ls.iter().map(|l| format!("line {l}")).collect();
+                    t.extend((0..*alone).map(|k| format!("text {i} alone {k}")));
                     line_set(&t.join("\n"))
                 })
                 .collect();

@@ -111,6 +111,18 @@ pub fn djb2(text: &str) -> u32 {
     })
 }
 
+/// `text.chars().count() < n`, without counting when the byte length
+/// decides it (a char is one to four bytes).
+fn shorter_than(text: &str, n: usize) -> bool {
+    if text.len() < n {
+        return true;
+    }
+    if text.len() / 4 >= n {
+        return false;
+    }
+    text.chars().count() < n
+}
+
 /// Where a text lives in its message.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Slot {
@@ -126,7 +138,6 @@ struct Unit<'a> {
     msg: usize,
     slot: Slot,
     text: Cow<'a, str>,
-    chars: usize,
     /// False inside the recency window: a keep target only.
     replaceable: bool,
 }
@@ -227,13 +238,11 @@ impl Dedup {
             }
             let replaceable = i < window_start;
             let mut push = |slot: Slot, text: Cow<'a, str>| {
-                let chars = text.chars().count();
-                if chars >= self.cfg.min_chars && !self.already_compressed(&text) {
+                if !shorter_than(&text, self.cfg.min_chars) && !self.already_compressed(&text) {
                     out.push(Unit {
                         msg: i,
                         slot,
                         text,
-                        chars,
                         replaceable,
                     });
                 }
@@ -405,17 +414,15 @@ impl Dedup {
     }
 
     fn exact_ref(&self, label: &str, unit: &Unit<'_>, keep: &MessageId) -> Replacement {
+        let chars = unit.text.chars().count();
         Replacement {
             index: unit.msg,
             slot: unit.slot.clone(),
             keep: keep.clone(),
             similarity: 1.0,
             kind: Kind::Exact,
-            text: format!(
-                "[{}:dup of {label} — {} chars]",
-                self.cfg.prefix, unit.chars
-            ),
-            original_chars: unit.chars,
+            text: format!("[{}:dup of {label} — {} chars]", self.cfg.prefix, chars),
+            original_chars: chars,
         }
     }
 
@@ -428,10 +435,11 @@ impl Dedup {
         s: f64,
         near_group: bool,
     ) -> Option<Replacement> {
+        let chars = unit.text.chars().count();
         let pct = (s * 100.0).round() as u32;
         let head = format!(
             "[{}:near-dup of {label} — {} chars, ~{pct}% match",
-            self.cfg.prefix, unit.chars
+            self.cfg.prefix, chars
         );
         let mk = |kind, text: String| Replacement {
             index: unit.msg,
@@ -440,7 +448,7 @@ impl Dedup {
             similarity: s,
             kind,
             text,
-            original_chars: unit.chars,
+            original_chars: chars,
         };
         if self.cfg.delta
             && s >= self.cfg.delta_threshold
@@ -452,7 +460,7 @@ impl Dedup {
             } else {
                 format!("{head}; diff:\n{}]", delta::render(&edits))
             };
-            if text.chars().count() < unit.chars {
+            if text.chars().count() < chars {
                 return Some(mk(Kind::Delta, text));
             }
         }
@@ -461,7 +469,7 @@ impl Dedup {
             && (self.cfg.near_without_diff || !self.cfg.delta)
         {
             let text = format!("{head}]");
-            if text.chars().count() < unit.chars {
+            if text.chars().count() < chars {
                 return Some(mk(Kind::Near, text));
             }
         }
