@@ -15,8 +15,8 @@ pub enum Edit<'a> {
 /// The edits turning `old` into `new` (lines split on `\n`), or `None` when
 /// more than `max_edits` lines differ.
 pub fn line_diff<'a>(old: &'a str, new: &'a str, max_edits: usize) -> Option<Vec<Edit<'a>>> {
-    let a: Vec<&str> = old.split('\n').collect();
-    let b: Vec<&str> = new.split('\n').collect();
+    let a = split_lines(old);
+    let b = split_lines(new);
     let pre = a.iter().zip(&b).take_while(|(x, y)| x == y).count();
     let a_rest = a.get(pre..).unwrap_or(&[]);
     let b_rest = b.get(pre..).unwrap_or(&[]);
@@ -41,6 +41,16 @@ pub fn line_diff<'a>(old: &'a str, new: &'a str, max_edits: usize) -> Option<Vec
             })
             .collect(),
     )
+}
+
+/// `text.split('\n').collect()`, with the newlines found a word at a time
+/// ([`crate::fuzzy::for_each_line`]).
+fn split_lines(text: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    crate::fuzzy::for_each_line(text.as_bytes(), |a, b| {
+        out.push(text.get(a..b).unwrap_or(""));
+    });
+    out
 }
 
 enum Op {
@@ -169,6 +179,21 @@ pub fn apply(old: &str, edits: &[Edit<'_>]) -> String {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn split_lines_is_str_split() {
+        for t in [
+            "",
+            "\n",
+            "a",
+            "a\n",
+            "\na\r\nb",
+            "é\n✓ long line of text\n\n",
+            &"x\n".repeat(40),
+        ] {
+            assert_eq!(split_lines(t), t.split('\n').collect::<Vec<_>>(), "{t:?}");
+        }
+    }
 
     #[test]
     fn one_changed_line() {

@@ -151,7 +151,7 @@ impl LineHasher {
 /// Newlines are found a word at a time: a byte of `x ^ 0x0A..` is zero
 /// exactly where `x` holds `\n`, and the exact zero-byte test marks it in
 /// that byte's high bit.
-fn for_each_line(b: &[u8], mut f: impl FnMut(usize, usize)) {
+pub(crate) fn for_each_line(b: &[u8], mut f: impl FnMut(usize, usize)) {
     const ONES: u64 = 0x0101_0101_0101_0101;
     const LOW7: u64 = 0x7F7F_7F7F_7F7F_7F7F;
     let mut start = 0usize;
