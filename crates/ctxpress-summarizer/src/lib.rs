@@ -43,9 +43,9 @@
 pub mod text;
 
 pub use text::{
-    Budget, Scored, Sentence, code_split, extract_entities, format_code_split, format_summary,
-    is_structured, pack, score_all, score_sentence, sentences, split_paragraphs, split_sentences,
-    summarize, summarize_structured, summarize_text, summary_id,
+    Budget, Scored, Sentence, code_split, extract_entities, extract_entities_where,
+    format_code_split, format_summary, is_structured, pack, score_all, score_sentence, sentences,
+    split_paragraphs, split_sentences, summarize, summarize_structured, summarize_text, summary_id,
 };
 
 pub mod backend;

@@ -4,7 +4,7 @@
 
 use crate::backend::{Extractive, FallbackSummary, SummarySource, accept};
 use crate::bounded::run_bounded;
-use crate::text::{Budget, extract_entities, format_summary, summary_id};
+use crate::text::{Budget, extract_entities_where, format_summary, summary_id};
 use async_trait::async_trait;
 use ctxpress_core::archive::content_hash;
 use ctxpress_core::summarize::{SummarizeAsync, SummaryKind, SummaryRequest, build_backend};
@@ -393,12 +393,9 @@ fn render(unit: &Unit, summary: &str, cfg: &SummarizerConfig) -> String {
             // the slots go to the ones it dropped. Pieces of a secret or its
             // key are left to the keep lines, which hold them whole.
             let entities: Vec<String> = if cfg.max_entities > 0 {
-                extract_entities(&unit.original, usize::MAX)
-                    .into_iter()
-                    .filter(|e| !summary.contains(e.as_str()))
-                    .filter(|e| !secrets.iter().any(|(_, ctx)| ctx.contains(e.as_str())))
-                    .take(cfg.max_entities)
-                    .collect()
+                extract_entities_where(&unit.original, cfg.max_entities, |e| {
+                    !summary.contains(e) && !secrets.iter().any(|(_, ctx)| ctx.contains(e))
+                })
             } else {
                 Vec::new()
             };

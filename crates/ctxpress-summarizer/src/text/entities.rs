@@ -249,25 +249,25 @@ fn pairs(it: impl Iterator<Item = Range<usize>>) -> Vec<(usize, usize)> {
 /// abbreviations), each in order of appearance, without duplicates or pieces
 /// of an entity already taken.
 pub fn extract_entities(text: &str, max: usize) -> Vec<String> {
-    let mut spans: Vec<(usize, usize)> = Vec::new();
-    let mut seen: HashSet<String> = HashSet::new();
-    let mut out: Vec<String> = Vec::new();
-    let mut take = |cands: Vec<(usize, usize)>, out: &mut Vec<String>| {
-        for (s, e) in cands {
-            if out.len() >= max {
-                return;
-            }
-            if spans.iter().any(|&(a, b)| s < b && a < e) {
-                continue;
-            }
-            let Some(t) = text.get(s..e) else { continue };
-            let t = t.trim_end_matches(['.', ',', ';', ':', '!', '?']);
-            if t.is_empty() || !seen.insert(t.to_string()) {
-                continue;
-            }
-            spans.push((s, e));
-            out.push(t.to_string());
-        }
+    extract_entities_where(text, max, |_| true)
+}
+
+/// The entities an unbounded [`extract_entities`] finds, in its order, that
+/// `keep` accepts, at most `max` of them: the same as filtering that list
+/// and taking `max`, but the recognizers of lower priorities do not run
+/// once `max` are kept.
+pub fn extract_entities_where(
+    text: &str,
+    max: usize,
+    keep: impl FnMut(&str) -> bool,
+) -> Vec<String> {
+    let mut t = Taker {
+        text,
+        max,
+        keep,
+        spans: std::collections::BTreeMap::new(),
+        seen: HashSet::new(),
+        out: Vec::new(),
     };
     let found = |r: &Regex| -> Vec<(usize, usize)> {
         r.find_iter(text).map(|m| (m.start(), m.end())).collect()
@@ -277,23 +277,38 @@ pub fn extract_entities(text: &str, max: usize) -> Vec<String> {
     paths.extend(rec::file_names(text).map(pair));
     paths.extend(rec::urls(text).map(pair));
     paths.sort();
-    take(paths, &mut out);
+    t.take(paths);
+    if t.full() {
+        return t.out;
+    }
     let mut ids = pairs(rec::camel_case(text));
     ids.extend(rec::pascal_case(text).map(pair));
     ids.extend(rec::snake_case(text).map(pair));
     ids.sort();
-    take(ids, &mut out);
+    t.take(ids);
+    if t.full() {
+        return t.out;
+    }
     let codes: Vec<(usize, usize)> = CODE
         .find_iter(text)
         .filter(|m| m.len() >= 3 && !is_status_word(m.as_str()))
         .map(|m| (m.start(), m.end()))
         .collect();
-    take(codes, &mut out);
-    take(pairs(rec::versions(text)), &mut out);
+    t.take(codes);
+    if t.full() {
+        return t.out;
+    }
+    t.take(pairs(rec::versions(text)));
+    if t.full() {
+        return t.out;
+    }
     let mut nums = found(&DATE);
     nums.extend(found(&NUM_UNIT));
     nums.sort();
-    take(nums, &mut out);
+    t.take(nums);
+    if t.full() {
+        return t.out;
+    }
     let proper: Vec<(usize, usize)> = PROPER
         .find_iter(text)
         .filter(|m| {
@@ -307,19 +322,191 @@ pub fn extract_entities(text: &str, max: usize) -> Vec<String> {
         })
         .map(|m| (m.start(), m.end()))
         .collect();
-    take(proper, &mut out);
+    t.take(proper);
+    if t.full() {
+        return t.out;
+    }
     let abbr: Vec<(usize, usize)> = VOWELLESS
         .find_iter(text)
         .filter(|m| !is_status_word(m.as_str()))
         .map(|m| (m.start(), m.end()))
         .collect();
-    take(abbr, &mut out);
-    out
+    t.take(abbr);
+    t.out
+}
+
+/// The state of [`extract_entities_where`]: the spans and texts of every
+/// entity taken (kept or not), and the kept ones.
+struct Taker<'t, F> {
+    text: &'t str,
+    max: usize,
+    keep: F,
+    /// Spans taken, by start: they never overlap, so the one that starts
+    /// last before a candidate ends is the only one that can overlap it.
+    spans: std::collections::BTreeMap<usize, usize>,
+    seen: HashSet<String>,
+    out: Vec<String>,
+}
+
+impl<F: FnMut(&str) -> bool> Taker<'_, F> {
+    fn full(&self) -> bool {
+        self.out.len() >= self.max
+    }
+
+    /// Take candidates in order: skip those overlapping a span taken, and
+    /// repeats; keep those `keep` accepts.
+    fn take(&mut self, cands: Vec<(usize, usize)>) {
+        for (s, e) in cands {
+            if self.full() {
+                return;
+            }
+            if self
+                .spans
+                .range(..e)
+                .next_back()
+                .is_some_and(|(_, &b)| s < b)
+            {
+                continue;
+            }
+            let Some(t) = self.text.get(s..e) else {
+                continue;
+            };
+            let t = t.trim_end_matches(['.', ',', ';', ':', '!', '?']);
+            if t.is_empty() || !self.seen.insert(t.to_string()) {
+                continue;
+            }
+            self.spans.insert(s, e);
+            if (self.keep)(t) {
+                self.out.push(t.to_string());
+            }
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The first implementation: every entity, overlap checked against
+    /// every span taken.
+    fn reference(text: &str, max: usize) -> Vec<String> {
+        let mut spans: Vec<(usize, usize)> = Vec::new();
+        let mut seen: HashSet<String> = HashSet::new();
+        let mut out: Vec<String> = Vec::new();
+        let mut take = |cands: Vec<(usize, usize)>, out: &mut Vec<String>| {
+            for (s, e) in cands {
+                if out.len() >= max {
+                    return;
+                }
+                if spans.iter().any(|&(a, b)| s < b && a < e) {
+                    continue;
+                }
+                let Some(t) = text.get(s..e) else { continue };
+                let t = t.trim_end_matches(['.', ',', ';', ':', '!', '?']);
+                if t.is_empty() || !seen.insert(t.to_string()) {
+                    continue;
+                }
+                spans.push((s, e));
+                out.push(t.to_string());
+            }
+        };
+        let found = |r: &Regex| -> Vec<(usize, usize)> {
+            r.find_iter(text).map(|m| (m.start(), m.end())).collect()
+        };
+        let mut paths = pairs(rec::paths(text));
+        paths.extend(rec::file_names(text).map(pair));
+        paths.extend(rec::urls(text).map(pair));
+        paths.sort();
+        take(paths, &mut out);
+        let mut ids = pairs(rec::camel_case(text));
+        ids.extend(rec::pascal_case(text).map(pair));
+        ids.extend(rec::snake_case(text).map(pair));
+        ids.sort();
+        take(ids, &mut out);
+        let codes: Vec<(usize, usize)> = CODE
+            .find_iter(text)
+            .filter(|m| m.len() >= 3 && !is_status_word(m.as_str()))
+            .map(|m| (m.start(), m.end()))
+            .collect();
+        take(codes, &mut out);
+        take(pairs(rec::versions(text)), &mut out);
+        let mut nums = found(&DATE);
+        nums.extend(found(&NUM_UNIT));
+        nums.sort();
+        take(nums, &mut out);
+        let proper: Vec<(usize, usize)> = PROPER
+            .find_iter(text)
+            .filter(|m| {
+                let w = m.as_str();
+                let verb_like = w.ends_with("ed") || w.ends_with("ing");
+                let starter = verb_like && at_sentence_start(text.get(..m.start()).unwrap_or(""));
+                let after = text.get(m.end()..).unwrap_or("").trim_start_matches('*');
+                let label = after.starts_with(':')
+                    && at_sentence_start(text.get(..m.start()).unwrap_or(""));
+                !COMMON_CAPITALIZED.contains(&w) && !starter && !label
+            })
+            .map(|m| (m.start(), m.end()))
+            .collect();
+        take(proper, &mut out);
+        let abbr: Vec<(usize, usize)> = VOWELLESS
+            .find_iter(text)
+            .filter(|m| !is_status_word(m.as_str()))
+            .map(|m| (m.start(), m.end()))
+            .collect();
+        take(abbr, &mut out);
+        out
+    }
+
+    const WORDS: [&str; 24] = [
+        "src/auth/jwt.ts",
+        "jwt.ts",
+        "https://example.com/x.",
+        "jwtVerify",
+        "UserSession",
+        "token_ttl",
+        "HTTP2",
+        "ABC",
+        "v2.1.0",
+        "2024-01-02",
+        "30 seconds",
+        "Alice",
+        "The",
+        "Fixed",
+        "npm",
+        "OK",
+        "a",
+        "and",
+        ".",
+        ":",
+        "\n",
+        "Parsing",
+        "src/a/b.rs:12",
+        "x_y_z",
+    ];
+
+    proptest::proptest! {
+        #[test]
+        fn entities_match_the_reference(
+            picks in proptest::collection::vec((0usize..WORDS.len(), 0usize..4), 0..60),
+            max in 0usize..12,
+            mask in 0u32..64,
+        ) {
+            // words side by side, or apart
+            let text: String = picks
+                .iter()
+                .flat_map(|&(i, sep)| [WORDS[i], ["", " ", " ", "-"][sep]])
+                .collect();
+            proptest::prop_assert_eq!(extract_entities(&text, max), reference(&text, max));
+            // keep: an arbitrary filter on the text (as the summarizer's)
+            let keep = |e: &str| (e.len() as u32 * 7 + e.as_bytes()[0] as u32) & mask != 0;
+            let want: Vec<String> = reference(&text, usize::MAX)
+                .into_iter()
+                .filter(|e| keep(e))
+                .take(max)
+                .collect();
+            proptest::prop_assert_eq!(extract_entities_where(&text, max, keep), want);
+        }
+    }
 
     #[test]
     fn entities_by_priority() {

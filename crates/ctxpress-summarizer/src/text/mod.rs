@@ -17,7 +17,7 @@ pub mod scoring;
 pub mod sentences;
 pub mod structured;
 
-pub use entities::extract_entities;
+pub use entities::{extract_entities, extract_entities_where};
 pub use formats::{code_split, format_code_split, format_summary, summarize_text, summary_id};
 pub use scoring::{JOIN, Scored, pack, score_all, score_sentence, summarize, truncate_words};
 pub use sentences::{Sentence, sentences, split_paragraphs, split_sentences};
