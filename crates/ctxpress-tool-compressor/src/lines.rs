@@ -20,10 +20,46 @@ pub struct Line<'a> {
 
 static NUMBERED: LazyLock<Regex> = LazyLock::new(|| re(r"^\s*(\d{1,7})(?:\t|→|:|\|)"));
 
-/// [`NUMBERED`] at the start of `l`: the digits and the end of the prefix.
-/// ASCII digits are parsed by hand; a line where a non-ASCII character could
-/// be a `\d` digit goes to the regex.
-fn numbered_prefix(l: &str) -> Option<(&str, usize)> {
+/// True for the bytes [`char::is_whitespace`] is true for among ASCII.
+fn ascii_space(c: u8) -> bool {
+    matches!(c, b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c)
+}
+
+/// The line number of a [`NUMBERED`] prefix of `l` (`None` when its digits
+/// are not ASCII ones `u64` parses) and the end of the prefix: what
+/// [`NUMBERED`] finds, the digits parsed. Plain ASCII is read byte by byte;
+/// a non-ASCII character where it matters (leading white space, after the
+/// digits) goes the long way.
+fn number_prefix(l: &str) -> Option<(Option<u64>, usize)> {
+    let b = l.as_bytes();
+    let ws = b.iter().take_while(|c| ascii_space(**c)).count();
+    let mut n = 0usize;
+    let mut value = 0u64;
+    while n < 8 {
+        match b.get(ws + n) {
+            Some(c) if c.is_ascii_digit() => {
+                value = value * 10 + u64::from(c - b'0');
+                n += 1;
+            }
+            _ => break,
+        }
+    }
+    let next = b.get(ws + n).copied();
+    if b.get(ws).is_some_and(|c| !c.is_ascii()) || next.is_some_and(|c| !c.is_ascii()) {
+        return number_prefix_slow(l);
+    }
+    if n == 0 || n > 7 {
+        return None;
+    }
+    match next? {
+        b'\t' | b':' | b'|' => Some((Some(value), ws + n + 1)),
+        _ => None,
+    }
+}
+
+/// [`number_prefix`] for any text: Unicode white space, `→`, non-ASCII
+/// digits (through the regex).
+fn number_prefix_slow(l: &str) -> Option<(Option<u64>, usize)> {
     let t = l.trim_start();
     let ws = l.len() - t.len();
     let b = t.as_bytes();
@@ -31,7 +67,7 @@ fn numbered_prefix(l: &str) -> Option<(&str, usize)> {
     let next = t.get(n..).and_then(|r| r.chars().next());
     if next.is_some_and(|c| !c.is_ascii() && c.is_numeric()) {
         let c = NUMBERED.captures(l)?;
-        return Some((c.get(1)?.as_str(), c.get(0)?.end()));
+        return Some((c.get(1)?.as_str().parse().ok(), c.get(0)?.end()));
     }
     if n == 0 || n > 7 {
         return None;
@@ -41,24 +77,51 @@ fn numbered_prefix(l: &str) -> Option<(&str, usize)> {
         '→' => '→'.len_utf8(),
         _ => return None,
     };
-    Some((t.get(..n)?, ws + n + sep))
+    Some((t.get(..n)?.parse().ok(), ws + n + sep))
+}
+
+/// `s.trim()`, reading ASCII ends byte by byte.
+pub(crate) fn trim(s: &str) -> &str {
+    let b = s.as_bytes();
+    let start = b.iter().take_while(|c| ascii_space(**c)).count();
+    let end = b.len() - b.iter().rev().take_while(|c| ascii_space(**c)).count();
+    if start >= end {
+        // Every byte is ASCII white space.
+        return "";
+    }
+    match (b.get(start), b.get(end - 1)) {
+        (Some(a), Some(z)) if a.is_ascii() && z.is_ascii() => s.get(start..end).unwrap_or(""),
+        _ => s.trim(),
+    }
+}
+
+/// True when `s` is empty or white space only (`s.trim().is_empty()`).
+pub(crate) fn is_blank(s: &str) -> bool {
+    match s.bytes().find(|c| !ascii_space(*c)) {
+        None => true,
+        Some(c) if c.is_ascii() => false,
+        Some(_) => s.trim().is_empty(),
+    }
 }
 
 /// Split a read's text into lines, removing line-number prefixes (`12\t`,
 /// `    12→`, `12:`) when at least four in five non-empty lines carry one with
 /// increasing numbers (Claude Code, OpenHands, `cat -n`, SWE-agent).
 pub fn split_numbered(text: &str) -> Vec<Line<'_>> {
-    let raw: Vec<&str> = text.lines().collect();
+    let mut lines: Vec<Line<'_>> = Vec::with_capacity(text.len() / 32 + 1);
     let mut hits = 0usize;
     let mut nonempty = 0usize;
     let mut last: Option<u64> = None;
-    for l in &raw {
-        if l.trim().is_empty() {
+    for l in text.lines() {
+        lines.push(Line {
+            number: None,
+            body: l,
+        });
+        if is_blank(l) {
             continue;
         }
         nonempty += 1;
-        if let Some((digits, _)) = numbered_prefix(l)
-            && let Ok(n) = digits.parse::<u64>()
+        if let Some((Some(n), _)) = number_prefix(l)
             && last.is_none_or(|p| n > p)
         {
             hits += 1;
@@ -66,20 +129,15 @@ pub fn split_numbered(text: &str) -> Vec<Line<'_>> {
         }
     }
     let numbered = nonempty > 0 && hits * 5 >= nonempty * 4;
-    raw.into_iter()
-        .map(|l| {
-            if numbered && let Some((digits, end)) = numbered_prefix(l) {
-                return Line {
-                    number: digits.parse().ok(),
-                    body: l.get(end..).unwrap_or(""),
-                };
+    if numbered {
+        for line in &mut lines {
+            if let Some((number, end)) = number_prefix(line.body) {
+                line.number = number;
+                line.body = line.body.get(end..).unwrap_or("");
             }
-            Line {
-                number: None,
-                body: l,
-            }
-        })
-        .collect()
+        }
+    }
+    lines
 }
 
 /// What kind of text a file holds, from its extension.
@@ -234,13 +292,38 @@ const CONTROL: &[&str] = &[
 
 fn first_word(body: &str) -> &str {
     let t = body.trim_start();
-    let end = t
-        .find(|c: char| !(c.is_alphanumeric() || c == '_' || c == '$'))
-        .unwrap_or(t.len());
+    // ASCII bytes decide alone; from the first non-ASCII one, characters.
+    let b = t.as_bytes();
+    let ascii = b
+        .iter()
+        .take_while(|c| c.is_ascii_alphanumeric() || matches!(c, b'_' | b'$'))
+        .count();
+    let end = match b.get(ascii) {
+        Some(c) if !c.is_ascii() => t
+            .get(ascii..)
+            .and_then(|r| r.find(|c: char| !(c.is_alphanumeric() || c == '_' || c == '$')))
+            .map_or(t.len(), |k| ascii + k),
+        Some(_) => ascii,
+        None => t.len(),
+    };
     t.get(..end).unwrap_or("")
 }
 
 fn indent_of(body: &str) -> usize {
+    let mut n = 0;
+    for (i, c) in body.bytes().enumerate() {
+        match c {
+            b'\t' => n += 4,
+            b' ' | b'\n' | b'\r' | 0x0b | 0x0c => n += 1,
+            0x80.. => return n + indent_of_chars(body.get(i..).unwrap_or("")),
+            _ => return n,
+        }
+    }
+    n
+}
+
+/// [`indent_of`] character by character (Unicode white space).
+fn indent_of_chars(body: &str) -> usize {
     body.chars()
         .take_while(|c| c.is_whitespace())
         .map(|c| if c == '\t' { 4 } else { 1 })
@@ -262,7 +345,7 @@ pub struct OutlineState {
 /// The rank of `body` as a declaration in a file of kind `lang`, or `None`
 /// when it is not one.
 pub fn declaration(body: &str, lang: Lang, st: &mut OutlineState) -> Option<Rank> {
-    let t = body.trim();
+    let t = trim(body);
     if t.is_empty() || t.len() > 400 {
         return None;
     }
@@ -350,7 +433,8 @@ fn code_declaration(body: &str, t: &str, st: &mut OutlineState) -> Option<Rank> 
     }
     // Statements and expressions nested deeper than a few levels, and lines
     // opening with punctuation, declare nothing.
-    if indent_of(body) > 12
+    let indent = indent_of(body);
+    if indent > 12
         || !t
             .chars()
             .next()
@@ -382,7 +466,7 @@ fn code_declaration(body: &str, t: &str, st: &mut OutlineState) -> Option<Rank> 
         return Some(Rank::Structure);
     }
     if (maybe_member(body, t, word) && CODE_MEMBER.is_match(body))
-        || (indent_of(body) <= 4 && maybe_field(body, t) && CODE_FIELD.is_match(body))
+        || (indent <= 4 && maybe_field(body, t) && CODE_FIELD.is_match(body))
     {
         return Some(Rank::Member);
     }
@@ -514,6 +598,7 @@ fn quote_after_paren(s: &str) -> bool {
 }
 
 /// SQL_COLUMN's type names.
+#[cfg(test)]
 const SQL_TYPES: &[&str] = &[
     "int",
     "integer",
@@ -550,17 +635,41 @@ const SQL_TYPES: &[&str] = &[
     "interval",
 ];
 
-/// True when `rest` could start with one of [`SQL_TYPES`] as SQL_COLUMN's
+/// True when `rest` could start with one of SQL_COLUMN's type names as its
 /// case-insensitive match sees it: an ASCII prefix in any case, or any
 /// non-ASCII character (Unicode case folding maps some to ASCII letters).
 fn maybe_sql_type(rest: &str) -> bool {
-    if !rest.is_ascii() && rest.chars().take(12).any(|c| !c.is_ascii()) {
+    let b = rest.as_bytes();
+    // A non-ASCII character among the first twelve: the first non-ASCII
+    // byte comes before byte 12 (every character before it is one byte).
+    if b.iter().take(12).any(|c| !c.is_ascii()) {
         return true;
     }
-    let b = rest.as_bytes();
-    SQL_TYPES.iter().any(|ty| {
+    let Some(first) = b.first().map(u8::to_ascii_lowercase) else {
+        return false;
+    };
+    // The names (one of a name and its extensions, e.g. `int` for
+    // `integer`) by first letter.
+    let names: &[&[u8]] = match first {
+        b'b' => &[b"bigint", b"bigserial", b"bool", b"blob", b"bytea"],
+        b'c' => &[b"char"],
+        b'd' => &[b"date", b"decimal", b"double"],
+        b'e' => &[b"enum"],
+        b'f' => &[b"float"],
+        b'i' => &[b"int", b"inet"],
+        b'j' => &[b"json"],
+        b'm' => &[b"money"],
+        b'n' => &[b"nvarchar", b"numeric"],
+        b'r' => &[b"real"],
+        b's' => &[b"smallint", b"serial"],
+        b't' => &[b"tinyint", b"text", b"time"],
+        b'u' => &[b"uuid"],
+        b'v' => &[b"varchar"],
+        _ => return false,
+    };
+    names.iter().any(|ty| {
         b.get(..ty.len())
-            .is_some_and(|p| p.eq_ignore_ascii_case(ty.as_bytes()))
+            .is_some_and(|p| p.eq_ignore_ascii_case(ty))
     })
 }
 
@@ -585,9 +694,24 @@ fn maybe_member(body: &str, t: &str, word: &str) -> bool {
     if matches!(word, "private" | "public" | "protected" | "internal") && t.ends_with(';') {
         return true;
     }
-    indented
-        && t.split_once(char::is_whitespace)
-            .is_some_and(|(_, rest)| maybe_sql_type(rest.trim_start()))
+    indented && after_first_space(t).is_some_and(|rest| maybe_sql_type(rest.trim_start()))
+}
+
+/// What follows the first white space of `t` (as `split_once` on
+/// [`char::is_whitespace`] cuts it).
+fn after_first_space(t: &str) -> Option<&str> {
+    for (i, c) in t.bytes().enumerate() {
+        if ascii_space(c) {
+            return t.get(i + 1..);
+        }
+        if !c.is_ascii() {
+            return t
+                .get(i..)?
+                .split_once(char::is_whitespace)
+                .map(|(_, rest)| rest);
+        }
+    }
+    None
 }
 
 /// False only when no alternative of [`CODE_FIELD`] can match `body`: both
@@ -686,10 +810,14 @@ pub fn references(text: &str, max: usize) -> Vec<&str> {
     out
 }
 
-static ERROR_WORD: LazyLock<memchr::memmem::Finder<'static>> =
-    LazyLock::new(|| memchr::memmem::Finder::new("Error"));
-static EXCEPTION_WORD: LazyLock<memchr::memmem::Finder<'static>> =
-    LazyLock::new(|| memchr::memmem::Finder::new("Exception"));
+/// True when `b` holds a slash, a backslash, `Error` or `Exception`.
+fn may_hold_reference(b: &[u8]) -> bool {
+    memchr::memchr3_iter(b'/', b'\\', b'E', b).any(|i| {
+        b.get(i) != Some(&b'E')
+            || b.get(i + 1..)
+                .is_some_and(|r| r.starts_with(b"rror") || r.starts_with(b"xception"))
+    })
+}
 
 /// [`references`] of the lines `lines` joined by line breaks, without
 /// joining them: no reference spans a line break (each alternative of
@@ -706,11 +834,7 @@ pub fn references_in_lines<'a>(
     }
     for l in lines {
         // Every reference holds a slash, a backslash or an error name.
-        let b = l.as_bytes();
-        if memchr::memchr2(b'/', b'\\', b).is_none()
-            && ERROR_WORD.find(b).is_none()
-            && EXCEPTION_WORD.find(b).is_none()
-        {
+        if !may_hold_reference(l.as_bytes()) {
             continue;
         }
         if push_references(l, max, &mut out) {
@@ -1243,7 +1367,45 @@ mod tests {
     }
 
     #[test]
-    fn numbered_prefix_agrees_with_the_regex() {
+    fn reference_prefilter_is_the_three_searches() {
+        for l in [
+            "",
+            "a/b",
+            "a\\b",
+            "Error",
+            "xError",
+            "E",
+            "Erro",
+            "Exceptio",
+            "EException",
+            "EEError",
+            "no refs here",
+            "TypeError: x",
+            "my Exception.",
+            "ERROR",
+            "error/",
+        ] {
+            let b = l.as_bytes();
+            let old = memchr::memchr2(b'/', b'\\', b).is_some()
+                || memchr::memmem::find(b, b"Error").is_some()
+                || memchr::memmem::find(b, b"Exception").is_some();
+            assert_eq!(may_hold_reference(b), old, "{l:?}");
+        }
+    }
+
+    #[test]
+    fn every_sql_type_passes_in_any_case() {
+        for ty in SQL_TYPES {
+            for v in [ty.to_string(), ty.to_uppercase(), format!("{ty} NOT NULL")] {
+                assert!(maybe_sql_type(&v), "{v}");
+            }
+        }
+        assert!(!maybe_sql_type("foo int"));
+        assert!(!maybe_sql_type(""));
+    }
+
+    #[test]
+    fn number_prefix_agrees_with_the_regex() {
         for l in [
             "12\tx",
             "    12→x",
@@ -1263,11 +1425,57 @@ mod tests {
             "→",
             "0:",
             "\t\t9|",
+            "\u{b}4:x",
+            "\u{2003}5\t",
+            "007|x",
+            "9999999:",
+            "12é",
         ] {
-            let want = NUMBERED
-                .captures(l)
-                .and_then(|c| Some((c.get(1)?.as_str(), c.get(0)?.end())));
-            assert_eq!(numbered_prefix(l), want, "{l:?}");
+            assert_eq!(number_prefix(l), regex_prefix(l), "{l:?}");
+        }
+    }
+
+    /// What [`NUMBERED`] finds at the start of `l`, the digits parsed.
+    fn regex_prefix(l: &str) -> Option<(Option<u64>, usize)> {
+        NUMBERED
+            .captures(l)
+            .and_then(|c| Some((c.get(1)?.as_str().parse().ok(), c.get(0)?.end())))
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn byte_helpers_agree_with_the_char_versions(s in "[ \t\u{b}\u{a0}\u{2003}aZ9_$(é٣K\u{212a}]{0,14}(int|INTEGER|Text|bool|json|x)?[ a(]{0,2}") {
+            let old_word = {
+                let t = s.trim_start();
+                let end = t
+                    .find(|c: char| !(c.is_alphanumeric() || c == '_' || c == '$'))
+                    .unwrap_or(t.len());
+                &t[..end]
+            };
+            proptest::prop_assert_eq!(first_word(&s), old_word);
+            proptest::prop_assert_eq!(indent_of(&s), indent_of_chars(&s));
+            proptest::prop_assert_eq!(
+                after_first_space(&s),
+                s.split_once(char::is_whitespace).map(|(_, r)| r)
+            );
+            let old_sql = (!s.is_ascii() && s.chars().take(12).any(|c| !c.is_ascii()))
+                || SQL_TYPES.iter().any(|ty| {
+                    s.as_bytes()
+                        .get(..ty.len())
+                        .is_some_and(|p| p.eq_ignore_ascii_case(ty.as_bytes()))
+                });
+            proptest::prop_assert_eq!(maybe_sql_type(&s), old_sql);
+        }
+
+        #[test]
+        fn number_prefix_is_the_regex(l in "[ \t\u{a0}\u{2003}\u{b}]{0,3}[0-9٣]{0,9}[\t:|→ xé٣]{0,2}[a-z]{0,2}") {
+            proptest::prop_assert_eq!(number_prefix(&l), regex_prefix(&l));
+        }
+
+        #[test]
+        fn trim_and_is_blank_are_std(s in "[ \t\n\r\u{b}\u{c}\u{a0}\u{2003}\u{85}aé]{0,8}") {
+            proptest::prop_assert_eq!(trim(&s), s.trim());
+            proptest::prop_assert_eq!(is_blank(&s), s.trim().is_empty());
         }
     }
 

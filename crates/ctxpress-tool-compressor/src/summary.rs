@@ -3,8 +3,8 @@
 //! compressed" rule) and later runs recognise it.
 
 use crate::lines::{
-    Lang, OutlineState, Rank, clip, declaration, is_count_line, is_diagnostic, is_error_line,
-    is_heading, lang_of, references_in_lines, shape, split_numbered,
+    Lang, OutlineState, Rank, clip, declaration, is_blank, is_count_line, is_diagnostic,
+    is_error_line, is_heading, lang_of, references_in_lines, shape, split_numbered,
 };
 use foldhash::HashSet;
 use std::fmt::Write as _;
@@ -217,8 +217,7 @@ fn file_outline(
             }
         }
     }
-    let shown: HashSet<usize> = kept.iter().copied().collect();
-    push_refs(&mut out, &lines, &shown, limits);
+    push_refs(&mut out, &lines, &kept, limits);
     out
 }
 
@@ -244,7 +243,7 @@ fn head_tail(lines: &[crate::lines::Line<'_>], head: usize, tail: usize) -> Vec<
     let nonempty: Vec<usize> = lines
         .iter()
         .enumerate()
-        .filter(|(_, l)| !l.body.trim().is_empty())
+        .filter(|(_, l)| !is_blank(l.body))
         .map(|(i, _)| i)
         .collect();
     let mut out: Vec<usize> = nonempty.iter().take(head).copied().collect();
@@ -285,20 +284,20 @@ fn push_lines(
     }
 }
 
-/// Append `refs:` with the paths, URLs and error names of the lines not shown.
-fn push_refs(
-    out: &mut String,
-    lines: &[crate::lines::Line<'_>],
-    shown: &HashSet<usize>,
-    limits: &Limits,
-) {
+/// Append `refs:` with the paths, URLs and error names of the lines not
+/// shown (`shown`: their indices, in increasing order).
+fn push_refs(out: &mut String, lines: &[crate::lines::Line<'_>], shown: &[usize], limits: &Limits) {
     if limits.max_refs == 0 {
         return;
     }
+    let mut shown = shown.iter().copied().peekable();
     let rest = lines
         .iter()
         .enumerate()
-        .filter(|(i, _)| !shown.contains(i))
+        .filter(move |(i, _)| {
+            while shown.next_if(|s| s < i).is_some() {}
+            shown.next_if_eq(i).is_none()
+        })
         .map(|(_, l)| l.body);
     let refs: Vec<&str> = references_in_lines(rest, limits.max_refs)
         .into_iter()
@@ -436,9 +435,10 @@ fn output(kind: Kind, subject: &Subject, text: &str, limits: &Limits) -> String 
         );
     }
     out.push(']');
+    picked.sort_unstable();
+    picked.dedup();
     push_lines(&mut out, &lines, &picked, limits);
-    let shown: HashSet<usize> = picked.into_iter().collect();
-    push_refs(&mut out, &lines, &shown, limits);
+    push_refs(&mut out, &lines, &picked, limits);
     out
 }
 
