@@ -433,15 +433,21 @@ fn display_paths(
 }
 
 /// Keys a failure is resolved by: a later call sharing one acted on it.
-fn act_keys(name: &str, op: Option<&Operation>) -> Vec<String> {
+/// `families` remembers the command family of each command seen (the same
+/// command comes back often, and finding its family parses it).
+fn act_keys<'r>(
+    name: &str,
+    op: Option<&'r Operation>,
+    families: &mut HashMap<(&'r str, &'r str), String>,
+) -> Vec<String> {
     let mut keys = Vec::new();
     if let Some(op) = op {
         if let Some(c) = &op.command {
-            keys.push(format!(
-                "cmd\u{1}{}\u{1}{}",
-                op.cwd.as_deref().unwrap_or(""),
-                command_family(c)
-            ));
+            let cwd = op.cwd.as_deref().unwrap_or("");
+            let key = families
+                .entry((cwd, c.as_str()))
+                .or_insert_with(|| format!("cmd\u{1}{cwd}\u{1}{}", command_family(c)));
+            keys.push(key.clone());
         }
         for p in op.paths.iter().chain(op.writes.iter()) {
             keys.push(format!("path\u{1}{p}"));
@@ -729,8 +735,12 @@ impl ToolCompressor {
         // Failures nothing acted on stay.
         let mut later: HashSet<String> = HashSet::new();
         let mut unresolved: HashSet<usize> = HashSet::new();
-        for (i, r) in recs.iter().enumerate().rev() {
-            let keys = act_keys(&r.name, r.op.as_ref());
+        let mut families = HashMap::new();
+        // A call's keys are only looked up for the failures before it: the
+        // calls before the first failure are skipped.
+        let first_failure = recs.iter().position(|r| r.failed).unwrap_or(recs.len());
+        for (i, r) in recs.iter().enumerate().skip(first_failure).rev() {
+            let keys = act_keys(&r.name, r.op.as_ref(), &mut families);
             if r.failed && !keys.iter().any(|k| later.contains(k)) {
                 unresolved.insert(i);
             }

@@ -109,35 +109,63 @@ pub(crate) fn is_blank(s: &str) -> bool {
 /// increasing numbers (Claude Code, OpenHands, `cat -n`, SWE-agent).
 pub fn split_numbered(text: &str) -> Vec<Line<'_>> {
     let mut lines: Vec<Line<'_>> = Vec::with_capacity(text.len() / 32 + 1);
+    // The end of each line's number prefix (0: none), its number in `lines`.
+    let mut ends: Vec<usize> = Vec::with_capacity(text.len() / 32 + 1);
     let mut hits = 0usize;
     let mut nonempty = 0usize;
     let mut last: Option<u64> = None;
-    for l in text.lines() {
-        lines.push(Line {
-            number: None,
-            body: l,
-        });
-        if is_blank(l) {
-            continue;
-        }
-        nonempty += 1;
-        if let Some((Some(n), _)) = number_prefix(l)
-            && last.is_none_or(|p| n > p)
-        {
-            hits += 1;
-            last = Some(n);
-        }
+    for l in lines_of(text) {
+        let (number, end) = if is_blank(l) {
+            (None, 0)
+        } else {
+            nonempty += 1;
+            match number_prefix(l) {
+                Some((number, end)) => {
+                    if let Some(n) = number
+                        && last.is_none_or(|p| n > p)
+                    {
+                        hits += 1;
+                        last = Some(n);
+                    }
+                    (number, end)
+                }
+                None => (None, 0),
+            }
+        };
+        lines.push(Line { number, body: l });
+        ends.push(end);
     }
     let numbered = nonempty > 0 && hits * 5 >= nonempty * 4;
-    if numbered {
-        for line in &mut lines {
-            if let Some((number, end)) = number_prefix(line.body) {
-                line.number = number;
-                line.body = line.body.get(end..).unwrap_or("");
-            }
+    for (line, &end) in lines.iter_mut().zip(&ends) {
+        if !numbered {
+            line.number = None;
+        } else if end > 0 {
+            line.body = line.body.get(end..).unwrap_or("");
         }
     }
     lines
+}
+
+/// The lines of `text`, as [`str::lines`] cuts them.
+fn lines_of(text: &str) -> impl Iterator<Item = &str> {
+    let mut start = 0;
+    let mut breaks = memchr::memchr_iter(b'\n', text.as_bytes());
+    std::iter::from_fn(move || {
+        let line = match breaks.next() {
+            Some(k) => {
+                let line = text.get(start..k).unwrap_or("");
+                start = k + 1;
+                line.strip_suffix('\r').unwrap_or(line)
+            }
+            None if start < text.len() => {
+                let line = text.get(start..).unwrap_or("");
+                start = text.len();
+                line
+            }
+            None => return None,
+        };
+        Some(line)
+    })
 }
 
 /// What kind of text a file holds, from its extension.
@@ -267,31 +295,39 @@ static INI_LINE: LazyLock<Regex> =
 static CSS_SELECTOR: LazyLock<Regex> =
     LazyLock::new(|| re(r"^\s*(?:[.#@:\w\[*&>~+-][^;{}]*)\{\s*$"));
 
-const CONTROL: &[&str] = &[
-    "if",
-    "for",
-    "while",
-    "switch",
-    "catch",
-    "with",
-    "return",
-    "else",
-    "do",
-    "try",
-    "foreach",
-    "elseif",
-    "when",
-    "match",
-    "until",
-    "unless",
-    "synchronized",
-    "using",
-    "lock",
-    "fixed",
-];
+/// True for the control-flow keywords a statement starts with.
+fn is_control(word: &str) -> bool {
+    matches!(
+        word,
+        "if" | "for"
+            | "while"
+            | "switch"
+            | "catch"
+            | "with"
+            | "return"
+            | "else"
+            | "do"
+            | "try"
+            | "foreach"
+            | "elseif"
+            | "when"
+            | "match"
+            | "until"
+            | "unless"
+            | "synchronized"
+            | "using"
+            | "lock"
+            | "fixed"
+    )
+}
 
+#[cfg(test)]
 fn first_word(body: &str) -> &str {
-    let t = body.trim_start();
+    word_at(body.trim_start())
+}
+
+/// The word `t` starts with (letters, digits, `_`, `$`).
+fn word_at(t: &str) -> &str {
     // ASCII bytes decide alone; from the first non-ASCII one, characters.
     let b = t.as_bytes();
     let ascii = b
@@ -448,8 +484,9 @@ fn code_declaration(body: &str, t: &str, st: &mut OutlineState) -> Option<Rank> 
     if IMPORT_STARTS.iter().any(|w| t.starts_with(w)) && IMPORT.is_match(body) {
         return Some(Rank::Import);
     }
-    let word = first_word(body);
-    if CONTROL.contains(&word) {
+    // `t` starts where `body.trim_start()` does, and white space ends a word.
+    let word = word_at(t);
+    if is_control(word) {
         return None;
     }
     // Only the STRUCTURE, SQL_STMT and ARROW_FN alternatives can match a
@@ -1453,6 +1490,7 @@ mod tests {
                 &t[..end]
             };
             proptest::prop_assert_eq!(first_word(&s), old_word);
+            proptest::prop_assert_eq!(word_at(trim(&s)), old_word);
             proptest::prop_assert_eq!(indent_of(&s), indent_of_chars(&s));
             proptest::prop_assert_eq!(
                 after_first_space(&s),
@@ -1470,6 +1508,11 @@ mod tests {
         #[test]
         fn number_prefix_is_the_regex(l in "[ \t\u{a0}\u{2003}\u{b}]{0,3}[0-9٣]{0,9}[\t:|→ xé٣]{0,2}[a-z]{0,2}") {
             proptest::prop_assert_eq!(number_prefix(&l), regex_prefix(&l));
+        }
+
+        #[test]
+        fn lines_of_is_str_lines(s in "[a\r\n]{0,12}") {
+            proptest::prop_assert_eq!(lines_of(&s).collect::<Vec<_>>(), s.lines().collect::<Vec<_>>());
         }
 
         #[test]
