@@ -1002,6 +1002,8 @@ const T_DIGIT: u8 = 8;
 const T_DOT: u8 = 16;
 /// `-`, `/` or `.`: the bytes that split a run into segments and parts.
 const T_SPLIT: u8 = 32;
+/// `\\`: starts an escape in JSON text.
+const T_ESC: u8 = 64;
 
 /// Byte classes for [`for_each_term`].
 static TERM_BYTES: [u8; 256] = {
@@ -1028,6 +1030,9 @@ static TERM_BYTES: [u8; 256] = {
         if matches!(c, b'-' | b'/' | b'.') {
             k |= T_SPLIT;
         }
+        if c == b'\\' {
+            k |= T_ESC;
+        }
         t[i] = k;
         i += 1;
     }
@@ -1053,6 +1058,133 @@ pub fn for_each_term<'a>(text: &'a str, json_escaped: bool, f: impl FnMut(&'a st
 /// The scan of [`for_each_term`]; `FAST` takes the short cut for plain
 /// words (the tests compare it with the long way).
 fn scan_terms<'a, const JSON_ESCAPED: bool, const FAST: bool>(
+    text: &'a str,
+    mut f: impl FnMut(&'a str),
+) {
+    let bytes = text.as_bytes();
+    // Where a run or an escape can start.
+    let stop = if JSON_ESCAPED { T_TOK | T_ESC } else { T_TOK };
+    let mut i = 0;
+    loop {
+        let Some(skip) = bytes
+            .get(i..)
+            .and_then(|r| r.iter().position(|c| TERM_BYTES[*c as usize] & stop != 0))
+        else {
+            return;
+        };
+        i += skip;
+        let c = bytes.get(i).copied().unwrap_or(0);
+        if JSON_ESCAPED && c == b'\\' {
+            i += if bytes.get(i + 1) == Some(&b'u') {
+                6
+            } else {
+                2
+            };
+            continue;
+        }
+        let start = i;
+        // Only runs with an underscore, a slash, an inner capital or a dotted
+        // number can hold a term: plain words are skipped without splitting.
+        let first = TERM_BYTES[c as usize];
+        let mut upper_inside = 0u8;
+        i += 1;
+        while let Some(&c) = bytes.get(i) {
+            let k = TERM_BYTES[c as usize];
+            if k & T_TOK == 0 {
+                break;
+            }
+            upper_inside |= k;
+            i += 1;
+        }
+        let seen = first | upper_inside;
+        let interesting = seen & T_MARK != 0 || upper_inside & T_UPPER != 0;
+        if !(interesting || (seen & T_DIGIT != 0 && seen & T_DOT != 0)) {
+            continue;
+        }
+        // Most runs are one plain word (no `-`, `/` or `.`): nothing to trim
+        // or split, no path and no version, only an identifier.
+        if FAST && seen & T_SPLIT == 0 {
+            // Without `/`, the mark is an underscore: only snake_case can
+            // hold one, and only camelCase or PascalCase can do without.
+            if let (Some(run), Some(run_str)) = (bytes.get(start..i), text.get(start..i))
+                && if seen & T_MARK != 0 {
+                    is_snake(run)
+                } else {
+                    is_camel_or_pascal(run)
+                }
+            {
+                f(run_str);
+            }
+            continue;
+        }
+        // Trim punctuation at the ends (sentence dots, leading slashes).
+        let mut a = start;
+        let mut b = i;
+        while a < b
+            && bytes
+                .get(a)
+                .is_some_and(|c| matches!(c, b'.' | b'-' | b'/'))
+        {
+            a += 1;
+        }
+        while b > a
+            && bytes
+                .get(b - 1)
+                .is_some_and(|c| matches!(c, b'.' | b'-' | b'/'))
+        {
+            b -= 1;
+        }
+        let (Some(run), Some(run_str)) = (bytes.get(a..b), text.get(a..b)) else {
+            continue;
+        };
+        if is_path(run) {
+            f(run_str);
+        }
+        split_run(run, run_str, &mut f);
+    }
+}
+
+/// The versions and identifiers of a trimmed run (which neither starts nor
+/// ends with `.`, `-` or `/`): its segments between `/` and `-`, each a
+/// version or split at dots into identifiers.
+fn split_run<'a>(run: &[u8], run_str: &'a str, f: &mut impl FnMut(&'a str)) {
+    let mut w0 = 0;
+    while w0 < run.len() {
+        let e = run
+            .get(w0..)
+            .and_then(|r| r.iter().position(|c| matches!(c, b'/' | b'-')))
+            .map_or(run.len(), |k| w0 + k);
+        if let (Some(seg), Some(seg_str)) = (run.get(w0..e), run_str.get(w0..e)) {
+            if seg
+                .first()
+                .is_some_and(|c| c.is_ascii_digit() || *c == b'v')
+                && is_version(seg)
+            {
+                f(seg_str);
+            } else {
+                let mut s0 = 0;
+                while s0 < seg.len() {
+                    let s1 = seg
+                        .get(s0..)
+                        .and_then(|r| r.iter().position(|c| *c == b'.'))
+                        .map_or(seg.len(), |k| s0 + k);
+                    if let (Some(w), Some(ws)) = (seg.get(s0..s1), seg_str.get(s0..s1))
+                        && identifier(w)
+                    {
+                        f(ws);
+                    }
+                    s0 = s1 + 1;
+                }
+            }
+        }
+        w0 = e + 1;
+    }
+}
+
+/// The scan of [`for_each_term`] as it was before its loops were tightened
+/// (the tests compare the two).
+#[cfg(test)]
+fn scan_terms_reference<'a, const JSON_ESCAPED: bool, const FAST: bool>(
     text: &'a str,
     mut f: impl FnMut(&'a str),
 ) {
@@ -1359,6 +1491,38 @@ mod tests {
         }
     }
 
+    /// The terms the scan finds in `text` and those the reference scan finds.
+    fn scans(text: &str, escaped: bool) -> (Vec<&str>, Vec<&str>) {
+        let (mut new, mut old) = (Vec::new(), Vec::new());
+        if escaped {
+            scan_terms::<true, true>(text, |t| new.push(t));
+            scan_terms_reference::<true, true>(text, |t| old.push(t));
+        } else {
+            scan_terms::<false, true>(text, |t| new.push(t));
+            scan_terms_reference::<false, true>(text, |t| old.push(t));
+        }
+        (new, old)
+    }
+
+    #[test]
+    fn the_scan_finds_what_the_reference_scan_finds() {
+        let texts = [
+            include_str!("lines.rs"),
+            include_str!("summary.rs"),
+            include_str!("lib.rs"),
+            include_str!("../../ctxpress-core/src/message.rs"),
+            "src/app_main.py:12 v1.2.3 FooError foo_bar-baz x/y.rs a.b_c camelCase\\nsnake_case",
+            "--flag_name ./path/to_file.rs. ..dots_. HTTPServer getX __init__ a_ _b a--b_c x/.y_z",
+            r#"{"content": "import x\nconst fooBar = \"a_b\";\u00e9camelCase\u", "p": "a/b.rs\\"}"#,
+        ];
+        for text in texts {
+            for escaped in [false, true] {
+                let (new, old) = scans(text, escaped);
+                assert_eq!(new, old);
+            }
+        }
+    }
+
     #[test]
     fn the_plain_word_short_cut_finds_the_same_terms() {
         let texts = [
@@ -1392,6 +1556,12 @@ mod tests {
                 && b.iter().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'_')
                 && b.split(|c| *c == b'_').all(|p| !p.is_empty());
             proptest::prop_assert_eq!(is_snake(b), pattern);
+        }
+
+        #[test]
+        fn the_scan_agrees_with_the_reference(text in "[a-cA-C0-9uv_./\\\\ \n-]{0,60}", escaped in proptest::bool::ANY) {
+            let (new, old) = scans(&text, escaped);
+            proptest::prop_assert_eq!(new, old);
         }
 
         #[test]
