@@ -332,7 +332,7 @@ fn word_at(t: &str) -> &str {
     let b = t.as_bytes();
     let ascii = b
         .iter()
-        .take_while(|c| c.is_ascii_alphanumeric() || matches!(c, b'_' | b'$'))
+        .take_while(|c| TERM_BYTES[**c as usize] & T_WORD != 0)
         .count();
     let end = match b.get(ascii) {
         Some(c) if !c.is_ascii() => t
@@ -356,6 +356,17 @@ fn indent_of(body: &str) -> usize {
         }
     }
     n
+}
+
+/// [`indent_of`] of `body`, given `t`: `body` trimmed, not empty (so `t`
+/// starts where the leading white space of `body` ends).
+fn indent_before(body: &str, t: &str) -> usize {
+    let ws = (t.as_ptr() as usize).saturating_sub(body.as_ptr() as usize);
+    match body.get(..ws) {
+        Some(lead) if lead.is_ascii() => ws + 3 * lead.bytes().filter(|c| *c == b'\t').count(),
+        Some(lead) => indent_of_chars(lead),
+        None => indent_of(body),
+    }
 }
 
 /// [`indent_of`] character by character (Unicode white space).
@@ -469,7 +480,7 @@ fn code_declaration(body: &str, t: &str, st: &mut OutlineState) -> Option<Rank> 
     }
     // Statements and expressions nested deeper than a few levels, and lines
     // opening with punctuation, declare nothing.
-    let indent = indent_of(body);
+    let indent = indent_before(body, t);
     if indent > 12
         || !t
             .chars()
@@ -1004,6 +1015,8 @@ const T_DOT: u8 = 16;
 const T_SPLIT: u8 = 32;
 /// `\\`: starts an escape in JSON text.
 const T_ESC: u8 = 64;
+/// ASCII letters and digits, `_` and `$`: the bytes of a first word.
+const T_WORD: u8 = 128;
 
 /// Byte classes for [`for_each_term`].
 static TERM_BYTES: [u8; 256] = {
@@ -1032,6 +1045,9 @@ static TERM_BYTES: [u8; 256] = {
         }
         if c == b'\\' {
             k |= T_ESC;
+        }
+        if c.is_ascii_alphanumeric() || matches!(c, b'_' | b'$') {
+            k |= T_WORD;
         }
         t[i] = k;
         i += 1;
@@ -1305,7 +1321,10 @@ fn scan_terms_reference<'a, const JSON_ESCAPED: bool, const FAST: bool>(
 /// A compound identifier: snake_case, camelCase or PascalCase.
 fn identifier(w: &[u8]) -> bool {
     // Fast reject: plain words have no underscore and no capital after the first letter.
-    let compound = w.contains(&b'_') || w.iter().skip(1).any(u8::is_ascii_uppercase);
+    let compound = w.first() == Some(&b'_')
+        || w.iter()
+            .skip(1)
+            .any(|c| *c == b'_' || c.is_ascii_uppercase());
     compound && (is_snake(w) || is_camel_or_pascal(w))
 }
 
@@ -1662,6 +1681,9 @@ mod tests {
             proptest::prop_assert_eq!(first_word(&s), old_word);
             proptest::prop_assert_eq!(word_at(trim(&s)), old_word);
             proptest::prop_assert_eq!(indent_of(&s), indent_of_chars(&s));
+            if !trim(&s).is_empty() {
+                proptest::prop_assert_eq!(indent_before(&s, trim(&s)), indent_of_chars(&s));
+            }
             proptest::prop_assert_eq!(
                 after_first_space(&s),
                 s.split_once(char::is_whitespace).map(|(_, r)| r)
