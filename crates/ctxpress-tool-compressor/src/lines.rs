@@ -1318,6 +1318,216 @@ fn scan_terms_reference<'a, const JSON_ESCAPED: bool, const FAST: bool>(
     }
 }
 
+/// The byte range, inside its quotes, of the string value of member `key`
+/// of the JSON object `json`, found without decoding it. `None` unless
+/// `json` is one well-formed object (strings with valid escapes, no
+/// backslash outside them) whose member `key`, written without escapes,
+/// occurs once with a string value.
+pub(crate) fn member_string_span(json: &str, key: &str) -> Option<std::ops::Range<usize>> {
+    let b = json.as_bytes();
+    let mut i = json_space(b, 0);
+    if b.get(i) != Some(&b'{') {
+        return None;
+    }
+    i = json_space(b, i + 1);
+    let mut found = None;
+    if b.get(i) == Some(&b'}') {
+        return None;
+    }
+    loop {
+        let k_end = json_string_end(b, i)?;
+        let k = b.get(i + 1..k_end)?;
+        if k.contains(&b'\\') {
+            return None;
+        }
+        i = json_space(b, k_end + 1);
+        if b.get(i) != Some(&b':') {
+            return None;
+        }
+        i = json_space(b, i + 1);
+        if k == key.as_bytes() {
+            if found.is_some() || b.get(i) != Some(&b'"') {
+                return None;
+            }
+            let v_end = json_string_end(b, i)?;
+            found = Some(i + 1..v_end);
+            i = v_end + 1;
+        } else {
+            i = json_value_end(b, i)?;
+        }
+        i = json_space(b, i);
+        match b.get(i)? {
+            b',' => i = json_space(b, i + 1),
+            b'}' => break,
+            _ => return None,
+        }
+    }
+    // Nothing but white space after the object.
+    (json_space(b, i + 1) == b.len()).then_some(found?)
+}
+
+/// The index of the first byte of `b` from `i` on that is not JSON white space.
+fn json_space(b: &[u8], i: usize) -> usize {
+    i + b.get(i..).map_or(0, |r| {
+        r.iter()
+            .take_while(|c| matches!(c, b' ' | b'\t' | b'\n' | b'\r'))
+            .count()
+    })
+}
+
+/// The index of the closing quote of the JSON string opening at `i`, its
+/// escapes checked (not its control characters: they change no escape);
+/// `None` when it has no end or a malformed escape.
+fn json_string_end(b: &[u8], i: usize) -> Option<usize> {
+    if b.get(i) != Some(&b'"') {
+        return None;
+    }
+    let mut j = i + 1;
+    loop {
+        j += memchr::memchr2(b'"', b'\\', b.get(j..)?)?;
+        if b.get(j) == Some(&b'"') {
+            return Some(j);
+        }
+        match *b.get(j + 1)? {
+            b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => j += 2,
+            b'u' => {
+                if !b.get(j + 2..j + 6)?.iter().all(u8::is_ascii_hexdigit) {
+                    return None;
+                }
+                j += 6;
+            }
+            _ => return None,
+        }
+    }
+}
+
+/// The index just after the JSON value starting at `i`: strings checked
+/// as [`json_string_end`] does, other values only for their bytes and
+/// their nesting.
+fn json_value_end(b: &[u8], i: usize) -> Option<usize> {
+    match *b.get(i)? {
+        b'"' => Some(json_string_end(b, i)? + 1),
+        b'{' | b'[' => {
+            let mut depth = 0usize;
+            let mut j = i;
+            loop {
+                match *b.get(j)? {
+                    b'"' => {
+                        j = json_string_end(b, j)? + 1;
+                        continue;
+                    }
+                    b'{' | b'[' => depth += 1,
+                    b'}' | b']' => {
+                        depth = depth.saturating_sub(1);
+                        if depth == 0 {
+                            return Some(j + 1);
+                        }
+                    }
+                    c if json_scalar_byte(c)
+                        || matches!(c, b',' | b':' | b' ' | b'\t' | b'\n' | b'\r') => {}
+                    _ => return None,
+                }
+                j += 1;
+            }
+        }
+        _ => {
+            let n = b
+                .get(i..)?
+                .iter()
+                .take_while(|c| json_scalar_byte(**c))
+                .count();
+            (n > 0).then_some(i + n)
+        }
+    }
+}
+
+/// A byte of a JSON number or literal.
+fn json_scalar_byte(c: u8) -> bool {
+    c.is_ascii_alphanumeric() || matches!(c, b'-' | b'+' | b'.')
+}
+
+/// True when the raw JSON string content `raw` (between its quotes)
+/// decodes to `text`, and every escape in it stands for a character that
+/// is not a term byte: then [`for_each_term`] finds the same terms, in the
+/// same order, in `raw` read as escaped JSON and in `text` read plain
+/// (an escape and the character it stands for both end a term).
+pub(crate) fn decodes_to_same_terms(raw: &str, text: &str) -> bool {
+    let (r, t) = (raw.as_bytes(), text.as_bytes());
+    let (mut i, mut j) = (0usize, 0usize);
+    while i < r.len() {
+        // The bytes up to the next escape are the text's own.
+        let plain = r
+            .get(i..)
+            .and_then(|rest| memchr::memchr(b'\\', rest))
+            .unwrap_or(r.len() - i);
+        if plain > 0 {
+            if t.get(j..j + plain) != r.get(i..i + plain) {
+                return false;
+            }
+            i += plain;
+            j += plain;
+            continue;
+        }
+        let one = match r.get(i + 1) {
+            Some(b'"') => b'"',
+            Some(b'\\') => b'\\',
+            Some(b'b') => 0x08,
+            Some(b'f') => 0x0c,
+            Some(b'n') => b'\n',
+            Some(b'r') => b'\r',
+            Some(b't') => b'\t',
+            Some(b'u') => {
+                let Some(cp) = hex4(r, i + 2) else {
+                    return false;
+                };
+                let (ch, used) = if (0xd800..0xdc00).contains(&cp) {
+                    // A surrogate pair: `\uD83D\uDE00`.
+                    match (r.get(i + 6), r.get(i + 7), hex4(r, i + 8)) {
+                        (Some(b'\\'), Some(b'u'), Some(lo)) if (0xdc00..0xe000).contains(&lo) => (
+                            char::from_u32(0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00)),
+                            12,
+                        ),
+                        _ => (None, 6),
+                    }
+                } else {
+                    (char::from_u32(cp), 6)
+                };
+                let Some(ch) = ch else {
+                    return false;
+                };
+                if ch.is_ascii() && TERM_BYTES[ch as usize] & T_TOK != 0 {
+                    return false;
+                }
+                let mut buf = [0u8; 4];
+                let enc = ch.encode_utf8(&mut buf).as_bytes();
+                if t.get(j..j + enc.len()) != Some(enc) {
+                    return false;
+                }
+                i += used;
+                j += enc.len();
+                continue;
+            }
+            // `\/` stands for a term byte; anything else is not JSON.
+            _ => return false,
+        };
+        if t.get(j) != Some(&one) {
+            return false;
+        }
+        i += 2;
+        j += 1;
+    }
+    j == t.len()
+}
+
+/// The four hex digits at `i` of `b` as a number.
+fn hex4(b: &[u8], i: usize) -> Option<u32> {
+    let h = std::str::from_utf8(b.get(i..i + 4)?).ok()?;
+    if !h.bytes().all(|c| c.is_ascii_hexdigit()) {
+        return None;
+    }
+    u32::from_str_radix(h, 16).ok()
+}
+
 /// A compound identifier: snake_case, camelCase or PascalCase.
 fn identifier(w: &[u8]) -> bool {
     // Fast reject: plain words have no underscore and no capital after the first letter.
@@ -1506,6 +1716,76 @@ mod tests {
                     references(&joined, max),
                     "max {max}"
                 );
+            }
+        }
+    }
+
+    /// The terms of `text` read as escaped JSON (`escaped`) or plain.
+    fn terms_of(text: &str, escaped: bool) -> Vec<&str> {
+        let mut out = Vec::new();
+        for_each_term(text, escaped, |t| out.push(t));
+        out
+    }
+
+    #[test]
+    fn member_string_span_finds_the_raw_member() {
+        let content = "line \"one\"\n\tfoo_bar(x) é \u{1F600} \\ src/a.rs\u{1b}";
+        let v = serde_json::json!({"file_path": "/r/a.rs", "n": [1, {"k": "v\\"}], "content": content, "z": null});
+        let json = serde_json::to_string(&v).expect("json");
+        let pretty = serde_json::to_string_pretty(&v).expect("json");
+        for j in [json.as_str(), pretty.as_str()] {
+            let span = member_string_span(j, "content").expect("found");
+            let raw = &j[span];
+            assert!(decodes_to_same_terms(raw, content), "{raw}");
+            assert_eq!(terms_of(raw, true), terms_of(content, false));
+            assert_eq!(
+                member_string_span(j, "file_path").map(|r| &j[r]),
+                Some("/r/a.rs")
+            );
+            assert_eq!(member_string_span(j, "n"), None);
+            assert_eq!(member_string_span(j, "missing"), None);
+        }
+        for bad in [
+            r#"{"content": "a", "content": "b"}"#,
+            r#"{"content": "a\q"}"#,
+            r#"{"content": "a"} x"#,
+            r#"{"con\u0074ent": "a"}"#,
+            r#"{"a": \x, "content": "b"}"#,
+            r#"["content", "a"]"#,
+            r#"{"content": "a""#,
+            "{}",
+            "",
+        ] {
+            assert_eq!(member_string_span(bad, "content"), None, "{bad}");
+        }
+        assert!(!decodes_to_same_terms(r"a\/b", "a/b"));
+        assert!(!decodes_to_same_terms(r"a\u0041b", "aAb"));
+        assert!(!decodes_to_same_terms(r"ab", "abc"));
+        assert!(!decodes_to_same_terms(r"a\ud83d", "a"));
+        assert!(decodes_to_same_terms(
+            r"a\u00e9\ud83d\ude00\u0022",
+            "aé\u{1F600}\""
+        ));
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn serialized_strings_keep_their_terms(text in "[a-cA-C0-9_./\\\\\"\n\t\u{1}é\u{1F600} -]{0,40}") {
+            let json = serde_json::to_string(&serde_json::json!({"k": 1, "content": text})).expect("json");
+            let span = member_string_span(&json, "content");
+            proptest::prop_assert!(span.is_some());
+            let raw = &json[span.unwrap_or(0..0)];
+            proptest::prop_assert!(decodes_to_same_terms(raw, &text));
+            proptest::prop_assert_eq!(terms_of(raw, true), terms_of(&text, false));
+        }
+
+        #[test]
+        fn accepted_escapes_keep_the_terms(parts in proptest::collection::vec("[a-cA-C0-9_./ -]{0,6}|\\\\u00[0-7][0-9a-f]|\\\\[nt/\\\\\"]|\\\\u00e9", 0..12)) {
+            let raw: String = parts.concat();
+            if let Ok(text) = serde_json::from_str::<String>(&format!("\"{raw}\""))
+                && decodes_to_same_terms(&raw, &text)
+            {
+                proptest::prop_assert_eq!(terms_of(&raw, true), terms_of(&text, false));
             }
         }
     }
