@@ -4,7 +4,7 @@
 
 use crate::lines::{
     Lang, OutlineState, Rank, clip, declaration, is_blank, is_count_line, is_diagnostic,
-    is_error_line, is_heading, lang_of, references_in_lines, shape, split_numbered,
+    is_error_line, is_heading, lang_of, references_in_lines, shape, split_numbered, trim,
 };
 use foldhash::HashSet;
 use std::fmt::Write as _;
@@ -447,14 +447,21 @@ fn output(kind: Kind, subject: &Subject, text: &str, limits: &Limits) -> String 
 /// `None` when less than `share` of the non-empty lines name a file (not
 /// search output), or fewer than three do.
 fn search(subject: &Subject, text: &str, limits: &Limits, share: f64) -> Option<String> {
-    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    let lines: Vec<&str> = text.lines().filter(|l| !is_blank(l)).collect();
     // file -> matches, in order of first appearance
     let mut files: Vec<(String, usize)> = Vec::new();
     let mut matches = 0usize;
     let mut listing = 0usize;
     let mut samples: Vec<&str> = Vec::new();
     let mut index: foldhash::HashMap<&str, usize> = foldhash::HashMap::default();
-    for l in &lines {
+    let need = share * lines.len() as f64;
+    for (k, l) in lines.iter().enumerate() {
+        // Stop as soon as the lines left cannot bring the matches up to
+        // three and to `share` (the test below).
+        let possible = matches + (lines.len() - k);
+        if possible < 3 || (possible as f64) < need {
+            return None;
+        }
         let Some((path, rest)) = match_path(l) else {
             continue;
         };
@@ -477,7 +484,7 @@ fn search(subject: &Subject, text: &str, limits: &Limits, share: f64) -> Option<
             listing += 1;
         }
     }
-    if matches < 3 || (matches as f64) < share * lines.len() as f64 {
+    if matches < 3 || (matches as f64) < need {
         return None;
     }
     let mut out = subject.head(Kind::Search, 200);
@@ -517,7 +524,7 @@ fn search(subject: &Subject, text: &str, limits: &Limits, share: f64) -> Option<
 /// The file a search-output line names, and the rest of the line after
 /// `path:` / `path:12:` / `path-12-` (empty for a bare path).
 fn match_path(line: &str) -> Option<(&str, &str)> {
-    let t = line.trim();
+    let t = trim(line);
     if t.is_empty() || t.len() > 1000 {
         return None;
     }
