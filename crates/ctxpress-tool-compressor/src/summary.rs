@@ -395,8 +395,16 @@ fn output(kind: Kind, subject: &Subject, text: &str, limits: &Limits) -> String 
     let mut counts = 0usize;
     let mut more_errors = 0usize;
     let mut headings = 0usize;
+    // The head and tail lines (`picked` before the loop): a line is picked
+    // in the loop only at its own turn, so these are the ones to skip.
+    let mut head_or_tail = vec![false; lines.len()];
+    for &i in &picked {
+        if let Some(p) = head_or_tail.get_mut(i) {
+            *p = true;
+        }
+    }
     for (i, l) in lines.iter().enumerate() {
-        if picked.contains(&i) {
+        if head_or_tail.get(i).copied().unwrap_or(false) {
             continue;
         }
         // Reports (sub-agents, docs tools): their headings are the table of contents.
