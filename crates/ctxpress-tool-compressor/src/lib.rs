@@ -433,15 +433,21 @@ fn display_paths(
 }
 
 /// Keys a failure is resolved by: a later call sharing one acted on it.
-fn act_keys(name: &str, op: Option<&Operation>) -> Vec<String> {
+/// `families` remembers the command family of each command seen (the same
+/// command comes back often, and finding its family parses it).
+fn act_keys<'r>(
+    name: &str,
+    op: Option<&'r Operation>,
+    families: &mut HashMap<(&'r str, &'r str), String>,
+) -> Vec<String> {
     let mut keys = Vec::new();
     if let Some(op) = op {
         if let Some(c) = &op.command {
-            keys.push(format!(
-                "cmd\u{1}{}\u{1}{}",
-                op.cwd.as_deref().unwrap_or(""),
-                command_family(c)
-            ));
+            let cwd = op.cwd.as_deref().unwrap_or("");
+            let key = families
+                .entry((cwd, c.as_str()))
+                .or_insert_with(|| format!("cmd\u{1}{cwd}\u{1}{}", command_family(c)));
+            keys.push(key.clone());
         }
         for p in op.paths.iter().chain(op.writes.iter()) {
             keys.push(format!("path\u{1}{p}"));
@@ -565,6 +571,10 @@ impl LocalBuilder {
 struct Terms<'c> {
     counts: TermCounts,
     locals: HashMap<(usize, &'c str), Local>,
+    /// The terms of the content of each write input (by message index and
+    /// call slot), found in the raw JSON of the call's arguments, with that
+    /// JSON's string (the terms' positions are in it).
+    input_locals: HashMap<(usize, usize), (Local, String)>,
 }
 
 /// Count the terms of `text` into `counts`.
@@ -574,8 +584,18 @@ fn count_terms(counts: &mut TermCounts, text: &str, escaped: bool) {
 
 /// Occurrences of every term in the conversation: message text, tool results
 /// and tool-call names and (decoded) arguments; with the terms of the result
-/// text of each of `cands`.
-fn term_counts<'c>(conv: &Conversation, cands: &'c [Candidate]) -> Terms<'c> {
+/// text of each of `cands`, and of the content argument of each of `inputs`
+/// (found in the raw JSON of the arguments when it reads the same, so that
+/// [`ToolCompressor::settle`] does not scan the content again).
+fn term_counts<'c>(
+    conv: &Conversation,
+    cands: &'c [Candidate],
+    inputs: &[InputCandidate],
+) -> Terms<'c> {
+    let wanted_inputs: HashMap<(usize, usize), &InputCandidate> =
+        inputs.iter().map(|c| ((c.msg, c.slot), c)).collect();
+    let mut input_locals: HashMap<(usize, usize), (Local, String)> = HashMap::new();
+    let mut input_builder = LocalBuilder::default();
     let mut wanted: HashMap<usize, Vec<&'c str>> = HashMap::new();
     for c in cands {
         wanted.entry(c.msg).or_default().push(c.call_id.as_str());
@@ -616,13 +636,44 @@ fn term_counts<'c>(conv: &Conversation, cands: &'c [Candidate]) -> Terms<'c> {
                 result(&mut locals, &mut counts, key, &r.text);
             }
         }
-        for c in m.tool_calls() {
+        for (j, c) in m.tool_calls().into_iter().enumerate() {
             count_terms(&mut counts, &c.name, false);
             // Raw JSON: escapes separate terms, so no need to decode it.
-            count_terms(&mut counts, &c.arguments, true);
+            let args: &str = &c.arguments;
+            let content = wanted_inputs
+                .get(&(i, j))
+                .filter(|ic| ic.call_id == c.id)
+                .and_then(|ic| {
+                    let text = ic.calls.get(ic.slot)?.args.get(&ic.key)?.as_str()?;
+                    let span = lines::member_string_span(args, &ic.key)?;
+                    let raw = args.get(span.clone())?;
+                    lines::decodes_to_same_terms(raw, text).then_some(span)
+                });
+            let pieces = content.and_then(|span| {
+                Some((
+                    args.get(..span.start)?,
+                    args.get(span.clone())?,
+                    args.get(span.end..)?,
+                ))
+            });
+            match pieces {
+                Some((head, raw, tail)) => {
+                    // The content's terms are those of its raw JSON (see
+                    // `decodes_to_same_terms`): counted with the rest, once.
+                    count_terms(&mut counts, head, true);
+                    let local = input_builder.scan(raw, true, |t| counts.add_key(t, 1));
+                    count_terms(&mut counts, tail, true);
+                    input_locals.insert((i, j), (local, raw.to_string()));
+                }
+                None => count_terms(&mut counts, args, true),
+            }
         }
     }
-    Terms { counts, locals }
+    Terms {
+        counts,
+        locals,
+        input_locals,
+    }
 }
 
 impl ToolCompressor {
@@ -729,8 +780,12 @@ impl ToolCompressor {
         // Failures nothing acted on stay.
         let mut later: HashSet<String> = HashSet::new();
         let mut unresolved: HashSet<usize> = HashSet::new();
-        for (i, r) in recs.iter().enumerate().rev() {
-            let keys = act_keys(&r.name, r.op.as_ref());
+        let mut families = HashMap::new();
+        // A call's keys are only looked up for the failures before it: the
+        // calls before the first failure are skipped.
+        let first_failure = recs.iter().position(|r| r.failed).unwrap_or(recs.len());
+        for (i, r) in recs.iter().enumerate().skip(first_failure).rev() {
+            let keys = act_keys(&r.name, r.op.as_ref(), &mut families);
             if r.failed && !keys.iter().any(|k| later.contains(k)) {
                 unresolved.insert(i);
             }
@@ -851,12 +906,13 @@ impl ToolCompressor {
             // Tried once, before its result changes: the scan's record of
             // the text's terms still holds.
             let (counts, locals) = match terms {
-                Some(Terms { counts, locals }) => (Some(counts), Some(&*locals)),
+                Some(Terms { counts, locals, .. }) => (Some(counts), Some(&*locals)),
                 None => (None, None),
             };
             let local = locals
                 .and_then(|l| l.get(&(c.msg, c.call_id.as_str())))
-                .filter(|l| l.len == text.len());
+                .filter(|l| l.len == text.len())
+                .map(|l| (l, text));
             self.settle(text, local, &mut s, counts)
                 .map(|saved| (s, saved))
         };
@@ -895,7 +951,20 @@ impl ToolCompressor {
             return Attempt::Skipped;
         };
         let mut s = summarize_input(&c.subject, text, limits);
-        let saved = match self.settle(text, None, &mut s, terms.map(|t| &mut t.counts)) {
+        let (local, counts) = match terms {
+            Some(Terms {
+                counts,
+                input_locals,
+                ..
+            }) => (
+                input_locals
+                    .get(&(c.msg, c.slot))
+                    .map(|(l, raw)| (l, raw.as_str())),
+                Some(counts),
+            ),
+            None => (None, None),
+        };
+        let saved = match self.settle(text, local, &mut s, counts) {
             Ok(n) => n,
             Err(a) => return a,
         };
@@ -917,11 +986,12 @@ impl ToolCompressor {
     /// to `max_names`), reject a summary that would still drop too many, and
     /// update the term counts. Returns the characters saved, or why not.
     ///
-    /// `local`, when given, holds the terms of `text`, found earlier.
+    /// `local`, when given, holds the terms of `text`, found earlier, with
+    /// the string their positions are in (`text` or its raw JSON).
     fn settle(
         &self,
         text: &str,
-        local: Option<&Local>,
+        local: Option<(&Local, &str)>,
         s: &mut String,
         terms: Option<&mut TermCounts>,
     ) -> Result<usize, Attempt> {
@@ -946,11 +1016,11 @@ impl ToolCompressor {
         let mut bare_terms: Vec<u64> = Vec::new();
         lines::for_each_term(s, false, |t| bare_terms.push(term_key(t)));
         let scanned;
-        let local = match local {
+        let (local, source) = match local {
             Some(l) => l,
             None => {
                 scanned = LocalBuilder::default().scan(text, false, |_| {});
-                &scanned
+                (&scanned, text)
             }
         };
         let summ: std::collections::HashSet<u64, BuildHasherDefault<KeyHasher>> =
@@ -962,7 +1032,7 @@ impl ToolCompressor {
             if total.saturating_sub(lt.n) != 0 || summ.contains(&lt.key) {
                 continue;
             }
-            let t = text.get(lt.start..lt.end).unwrap_or("");
+            let t = source.get(lt.start..lt.end).unwrap_or("");
             if names.len() < self.cfg.max_names && t.len() <= MAX_NAME_BYTES {
                 names.push(t);
             } else {
@@ -1013,7 +1083,8 @@ impl ToolCompressor {
             return counts;
         }
         let limits = self.cfg.limits();
-        let mut terms = (self.cfg.chars_per_lost_term > 0).then(|| term_counts(conv, &cands));
+        let mut terms =
+            (self.cfg.chars_per_lost_term > 0).then(|| term_counts(conv, &cands, &inputs));
         // Results oldest first, then write inputs oldest first.
         let items = cands
             .iter()

@@ -20,10 +20,46 @@ pub struct Line<'a> {
 
 static NUMBERED: LazyLock<Regex> = LazyLock::new(|| re(r"^\s*(\d{1,7})(?:\t|→|:|\|)"));
 
-/// [`NUMBERED`] at the start of `l`: the digits and the end of the prefix.
-/// ASCII digits are parsed by hand; a line where a non-ASCII character could
-/// be a `\d` digit goes to the regex.
-fn numbered_prefix(l: &str) -> Option<(&str, usize)> {
+/// True for the bytes [`char::is_whitespace`] is true for among ASCII.
+fn ascii_space(c: u8) -> bool {
+    matches!(c, b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c)
+}
+
+/// The line number of a [`NUMBERED`] prefix of `l` (`None` when its digits
+/// are not ASCII ones `u64` parses) and the end of the prefix: what
+/// [`NUMBERED`] finds, the digits parsed. Plain ASCII is read byte by byte;
+/// a non-ASCII character where it matters (leading white space, after the
+/// digits) goes the long way.
+fn number_prefix(l: &str) -> Option<(Option<u64>, usize)> {
+    let b = l.as_bytes();
+    let ws = b.iter().take_while(|c| ascii_space(**c)).count();
+    let mut n = 0usize;
+    let mut value = 0u64;
+    while n < 8 {
+        match b.get(ws + n) {
+            Some(c) if c.is_ascii_digit() => {
+                value = value * 10 + u64::from(c - b'0');
+                n += 1;
+            }
+            _ => break,
+        }
+    }
+    let next = b.get(ws + n).copied();
+    if b.get(ws).is_some_and(|c| !c.is_ascii()) || next.is_some_and(|c| !c.is_ascii()) {
+        return number_prefix_slow(l);
+    }
+    if n == 0 || n > 7 {
+        return None;
+    }
+    match next? {
+        b'\t' | b':' | b'|' => Some((Some(value), ws + n + 1)),
+        _ => None,
+    }
+}
+
+/// [`number_prefix`] for any text: Unicode white space, `→`, non-ASCII
+/// digits (through the regex).
+fn number_prefix_slow(l: &str) -> Option<(Option<u64>, usize)> {
     let t = l.trim_start();
     let ws = l.len() - t.len();
     let b = t.as_bytes();
@@ -31,7 +67,7 @@ fn numbered_prefix(l: &str) -> Option<(&str, usize)> {
     let next = t.get(n..).and_then(|r| r.chars().next());
     if next.is_some_and(|c| !c.is_ascii() && c.is_numeric()) {
         let c = NUMBERED.captures(l)?;
-        return Some((c.get(1)?.as_str(), c.get(0)?.end()));
+        return Some((c.get(1)?.as_str().parse().ok(), c.get(0)?.end()));
     }
     if n == 0 || n > 7 {
         return None;
@@ -41,45 +77,95 @@ fn numbered_prefix(l: &str) -> Option<(&str, usize)> {
         '→' => '→'.len_utf8(),
         _ => return None,
     };
-    Some((t.get(..n)?, ws + n + sep))
+    Some((t.get(..n)?.parse().ok(), ws + n + sep))
+}
+
+/// `s.trim()`, reading ASCII ends byte by byte.
+pub(crate) fn trim(s: &str) -> &str {
+    let b = s.as_bytes();
+    let start = b.iter().take_while(|c| ascii_space(**c)).count();
+    let end = b.len() - b.iter().rev().take_while(|c| ascii_space(**c)).count();
+    if start >= end {
+        // Every byte is ASCII white space.
+        return "";
+    }
+    match (b.get(start), b.get(end - 1)) {
+        (Some(a), Some(z)) if a.is_ascii() && z.is_ascii() => s.get(start..end).unwrap_or(""),
+        _ => s.trim(),
+    }
+}
+
+/// True when `s` is empty or white space only (`s.trim().is_empty()`).
+pub(crate) fn is_blank(s: &str) -> bool {
+    match s.bytes().find(|c| !ascii_space(*c)) {
+        None => true,
+        Some(c) if c.is_ascii() => false,
+        Some(_) => s.trim().is_empty(),
+    }
 }
 
 /// Split a read's text into lines, removing line-number prefixes (`12\t`,
 /// `    12→`, `12:`) when at least four in five non-empty lines carry one with
 /// increasing numbers (Claude Code, OpenHands, `cat -n`, SWE-agent).
 pub fn split_numbered(text: &str) -> Vec<Line<'_>> {
-    let raw: Vec<&str> = text.lines().collect();
+    let mut lines: Vec<Line<'_>> = Vec::with_capacity(text.len() / 32 + 1);
+    // The end of each line's number prefix (0: none), its number in `lines`.
+    let mut ends: Vec<usize> = Vec::with_capacity(text.len() / 32 + 1);
     let mut hits = 0usize;
     let mut nonempty = 0usize;
     let mut last: Option<u64> = None;
-    for l in &raw {
-        if l.trim().is_empty() {
-            continue;
-        }
-        nonempty += 1;
-        if let Some((digits, _)) = numbered_prefix(l)
-            && let Ok(n) = digits.parse::<u64>()
-            && last.is_none_or(|p| n > p)
-        {
-            hits += 1;
-            last = Some(n);
-        }
+    for l in lines_of(text) {
+        let (number, end) = if is_blank(l) {
+            (None, 0)
+        } else {
+            nonempty += 1;
+            match number_prefix(l) {
+                Some((number, end)) => {
+                    if let Some(n) = number
+                        && last.is_none_or(|p| n > p)
+                    {
+                        hits += 1;
+                        last = Some(n);
+                    }
+                    (number, end)
+                }
+                None => (None, 0),
+            }
+        };
+        lines.push(Line { number, body: l });
+        ends.push(end);
     }
     let numbered = nonempty > 0 && hits * 5 >= nonempty * 4;
-    raw.into_iter()
-        .map(|l| {
-            if numbered && let Some((digits, end)) = numbered_prefix(l) {
-                return Line {
-                    number: digits.parse().ok(),
-                    body: l.get(end..).unwrap_or(""),
-                };
+    for (line, &end) in lines.iter_mut().zip(&ends) {
+        if !numbered {
+            line.number = None;
+        } else if end > 0 {
+            line.body = line.body.get(end..).unwrap_or("");
+        }
+    }
+    lines
+}
+
+/// The lines of `text`, as [`str::lines`] cuts them.
+fn lines_of(text: &str) -> impl Iterator<Item = &str> {
+    let mut start = 0;
+    let mut breaks = memchr::memchr_iter(b'\n', text.as_bytes());
+    std::iter::from_fn(move || {
+        let line = match breaks.next() {
+            Some(k) => {
+                let line = text.get(start..k).unwrap_or("");
+                start = k + 1;
+                line.strip_suffix('\r').unwrap_or(line)
             }
-            Line {
-                number: None,
-                body: l,
+            None if start < text.len() => {
+                let line = text.get(start..).unwrap_or("");
+                start = text.len();
+                line
             }
-        })
-        .collect()
+            None => return None,
+        };
+        Some(line)
+    })
 }
 
 /// What kind of text a file holds, from its extension.
@@ -209,38 +295,82 @@ static INI_LINE: LazyLock<Regex> =
 static CSS_SELECTOR: LazyLock<Regex> =
     LazyLock::new(|| re(r"^\s*(?:[.#@:\w\[*&>~+-][^;{}]*)\{\s*$"));
 
-const CONTROL: &[&str] = &[
-    "if",
-    "for",
-    "while",
-    "switch",
-    "catch",
-    "with",
-    "return",
-    "else",
-    "do",
-    "try",
-    "foreach",
-    "elseif",
-    "when",
-    "match",
-    "until",
-    "unless",
-    "synchronized",
-    "using",
-    "lock",
-    "fixed",
-];
+/// True for the control-flow keywords a statement starts with.
+fn is_control(word: &str) -> bool {
+    matches!(
+        word,
+        "if" | "for"
+            | "while"
+            | "switch"
+            | "catch"
+            | "with"
+            | "return"
+            | "else"
+            | "do"
+            | "try"
+            | "foreach"
+            | "elseif"
+            | "when"
+            | "match"
+            | "until"
+            | "unless"
+            | "synchronized"
+            | "using"
+            | "lock"
+            | "fixed"
+    )
+}
 
+#[cfg(test)]
 fn first_word(body: &str) -> &str {
-    let t = body.trim_start();
-    let end = t
-        .find(|c: char| !(c.is_alphanumeric() || c == '_' || c == '$'))
-        .unwrap_or(t.len());
+    word_at(body.trim_start())
+}
+
+/// The word `t` starts with (letters, digits, `_`, `$`).
+fn word_at(t: &str) -> &str {
+    // ASCII bytes decide alone; from the first non-ASCII one, characters.
+    let b = t.as_bytes();
+    let ascii = b
+        .iter()
+        .take_while(|c| TERM_BYTES[**c as usize] & T_WORD != 0)
+        .count();
+    let end = match b.get(ascii) {
+        Some(c) if !c.is_ascii() => t
+            .get(ascii..)
+            .and_then(|r| r.find(|c: char| !(c.is_alphanumeric() || c == '_' || c == '$')))
+            .map_or(t.len(), |k| ascii + k),
+        Some(_) => ascii,
+        None => t.len(),
+    };
     t.get(..end).unwrap_or("")
 }
 
 fn indent_of(body: &str) -> usize {
+    let mut n = 0;
+    for (i, c) in body.bytes().enumerate() {
+        match c {
+            b'\t' => n += 4,
+            b' ' | b'\n' | b'\r' | 0x0b | 0x0c => n += 1,
+            0x80.. => return n + indent_of_chars(body.get(i..).unwrap_or("")),
+            _ => return n,
+        }
+    }
+    n
+}
+
+/// [`indent_of`] of `body`, given `t`: `body` trimmed, not empty (so `t`
+/// starts where the leading white space of `body` ends).
+fn indent_before(body: &str, t: &str) -> usize {
+    let ws = (t.as_ptr() as usize).saturating_sub(body.as_ptr() as usize);
+    match body.get(..ws) {
+        Some(lead) if lead.is_ascii() => ws + 3 * lead.bytes().filter(|c| *c == b'\t').count(),
+        Some(lead) => indent_of_chars(lead),
+        None => indent_of(body),
+    }
+}
+
+/// [`indent_of`] character by character (Unicode white space).
+fn indent_of_chars(body: &str) -> usize {
     body.chars()
         .take_while(|c| c.is_whitespace())
         .map(|c| if c == '\t' { 4 } else { 1 })
@@ -262,7 +392,7 @@ pub struct OutlineState {
 /// The rank of `body` as a declaration in a file of kind `lang`, or `None`
 /// when it is not one.
 pub fn declaration(body: &str, lang: Lang, st: &mut OutlineState) -> Option<Rank> {
-    let t = body.trim();
+    let t = trim(body);
     if t.is_empty() || t.len() > 400 {
         return None;
     }
@@ -350,7 +480,8 @@ fn code_declaration(body: &str, t: &str, st: &mut OutlineState) -> Option<Rank> 
     }
     // Statements and expressions nested deeper than a few levels, and lines
     // opening with punctuation, declare nothing.
-    if indent_of(body) > 12
+    let indent = indent_before(body, t);
+    if indent > 12
         || !t
             .chars()
             .next()
@@ -364,8 +495,9 @@ fn code_declaration(body: &str, t: &str, st: &mut OutlineState) -> Option<Rank> 
     if IMPORT_STARTS.iter().any(|w| t.starts_with(w)) && IMPORT.is_match(body) {
         return Some(Rank::Import);
     }
-    let word = first_word(body);
-    if CONTROL.contains(&word) {
+    // `t` starts where `body.trim_start()` does, and white space ends a word.
+    let word = word_at(t);
+    if is_control(word) {
         return None;
     }
     // Only the STRUCTURE, SQL_STMT and ARROW_FN alternatives can match a
@@ -382,7 +514,7 @@ fn code_declaration(body: &str, t: &str, st: &mut OutlineState) -> Option<Rank> 
         return Some(Rank::Structure);
     }
     if (maybe_member(body, t, word) && CODE_MEMBER.is_match(body))
-        || (indent_of(body) <= 4 && maybe_field(body, t) && CODE_FIELD.is_match(body))
+        || (indent <= 4 && maybe_field(body, t) && CODE_FIELD.is_match(body))
     {
         return Some(Rank::Member);
     }
@@ -514,6 +646,7 @@ fn quote_after_paren(s: &str) -> bool {
 }
 
 /// SQL_COLUMN's type names.
+#[cfg(test)]
 const SQL_TYPES: &[&str] = &[
     "int",
     "integer",
@@ -550,17 +683,41 @@ const SQL_TYPES: &[&str] = &[
     "interval",
 ];
 
-/// True when `rest` could start with one of [`SQL_TYPES`] as SQL_COLUMN's
+/// True when `rest` could start with one of SQL_COLUMN's type names as its
 /// case-insensitive match sees it: an ASCII prefix in any case, or any
 /// non-ASCII character (Unicode case folding maps some to ASCII letters).
 fn maybe_sql_type(rest: &str) -> bool {
-    if !rest.is_ascii() && rest.chars().take(12).any(|c| !c.is_ascii()) {
+    let b = rest.as_bytes();
+    // A non-ASCII character among the first twelve: the first non-ASCII
+    // byte comes before byte 12 (every character before it is one byte).
+    if b.iter().take(12).any(|c| !c.is_ascii()) {
         return true;
     }
-    let b = rest.as_bytes();
-    SQL_TYPES.iter().any(|ty| {
+    let Some(first) = b.first().map(u8::to_ascii_lowercase) else {
+        return false;
+    };
+    // The names (one of a name and its extensions, e.g. `int` for
+    // `integer`) by first letter.
+    let names: &[&[u8]] = match first {
+        b'b' => &[b"bigint", b"bigserial", b"bool", b"blob", b"bytea"],
+        b'c' => &[b"char"],
+        b'd' => &[b"date", b"decimal", b"double"],
+        b'e' => &[b"enum"],
+        b'f' => &[b"float"],
+        b'i' => &[b"int", b"inet"],
+        b'j' => &[b"json"],
+        b'm' => &[b"money"],
+        b'n' => &[b"nvarchar", b"numeric"],
+        b'r' => &[b"real"],
+        b's' => &[b"smallint", b"serial"],
+        b't' => &[b"tinyint", b"text", b"time"],
+        b'u' => &[b"uuid"],
+        b'v' => &[b"varchar"],
+        _ => return false,
+    };
+    names.iter().any(|ty| {
         b.get(..ty.len())
-            .is_some_and(|p| p.eq_ignore_ascii_case(ty.as_bytes()))
+            .is_some_and(|p| p.eq_ignore_ascii_case(ty))
     })
 }
 
@@ -585,9 +742,24 @@ fn maybe_member(body: &str, t: &str, word: &str) -> bool {
     if matches!(word, "private" | "public" | "protected" | "internal") && t.ends_with(';') {
         return true;
     }
-    indented
-        && t.split_once(char::is_whitespace)
-            .is_some_and(|(_, rest)| maybe_sql_type(rest.trim_start()))
+    indented && after_first_space(t).is_some_and(|rest| maybe_sql_type(rest.trim_start()))
+}
+
+/// What follows the first white space of `t` (as `split_once` on
+/// [`char::is_whitespace`] cuts it).
+fn after_first_space(t: &str) -> Option<&str> {
+    for (i, c) in t.bytes().enumerate() {
+        if ascii_space(c) {
+            return t.get(i + 1..);
+        }
+        if !c.is_ascii() {
+            return t
+                .get(i..)?
+                .split_once(char::is_whitespace)
+                .map(|(_, rest)| rest);
+        }
+    }
+    None
 }
 
 /// False only when no alternative of [`CODE_FIELD`] can match `body`: both
@@ -686,10 +858,14 @@ pub fn references(text: &str, max: usize) -> Vec<&str> {
     out
 }
 
-static ERROR_WORD: LazyLock<memchr::memmem::Finder<'static>> =
-    LazyLock::new(|| memchr::memmem::Finder::new("Error"));
-static EXCEPTION_WORD: LazyLock<memchr::memmem::Finder<'static>> =
-    LazyLock::new(|| memchr::memmem::Finder::new("Exception"));
+/// True when `b` holds a slash, a backslash, `Error` or `Exception`.
+fn may_hold_reference(b: &[u8]) -> bool {
+    memchr::memchr3_iter(b'/', b'\\', b'E', b).any(|i| {
+        b.get(i) != Some(&b'E')
+            || b.get(i + 1..)
+                .is_some_and(|r| r.starts_with(b"rror") || r.starts_with(b"xception"))
+    })
+}
 
 /// [`references`] of the lines `lines` joined by line breaks, without
 /// joining them: no reference spans a line break (each alternative of
@@ -706,11 +882,7 @@ pub fn references_in_lines<'a>(
     }
     for l in lines {
         // Every reference holds a slash, a backslash or an error name.
-        let b = l.as_bytes();
-        if memchr::memchr2(b'/', b'\\', b).is_none()
-            && ERROR_WORD.find(b).is_none()
-            && EXCEPTION_WORD.find(b).is_none()
-        {
+        if !may_hold_reference(l.as_bytes()) {
             continue;
         }
         if push_references(l, max, &mut out) {
@@ -841,6 +1013,10 @@ const T_DIGIT: u8 = 8;
 const T_DOT: u8 = 16;
 /// `-`, `/` or `.`: the bytes that split a run into segments and parts.
 const T_SPLIT: u8 = 32;
+/// `\\`: starts an escape in JSON text.
+const T_ESC: u8 = 64;
+/// ASCII letters and digits, `_` and `$`: the bytes of a first word.
+const T_WORD: u8 = 128;
 
 /// Byte classes for [`for_each_term`].
 static TERM_BYTES: [u8; 256] = {
@@ -867,6 +1043,12 @@ static TERM_BYTES: [u8; 256] = {
         if matches!(c, b'-' | b'/' | b'.') {
             k |= T_SPLIT;
         }
+        if c == b'\\' {
+            k |= T_ESC;
+        }
+        if c.is_ascii_alphanumeric() || matches!(c, b'_' | b'$') {
+            k |= T_WORD;
+        }
         t[i] = k;
         i += 1;
     }
@@ -892,6 +1074,133 @@ pub fn for_each_term<'a>(text: &'a str, json_escaped: bool, f: impl FnMut(&'a st
 /// The scan of [`for_each_term`]; `FAST` takes the short cut for plain
 /// words (the tests compare it with the long way).
 fn scan_terms<'a, const JSON_ESCAPED: bool, const FAST: bool>(
+    text: &'a str,
+    mut f: impl FnMut(&'a str),
+) {
+    let bytes = text.as_bytes();
+    // Where a run or an escape can start.
+    let stop = if JSON_ESCAPED { T_TOK | T_ESC } else { T_TOK };
+    let mut i = 0;
+    loop {
+        let Some(skip) = bytes
+            .get(i..)
+            .and_then(|r| r.iter().position(|c| TERM_BYTES[*c as usize] & stop != 0))
+        else {
+            return;
+        };
+        i += skip;
+        let c = bytes.get(i).copied().unwrap_or(0);
+        if JSON_ESCAPED && c == b'\\' {
+            i += if bytes.get(i + 1) == Some(&b'u') {
+                6
+            } else {
+                2
+            };
+            continue;
+        }
+        let start = i;
+        // Only runs with an underscore, a slash, an inner capital or a dotted
+        // number can hold a term: plain words are skipped without splitting.
+        let first = TERM_BYTES[c as usize];
+        let mut upper_inside = 0u8;
+        i += 1;
+        while let Some(&c) = bytes.get(i) {
+            let k = TERM_BYTES[c as usize];
+            if k & T_TOK == 0 {
+                break;
+            }
+            upper_inside |= k;
+            i += 1;
+        }
+        let seen = first | upper_inside;
+        let interesting = seen & T_MARK != 0 || upper_inside & T_UPPER != 0;
+        if !(interesting || (seen & T_DIGIT != 0 && seen & T_DOT != 0)) {
+            continue;
+        }
+        // Most runs are one plain word (no `-`, `/` or `.`): nothing to trim
+        // or split, no path and no version, only an identifier.
+        if FAST && seen & T_SPLIT == 0 {
+            // Without `/`, the mark is an underscore: only snake_case can
+            // hold one, and only camelCase or PascalCase can do without.
+            if let (Some(run), Some(run_str)) = (bytes.get(start..i), text.get(start..i))
+                && if seen & T_MARK != 0 {
+                    is_snake(run)
+                } else {
+                    is_camel_or_pascal(run)
+                }
+            {
+                f(run_str);
+            }
+            continue;
+        }
+        // Trim punctuation at the ends (sentence dots, leading slashes).
+        let mut a = start;
+        let mut b = i;
+        while a < b
+            && bytes
+                .get(a)
+                .is_some_and(|c| matches!(c, b'.' | b'-' | b'/'))
+        {
+            a += 1;
+        }
+        while b > a
+            && bytes
+                .get(b - 1)
+                .is_some_and(|c| matches!(c, b'.' | b'-' | b'/'))
+        {
+            b -= 1;
+        }
+        let (Some(run), Some(run_str)) = (bytes.get(a..b), text.get(a..b)) else {
+            continue;
+        };
+        if is_path(run) {
+            f(run_str);
+        }
+        split_run(run, run_str, &mut f);
+    }
+}
+
+/// The versions and identifiers of a trimmed run (which neither starts nor
+/// ends with `.`, `-` or `/`): its segments between `/` and `-`, each a
+/// version or split at dots into identifiers.
+fn split_run<'a>(run: &[u8], run_str: &'a str, f: &mut impl FnMut(&'a str)) {
+    let mut w0 = 0;
+    while w0 < run.len() {
+        let e = run
+            .get(w0..)
+            .and_then(|r| r.iter().position(|c| matches!(c, b'/' | b'-')))
+            .map_or(run.len(), |k| w0 + k);
+        if let (Some(seg), Some(seg_str)) = (run.get(w0..e), run_str.get(w0..e)) {
+            if seg
+                .first()
+                .is_some_and(|c| c.is_ascii_digit() || *c == b'v')
+                && is_version(seg)
+            {
+                f(seg_str);
+            } else {
+                let mut s0 = 0;
+                while s0 < seg.len() {
+                    let s1 = seg
+                        .get(s0..)
+                        .and_then(|r| r.iter().position(|c| *c == b'.'))
+                        .map_or(seg.len(), |k| s0 + k);
+                    if let (Some(w), Some(ws)) = (seg.get(s0..s1), seg_str.get(s0..s1))
+                        && identifier(w)
+                    {
+                        f(ws);
+                    }
+                    s0 = s1 + 1;
+                }
+            }
+        }
+        w0 = e + 1;
+    }
+}
+
+/// The scan of [`for_each_term`] as it was before its loops were tightened
+/// (the tests compare the two).
+#[cfg(test)]
+fn scan_terms_reference<'a, const JSON_ESCAPED: bool, const FAST: bool>(
     text: &'a str,
     mut f: impl FnMut(&'a str),
 ) {
@@ -1009,10 +1318,223 @@ fn scan_terms<'a, const JSON_ESCAPED: bool, const FAST: bool>(
     }
 }
 
+/// The byte range, inside its quotes, of the string value of member `key`
+/// of the JSON object `json`, found without decoding it. `None` unless
+/// `json` is one well-formed object (strings with valid escapes, no
+/// backslash outside them) whose member `key`, written without escapes,
+/// occurs once with a string value.
+pub(crate) fn member_string_span(json: &str, key: &str) -> Option<std::ops::Range<usize>> {
+    let b = json.as_bytes();
+    let mut i = json_space(b, 0);
+    if b.get(i) != Some(&b'{') {
+        return None;
+    }
+    i = json_space(b, i + 1);
+    let mut found = None;
+    if b.get(i) == Some(&b'}') {
+        return None;
+    }
+    loop {
+        let k_end = json_string_end(b, i)?;
+        let k = b.get(i + 1..k_end)?;
+        if k.contains(&b'\\') {
+            return None;
+        }
+        i = json_space(b, k_end + 1);
+        if b.get(i) != Some(&b':') {
+            return None;
+        }
+        i = json_space(b, i + 1);
+        if k == key.as_bytes() {
+            if found.is_some() || b.get(i) != Some(&b'"') {
+                return None;
+            }
+            let v_end = json_string_end(b, i)?;
+            found = Some(i + 1..v_end);
+            i = v_end + 1;
+        } else {
+            i = json_value_end(b, i)?;
+        }
+        i = json_space(b, i);
+        match b.get(i)? {
+            b',' => i = json_space(b, i + 1),
+            b'}' => break,
+            _ => return None,
+        }
+    }
+    // Nothing but white space after the object.
+    (json_space(b, i + 1) == b.len()).then_some(found?)
+}
+
+/// The index of the first byte of `b` from `i` on that is not JSON white space.
+fn json_space(b: &[u8], i: usize) -> usize {
+    i + b.get(i..).map_or(0, |r| {
+        r.iter()
+            .take_while(|c| matches!(c, b' ' | b'\t' | b'\n' | b'\r'))
+            .count()
+    })
+}
+
+/// The index of the closing quote of the JSON string opening at `i`, its
+/// escapes checked (not its control characters: they change no escape);
+/// `None` when it has no end or a malformed escape.
+fn json_string_end(b: &[u8], i: usize) -> Option<usize> {
+    if b.get(i) != Some(&b'"') {
+        return None;
+    }
+    let mut j = i + 1;
+    loop {
+        j += memchr::memchr2(b'"', b'\\', b.get(j..)?)?;
+        if b.get(j) == Some(&b'"') {
+            return Some(j);
+        }
+        match *b.get(j + 1)? {
+            b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => j += 2,
+            b'u' => {
+                if !b.get(j + 2..j + 6)?.iter().all(u8::is_ascii_hexdigit) {
+                    return None;
+                }
+                j += 6;
+            }
+            _ => return None,
+        }
+    }
+}
+
+/// The index just after the JSON value starting at `i`: strings checked
+/// as [`json_string_end`] does, other values only for their bytes and
+/// their nesting.
+fn json_value_end(b: &[u8], i: usize) -> Option<usize> {
+    match *b.get(i)? {
+        b'"' => Some(json_string_end(b, i)? + 1),
+        b'{' | b'[' => {
+            let mut depth = 0usize;
+            let mut j = i;
+            loop {
+                match *b.get(j)? {
+                    b'"' => {
+                        j = json_string_end(b, j)? + 1;
+                        continue;
+                    }
+                    b'{' | b'[' => depth += 1,
+                    b'}' | b']' => {
+                        depth = depth.saturating_sub(1);
+                        if depth == 0 {
+                            return Some(j + 1);
+                        }
+                    }
+                    c if json_scalar_byte(c)
+                        || matches!(c, b',' | b':' | b' ' | b'\t' | b'\n' | b'\r') => {}
+                    _ => return None,
+                }
+                j += 1;
+            }
+        }
+        _ => {
+            let n = b
+                .get(i..)?
+                .iter()
+                .take_while(|c| json_scalar_byte(**c))
+                .count();
+            (n > 0).then_some(i + n)
+        }
+    }
+}
+
+/// A byte of a JSON number or literal.
+fn json_scalar_byte(c: u8) -> bool {
+    c.is_ascii_alphanumeric() || matches!(c, b'-' | b'+' | b'.')
+}
+
+/// True when the raw JSON string content `raw` (between its quotes)
+/// decodes to `text`, and every escape in it stands for a character that
+/// is not a term byte: then [`for_each_term`] finds the same terms, in the
+/// same order, in `raw` read as escaped JSON and in `text` read plain
+/// (an escape and the character it stands for both end a term).
+pub(crate) fn decodes_to_same_terms(raw: &str, text: &str) -> bool {
+    let (r, t) = (raw.as_bytes(), text.as_bytes());
+    let (mut i, mut j) = (0usize, 0usize);
+    while i < r.len() {
+        // The bytes up to the next escape are the text's own.
+        let plain = r
+            .get(i..)
+            .and_then(|rest| memchr::memchr(b'\\', rest))
+            .unwrap_or(r.len() - i);
+        if plain > 0 {
+            if t.get(j..j + plain) != r.get(i..i + plain) {
+                return false;
+            }
+            i += plain;
+            j += plain;
+            continue;
+        }
+        let one = match r.get(i + 1) {
+            Some(b'"') => b'"',
+            Some(b'\\') => b'\\',
+            Some(b'b') => 0x08,
+            Some(b'f') => 0x0c,
+            Some(b'n') => b'\n',
+            Some(b'r') => b'\r',
+            Some(b't') => b'\t',
+            Some(b'u') => {
+                let Some(cp) = hex4(r, i + 2) else {
+                    return false;
+                };
+                let (ch, used) = if (0xd800..0xdc00).contains(&cp) {
+                    // A surrogate pair: `\uD83D\uDE00`.
+                    match (r.get(i + 6), r.get(i + 7), hex4(r, i + 8)) {
+                        (Some(b'\\'), Some(b'u'), Some(lo)) if (0xdc00..0xe000).contains(&lo) => (
+                            char::from_u32(0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00)),
+                            12,
+                        ),
+                        _ => (None, 6),
+                    }
+                } else {
+                    (char::from_u32(cp), 6)
+                };
+                let Some(ch) = ch else {
+                    return false;
+                };
+                if ch.is_ascii() && TERM_BYTES[ch as usize] & T_TOK != 0 {
+                    return false;
+                }
+                let mut buf = [0u8; 4];
+                let enc = ch.encode_utf8(&mut buf).as_bytes();
+                if t.get(j..j + enc.len()) != Some(enc) {
+                    return false;
+                }
+                i += used;
+                j += enc.len();
+                continue;
+            }
+            // `\/` stands for a term byte; anything else is not JSON.
+            _ => return false,
+        };
+        if t.get(j) != Some(&one) {
+            return false;
+        }
+        i += 2;
+        j += 1;
+    }
+    j == t.len()
+}
+
+/// The four hex digits at `i` of `b` as a number.
+fn hex4(b: &[u8], i: usize) -> Option<u32> {
+    let h = std::str::from_utf8(b.get(i..i + 4)?).ok()?;
+    if !h.bytes().all(|c| c.is_ascii_hexdigit()) {
+        return None;
+    }
+    u32::from_str_radix(h, 16).ok()
+}
+
 /// A compound identifier: snake_case, camelCase or PascalCase.
 fn identifier(w: &[u8]) -> bool {
     // Fast reject: plain words have no underscore and no capital after the first letter.
-    let compound = w.contains(&b'_') || w.iter().skip(1).any(u8::is_ascii_uppercase);
+    let compound = w.first() == Some(&b'_')
+        || w.iter()
+            .skip(1)
+            .any(|c| *c == b'_' || c.is_ascii_uppercase());
     compound && (is_snake(w) || is_camel_or_pascal(w))
 }
 
@@ -1198,6 +1720,108 @@ mod tests {
         }
     }
 
+    /// The terms of `text` read as escaped JSON (`escaped`) or plain.
+    fn terms_of(text: &str, escaped: bool) -> Vec<&str> {
+        let mut out = Vec::new();
+        for_each_term(text, escaped, |t| out.push(t));
+        out
+    }
+
+    #[test]
+    fn member_string_span_finds_the_raw_member() {
+        let content = "line \"one\"\n\tfoo_bar(x) é \u{1F600} \\ src/a.rs\u{1b}";
+        let v = serde_json::json!({"file_path": "/r/a.rs", "n": [1, {"k": "v\\"}], "content": content, "z": null});
+        let json = serde_json::to_string(&v).expect("json");
+        let pretty = serde_json::to_string_pretty(&v).expect("json");
+        for j in [json.as_str(), pretty.as_str()] {
+            let span = member_string_span(j, "content").expect("found");
+            let raw = &j[span];
+            assert!(decodes_to_same_terms(raw, content), "{raw}");
+            assert_eq!(terms_of(raw, true), terms_of(content, false));
+            assert_eq!(
+                member_string_span(j, "file_path").map(|r| &j[r]),
+                Some("/r/a.rs")
+            );
+            assert_eq!(member_string_span(j, "n"), None);
+            assert_eq!(member_string_span(j, "missing"), None);
+        }
+        for bad in [
+            r#"{"content": "a", "content": "b"}"#,
+            r#"{"content": "a\q"}"#,
+            r#"{"content": "a"} x"#,
+            r#"{"con\u0074ent": "a"}"#,
+            r#"{"a": \x, "content": "b"}"#,
+            r#"["content", "a"]"#,
+            r#"{"content": "a""#,
+            "{}",
+            "",
+        ] {
+            assert_eq!(member_string_span(bad, "content"), None, "{bad}");
+        }
+        assert!(!decodes_to_same_terms(r"a\/b", "a/b"));
+        assert!(!decodes_to_same_terms(r"a\u0041b", "aAb"));
+        assert!(!decodes_to_same_terms(r"ab", "abc"));
+        assert!(!decodes_to_same_terms(r"a\ud83d", "a"));
+        assert!(decodes_to_same_terms(
+            r"a\u00e9\ud83d\ude00\u0022",
+            "aé\u{1F600}\""
+        ));
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn serialized_strings_keep_their_terms(text in "[a-cA-C0-9_./\\\\\"\n\t\u{1}é\u{1F600} -]{0,40}") {
+            let json = serde_json::to_string(&serde_json::json!({"k": 1, "content": text})).expect("json");
+            let span = member_string_span(&json, "content");
+            proptest::prop_assert!(span.is_some());
+            let raw = &json[span.unwrap_or(0..0)];
+            proptest::prop_assert!(decodes_to_same_terms(raw, &text));
+            proptest::prop_assert_eq!(terms_of(raw, true), terms_of(&text, false));
+        }
+
+        #[test]
+        fn accepted_escapes_keep_the_terms(parts in proptest::collection::vec("[a-cA-C0-9_./ -]{0,6}|\\\\u00[0-7][0-9a-f]|\\\\[nt/\\\\\"]|\\\\u00e9", 0..12)) {
+            let raw: String = parts.concat();
+            if let Ok(text) = serde_json::from_str::<String>(&format!("\"{raw}\""))
+                && decodes_to_same_terms(&raw, &text)
+            {
+                proptest::prop_assert_eq!(terms_of(&raw, true), terms_of(&text, false));
+            }
+        }
+    }
+
+    /// The terms the scan finds in `text` and those the reference scan finds.
+    fn scans(text: &str, escaped: bool) -> (Vec<&str>, Vec<&str>) {
+        let (mut new, mut old) = (Vec::new(), Vec::new());
+        if escaped {
+            scan_terms::<true, true>(text, |t| new.push(t));
+            scan_terms_reference::<true, true>(text, |t| old.push(t));
+        } else {
+            scan_terms::<false, true>(text, |t| new.push(t));
+            scan_terms_reference::<false, true>(text, |t| old.push(t));
+        }
+        (new, old)
+    }
+
+    #[test]
+    fn the_scan_finds_what_the_reference_scan_finds() {
+        let texts = [
+            include_str!("lines.rs"),
+            include_str!("summary.rs"),
+            include_str!("lib.rs"),
+            include_str!("../../ctxpress-core/src/message.rs"),
+            "src/app_main.py:12 v1.2.3 FooError foo_bar-baz x/y.rs a.b_c camelCase\\nsnake_case",
+            "--flag_name ./path/to_file.rs. ..dots_. HTTPServer getX __init__ a_ _b a--b_c x/.y_z",
+            r#"{"content": "import x\nconst fooBar = \"a_b\";\u00e9camelCase\u", "p": "a/b.rs\\"}"#,
+        ];
+        for text in texts {
+            for escaped in [false, true] {
+                let (new, old) = scans(text, escaped);
+                assert_eq!(new, old);
+            }
+        }
+    }
+
     #[test]
     fn the_plain_word_short_cut_finds_the_same_terms() {
         let texts = [
@@ -1234,6 +1858,12 @@ mod tests {
         }
 
         #[test]
+        fn the_scan_agrees_with_the_reference(text in "[a-cA-C0-9uv_./\\\\ \n-]{0,60}", escaped in proptest::bool::ANY) {
+            let (new, old) = scans(&text, escaped);
+            proptest::prop_assert_eq!(new, old);
+        }
+
+        #[test]
         fn the_short_cut_agrees_on_any_text(text in "[a-zA-Z0-9_./\\\\ -]{0,80}") {
             let (mut fast, mut slow) = (Vec::new(), Vec::new());
             scan_terms::<false, true>(&text, |t| fast.push(t));
@@ -1243,7 +1873,45 @@ mod tests {
     }
 
     #[test]
-    fn numbered_prefix_agrees_with_the_regex() {
+    fn reference_prefilter_is_the_three_searches() {
+        for l in [
+            "",
+            "a/b",
+            "a\\b",
+            "Error",
+            "xError",
+            "E",
+            "Erro",
+            "Exceptio",
+            "EException",
+            "EEError",
+            "no refs here",
+            "TypeError: x",
+            "my Exception.",
+            "ERROR",
+            "error/",
+        ] {
+            let b = l.as_bytes();
+            let old = memchr::memchr2(b'/', b'\\', b).is_some()
+                || memchr::memmem::find(b, b"Error").is_some()
+                || memchr::memmem::find(b, b"Exception").is_some();
+            assert_eq!(may_hold_reference(b), old, "{l:?}");
+        }
+    }
+
+    #[test]
+    fn every_sql_type_passes_in_any_case() {
+        for ty in SQL_TYPES {
+            for v in [ty.to_string(), ty.to_uppercase(), format!("{ty} NOT NULL")] {
+                assert!(maybe_sql_type(&v), "{v}");
+            }
+        }
+        assert!(!maybe_sql_type("foo int"));
+        assert!(!maybe_sql_type(""));
+    }
+
+    #[test]
+    fn number_prefix_agrees_with_the_regex() {
         for l in [
             "12\tx",
             "    12→x",
@@ -1263,11 +1931,66 @@ mod tests {
             "→",
             "0:",
             "\t\t9|",
+            "\u{b}4:x",
+            "\u{2003}5\t",
+            "007|x",
+            "9999999:",
+            "12é",
         ] {
-            let want = NUMBERED
-                .captures(l)
-                .and_then(|c| Some((c.get(1)?.as_str(), c.get(0)?.end())));
-            assert_eq!(numbered_prefix(l), want, "{l:?}");
+            assert_eq!(number_prefix(l), regex_prefix(l), "{l:?}");
+        }
+    }
+
+    /// What [`NUMBERED`] finds at the start of `l`, the digits parsed.
+    fn regex_prefix(l: &str) -> Option<(Option<u64>, usize)> {
+        NUMBERED
+            .captures(l)
+            .and_then(|c| Some((c.get(1)?.as_str().parse().ok(), c.get(0)?.end())))
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn byte_helpers_agree_with_the_char_versions(s in "[ \t\u{b}\u{a0}\u{2003}aZ9_$(é٣K\u{212a}]{0,14}(int|INTEGER|Text|bool|json|x)?[ a(]{0,2}") {
+            let old_word = {
+                let t = s.trim_start();
+                let end = t
+                    .find(|c: char| !(c.is_alphanumeric() || c == '_' || c == '$'))
+                    .unwrap_or(t.len());
+                &t[..end]
+            };
+            proptest::prop_assert_eq!(first_word(&s), old_word);
+            proptest::prop_assert_eq!(word_at(trim(&s)), old_word);
+            proptest::prop_assert_eq!(indent_of(&s), indent_of_chars(&s));
+            if !trim(&s).is_empty() {
+                proptest::prop_assert_eq!(indent_before(&s, trim(&s)), indent_of_chars(&s));
+            }
+            proptest::prop_assert_eq!(
+                after_first_space(&s),
+                s.split_once(char::is_whitespace).map(|(_, r)| r)
+            );
+            let old_sql = (!s.is_ascii() && s.chars().take(12).any(|c| !c.is_ascii()))
+                || SQL_TYPES.iter().any(|ty| {
+                    s.as_bytes()
+                        .get(..ty.len())
+                        .is_some_and(|p| p.eq_ignore_ascii_case(ty.as_bytes()))
+                });
+            proptest::prop_assert_eq!(maybe_sql_type(&s), old_sql);
+        }
+
+        #[test]
+        fn number_prefix_is_the_regex(l in "[ \t\u{a0}\u{2003}\u{b}]{0,3}[0-9٣]{0,9}[\t:|→ xé٣]{0,2}[a-z]{0,2}") {
+            proptest::prop_assert_eq!(number_prefix(&l), regex_prefix(&l));
+        }
+
+        #[test]
+        fn lines_of_is_str_lines(s in "[a\r\n]{0,12}") {
+            proptest::prop_assert_eq!(lines_of(&s).collect::<Vec<_>>(), s.lines().collect::<Vec<_>>());
+        }
+
+        #[test]
+        fn trim_and_is_blank_are_std(s in "[ \t\n\r\u{b}\u{c}\u{a0}\u{2003}\u{85}aé]{0,8}") {
+            proptest::prop_assert_eq!(trim(&s), s.trim());
+            proptest::prop_assert_eq!(is_blank(&s), s.trim().is_empty());
         }
     }
 

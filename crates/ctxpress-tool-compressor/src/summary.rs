@@ -3,8 +3,8 @@
 //! compressed" rule) and later runs recognise it.
 
 use crate::lines::{
-    Lang, OutlineState, Rank, clip, declaration, is_count_line, is_diagnostic, is_error_line,
-    is_heading, lang_of, references_in_lines, shape, split_numbered,
+    Lang, OutlineState, Rank, clip, declaration, is_blank, is_count_line, is_diagnostic,
+    is_error_line, is_heading, lang_of, references_in_lines, shape, split_numbered, trim,
 };
 use foldhash::HashSet;
 use std::fmt::Write as _;
@@ -217,8 +217,7 @@ fn file_outline(
             }
         }
     }
-    let shown: HashSet<usize> = kept.iter().copied().collect();
-    push_refs(&mut out, &lines, &shown, limits);
+    push_refs(&mut out, &lines, &kept, limits);
     out
 }
 
@@ -244,7 +243,7 @@ fn head_tail(lines: &[crate::lines::Line<'_>], head: usize, tail: usize) -> Vec<
     let nonempty: Vec<usize> = lines
         .iter()
         .enumerate()
-        .filter(|(_, l)| !l.body.trim().is_empty())
+        .filter(|(_, l)| !is_blank(l.body))
         .map(|(i, _)| i)
         .collect();
     let mut out: Vec<usize> = nonempty.iter().take(head).copied().collect();
@@ -285,20 +284,20 @@ fn push_lines(
     }
 }
 
-/// Append `refs:` with the paths, URLs and error names of the lines not shown.
-fn push_refs(
-    out: &mut String,
-    lines: &[crate::lines::Line<'_>],
-    shown: &HashSet<usize>,
-    limits: &Limits,
-) {
+/// Append `refs:` with the paths, URLs and error names of the lines not
+/// shown (`shown`: their indices, in increasing order).
+fn push_refs(out: &mut String, lines: &[crate::lines::Line<'_>], shown: &[usize], limits: &Limits) {
     if limits.max_refs == 0 {
         return;
     }
+    let mut shown = shown.iter().copied().peekable();
     let rest = lines
         .iter()
         .enumerate()
-        .filter(|(i, _)| !shown.contains(i))
+        .filter(move |(i, _)| {
+            while shown.next_if(|s| s < i).is_some() {}
+            shown.next_if_eq(i).is_none()
+        })
         .map(|(_, l)| l.body);
     let refs: Vec<&str> = references_in_lines(rest, limits.max_refs)
         .into_iter()
@@ -396,8 +395,16 @@ fn output(kind: Kind, subject: &Subject, text: &str, limits: &Limits) -> String 
     let mut counts = 0usize;
     let mut more_errors = 0usize;
     let mut headings = 0usize;
+    // The head and tail lines (`picked` before the loop): a line is picked
+    // in the loop only at its own turn, so these are the ones to skip.
+    let mut head_or_tail = vec![false; lines.len()];
+    for &i in &picked {
+        if let Some(p) = head_or_tail.get_mut(i) {
+            *p = true;
+        }
+    }
     for (i, l) in lines.iter().enumerate() {
-        if picked.contains(&i) {
+        if head_or_tail.get(i).copied().unwrap_or(false) {
             continue;
         }
         // Reports (sub-agents, docs tools): their headings are the table of contents.
@@ -436,9 +443,10 @@ fn output(kind: Kind, subject: &Subject, text: &str, limits: &Limits) -> String 
         );
     }
     out.push(']');
+    picked.sort_unstable();
+    picked.dedup();
     push_lines(&mut out, &lines, &picked, limits);
-    let shown: HashSet<usize> = picked.into_iter().collect();
-    push_refs(&mut out, &lines, &shown, limits);
+    push_refs(&mut out, &lines, &picked, limits);
     out
 }
 
@@ -447,14 +455,21 @@ fn output(kind: Kind, subject: &Subject, text: &str, limits: &Limits) -> String 
 /// `None` when less than `share` of the non-empty lines name a file (not
 /// search output), or fewer than three do.
 fn search(subject: &Subject, text: &str, limits: &Limits, share: f64) -> Option<String> {
-    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    let lines: Vec<&str> = text.lines().filter(|l| !is_blank(l)).collect();
     // file -> matches, in order of first appearance
     let mut files: Vec<(String, usize)> = Vec::new();
     let mut matches = 0usize;
     let mut listing = 0usize;
     let mut samples: Vec<&str> = Vec::new();
     let mut index: foldhash::HashMap<&str, usize> = foldhash::HashMap::default();
-    for l in &lines {
+    let need = share * lines.len() as f64;
+    for (k, l) in lines.iter().enumerate() {
+        // Stop as soon as the lines left cannot bring the matches up to
+        // three and to `share` (the test below).
+        let possible = matches + (lines.len() - k);
+        if possible < 3 || (possible as f64) < need {
+            return None;
+        }
         let Some((path, rest)) = match_path(l) else {
             continue;
         };
@@ -477,7 +492,7 @@ fn search(subject: &Subject, text: &str, limits: &Limits, share: f64) -> Option<
             listing += 1;
         }
     }
-    if matches < 3 || (matches as f64) < share * lines.len() as f64 {
+    if matches < 3 || (matches as f64) < need {
         return None;
     }
     let mut out = subject.head(Kind::Search, 200);
@@ -517,7 +532,7 @@ fn search(subject: &Subject, text: &str, limits: &Limits, share: f64) -> Option<
 /// The file a search-output line names, and the rest of the line after
 /// `path:` / `path:12:` / `path-12-` (empty for a bare path).
 fn match_path(line: &str) -> Option<(&str, &str)> {
-    let t = line.trim();
+    let t = trim(line);
     if t.is_empty() || t.len() > 1000 {
         return None;
     }
