@@ -116,7 +116,7 @@ fn early_rule(
     if conv.ann(m.id()).is_some_and(|a| a.dup.is_some()) {
         return Some((Decision::Dedup, DecisionRule::Duplicate));
     }
-    if shorter_than(text, cfg.min_chars) {
+    if ctxpress_core::text::bytes::fewer_chars_than(text, cfg.min_chars) {
         return Some((Decision::Preserve, DecisionRule::ShortContent));
     }
     let lead = text.trim_start();
@@ -128,18 +128,6 @@ fn early_rule(
         return Some((Decision::Preserve, DecisionRule::AlreadyCompressed));
     }
     None
-}
-
-/// `text.chars().count() < n`, without counting when the byte length
-/// decides it (a char is one to four bytes).
-fn shorter_than(text: &str, n: usize) -> bool {
-    if text.len() < n {
-        return true;
-    }
-    if text.len() / 4 >= n {
-        return false;
-    }
-    text.chars().count() < n
 }
 
 /// Rules 7-11, which need the classification.
@@ -511,23 +499,6 @@ mod tests {
                 "{:?}",
                 m.role()
             );
-        }
-    }
-
-    #[test]
-    fn shorter_than_counts_chars() {
-        for t in [
-            "",
-            "abc",
-            "ééé",
-            "€€€€",
-            "a€",
-            &"é".repeat(60),
-            &"x".repeat(130),
-        ] {
-            for n in [0, 1, 2, 3, 4, 5, 8, 12, 59, 60, 61, 119, 120, 121, 200] {
-                assert_eq!(shorter_than(t, n), t.chars().count() < n, "{t:?} {n}");
-            }
         }
     }
 

@@ -111,18 +111,6 @@ pub fn djb2(text: &str) -> u32 {
     })
 }
 
-/// `text.chars().count() < n`, without counting when the byte length
-/// decides it (a char is one to four bytes).
-fn shorter_than(text: &str, n: usize) -> bool {
-    if text.len() < n {
-        return true;
-    }
-    if text.len() / 4 >= n {
-        return false;
-    }
-    text.chars().count() < n
-}
-
 /// Where a text lives in its message.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Slot {
@@ -238,7 +226,9 @@ impl Dedup {
             }
             let replaceable = i < window_start;
             let mut push = |slot: Slot, text: Cow<'a, str>| {
-                if !shorter_than(&text, self.cfg.min_chars) && !self.already_compressed(&text) {
+                if !ctxpress_core::text::bytes::fewer_chars_than(&text, self.cfg.min_chars)
+                    && !self.already_compressed(&text)
+                {
                     out.push(Unit {
                         msg: i,
                         slot,

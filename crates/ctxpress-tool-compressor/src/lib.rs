@@ -68,6 +68,7 @@ pub mod lines;
 pub mod summary;
 
 use ctxpress_core::dialect::{DialectTable, OpKind, Operation, Status, command_family};
+use ctxpress_core::text::bytes::fewer_chars_than;
 use ctxpress_core::tokens::count_message;
 use ctxpress_core::traffic::{self, MessageCalls, Traffic};
 use ctxpress_core::{
@@ -342,18 +343,6 @@ struct Candidate {
     call_id: String,
     kind: Kind,
     subject: Subject,
-}
-
-/// True when `text` has at least `n` characters; counted only when its
-/// length in bytes (one to four per character) does not settle it.
-fn at_least_chars(text: &str, n: usize) -> bool {
-    if text.len() < n {
-        false
-    } else if text.len() / 4 >= n {
-        true
-    } else {
-        text.chars().count() >= n
-    }
 }
 
 /// Longer terms are never listed in a summary's `names:` line.
@@ -728,7 +717,7 @@ impl ToolCompressor {
             };
             let lead = res.text.trim_start();
             let done = DONE_PREFIXES.iter().any(|p| lead.starts_with(p));
-            let long_enough = at_least_chars(&res.text, self.cfg.min_chars);
+            let long_enough = !fewer_chars_than(&res.text, self.cfg.min_chars);
             let args = &call.args;
             let op = call.op.clone();
             let exit_style = op.as_ref().map(|o| o.exit).unwrap_or_default();
@@ -757,7 +746,7 @@ impl ToolCompressor {
                         .and_then(Value::as_str)
                         .is_some_and(|t| {
                             !DONE_PREFIXES.iter().any(|p| t.trim_start().starts_with(p))
-                                && at_least_chars(t, self.cfg.min_chars)
+                                && !fewer_chars_than(t, self.cfg.min_chars)
                         })
                 })
             })

@@ -113,6 +113,25 @@ pub fn line_looks_failed(line: &str) -> bool {
 /// exit code or payload) work its [`ResultFacts`] out once instead; see
 /// [`crate::traffic::result_facts`].
 pub fn result_status(exit: ExitReport, text: &str, is_error: Option<bool>) -> Status {
+    judge(
+        exit,
+        text,
+        is_error,
+        || exit_code(text),
+        || payload_edge_failed(result_payload(text)),
+    )
+}
+
+/// The judgement of [`result_status`], with the text's exit code and the
+/// failed-edge test given as functions (called only when the rules reach
+/// them), so [`ResultFacts::status`] can answer from its facts.
+fn judge(
+    exit: ExitReport,
+    text: &str,
+    is_error: Option<bool>,
+    exit_code: impl FnOnce() -> Option<i64>,
+    edge_failed: impl FnOnce() -> bool,
+) -> Status {
     if is_error == Some(true) {
         return Status::Failure;
     }
@@ -120,7 +139,7 @@ pub fn result_status(exit: ExitReport, text: &str, is_error: Option<bool>) -> St
     if t.starts_with("<tool_use_error>") || t.starts_with("Error: ") && t.len() < 400 {
         return Status::Failure;
     }
-    if let Some(code) = exit_code(text) {
+    if let Some(code) = exit_code() {
         return if code == 0 {
             Status::Success
         } else {
@@ -130,7 +149,7 @@ pub fn result_status(exit: ExitReport, text: &str, is_error: Option<bool>) -> St
     if exit == ExitReport::OnFailure {
         return Status::Success;
     }
-    if payload_edge_failed(result_payload(text)) {
+    if edge_failed() {
         return Status::Failure;
     }
     if is_error == Some(false) {
@@ -191,31 +210,7 @@ impl ResultFacts {
 
     /// [`result_status`] of `text`, the text these facts are of.
     pub fn status(&self, exit: ExitReport, text: &str, is_error: Option<bool>) -> Status {
-        if is_error == Some(true) {
-            return Status::Failure;
-        }
-        let t = text.trim_start();
-        if t.starts_with("<tool_use_error>") || t.starts_with("Error: ") && t.len() < 400 {
-            return Status::Failure;
-        }
-        if let Some(code) = self.exit_code {
-            return if code == 0 {
-                Status::Success
-            } else {
-                Status::Failure
-            };
-        }
-        if exit == ExitReport::OnFailure {
-            return Status::Success;
-        }
-        if self.edge_failed {
-            return Status::Failure;
-        }
-        if is_error == Some(false) {
-            Status::Success
-        } else {
-            Status::Unknown
-        }
+        judge(exit, text, is_error, || self.exit_code, || self.edge_failed)
     }
 }
 

@@ -267,14 +267,7 @@ impl DialectTable {
         let s = self.find(name)?;
         let kind = match s.kind {
             ToolKind::Write => OpKind::Write,
-            ToolKind::Editor => {
-                let sub = s
-                    .subcommand_arg
-                    .as_ref()
-                    .and_then(|a| args.get(a.as_str()))
-                    .and_then(Value::as_str)?;
-                *s.subcommands.get(sub)?
-            }
+            ToolKind::Editor => editor_kind(s, args)?,
             _ => return None,
         };
         (kind == OpKind::Write)
@@ -356,6 +349,16 @@ fn command_arg(args: &Value, names: &[String]) -> Option<String> {
     None
 }
 
+/// The kind an editor's sub-command argument selects.
+fn editor_kind(s: &ToolSpec, args: &Value) -> Option<OpKind> {
+    let sub = s
+        .subcommand_arg
+        .as_ref()
+        .and_then(|a| args.get(a.as_str()))
+        .and_then(Value::as_str)?;
+    s.subcommands.get(sub).copied()
+}
+
 fn from_spec(s: &ToolSpec, args: &Value, session_cwd: Option<&str>) -> Option<Operation> {
     let own_cwd = arg_str(args, &s.cwd_args).map(|c| normalize_path(c, session_cwd));
     let cwd = own_cwd.as_deref().or(session_cwd);
@@ -380,15 +383,7 @@ fn from_spec(s: &ToolSpec, args: &Value, session_cwd: Option<&str>) -> Option<Op
         ToolKind::Read => file_op(OpKind::Read),
         ToolKind::Write => file_op(OpKind::Write),
         ToolKind::Edit => file_op(OpKind::Edit),
-        ToolKind::Editor => {
-            let sub = s
-                .subcommand_arg
-                .as_ref()
-                .and_then(|a| args.get(a.as_str()))
-                .and_then(Value::as_str)?;
-            let kind = *s.subcommands.get(sub)?;
-            file_op(kind)
-        }
+        ToolKind::Editor => file_op(editor_kind(s, args)?),
         ToolKind::Search => {
             let mut key = String::new();
             for n in &s.command_args {

@@ -53,9 +53,40 @@ pub fn char_count(s: &str) -> usize {
     s.bytes().filter(|b| b & 0xC0 != 0x80).count()
 }
 
+/// `s.chars().count() < n`, counting only when the length in bytes (one to
+/// four per character) does not settle it.
+#[inline]
+pub fn fewer_chars_than(s: &str, n: usize) -> bool {
+    if s.len() < n {
+        return true;
+    }
+    if s.len() / 4 >= n {
+        return false;
+    }
+    char_count(s) < n
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn fewer_chars_than_counts_chars() {
+        for t in [
+            "",
+            "abc",
+            "ééé",
+            "€€€€",
+            "a€",
+            "😀😀x",
+            &"é".repeat(60),
+            &"x".repeat(230),
+        ] {
+            for n in [0, 1, 2, 3, 4, 5, 8, 12, 59, 60, 61, 119, 120, 121, 200, 240] {
+                assert_eq!(fewer_chars_than(t, n), t.chars().count() < n, "{t:?} {n}");
+            }
+        }
+    }
 
     #[test]
     fn classes_match_their_definitions() {
