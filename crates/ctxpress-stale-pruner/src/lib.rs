@@ -197,8 +197,6 @@ struct Rec {
     /// Where the call is in the traffic index.
     call: CallRef,
     call_id: String,
-    /// Message index of the call.
-    call_msg: usize,
     /// Message index of the result, when answered.
     result_msg: Option<usize>,
     status: Status,
@@ -303,7 +301,6 @@ impl StalePruner {
                 op,
                 call: *r,
                 call_id: call.id.clone(),
-                call_msg,
                 result_msg,
                 status,
                 read_ok,
@@ -519,21 +516,18 @@ impl StalePruner {
                 let [path] = r.op.paths.as_slice() else {
                     continue;
                 };
+                if per_path.get(path.as_str()).is_none_or(|n| *n < 2) {
+                    continue;
+                }
                 match r.op.kind {
                     OpKind::Write => {
                         // A later write or edit of the path invalidates older entries by
                         // content only, so nothing to clear: equal content is equal.
-                        if per_path.get(path.as_str()).is_none_or(|n| *n < 2) {
-                            continue;
-                        }
                         if let Some(h) = write_hash(r) {
                             known.insert((path.as_str(), h), (r.call_id.as_str(), "written by"));
                         }
                     }
                     OpKind::Read => {
-                        if per_path.get(path.as_str()).is_none_or(|n| *n < 2) {
-                            continue;
-                        }
                         let Some(h) = read_hash(r) else { continue };
                         if let Some((src, what)) = known.get(&(path.as_str(), h)) {
                             let text = format!(
@@ -564,7 +558,7 @@ impl StalePruner {
         let mut drop_msgs: HashSet<usize> = HashSet::new();
         for i in removed.keys() {
             let Some(r) = recs.get(*i) else { continue };
-            by_msg.entry(r.call_msg).or_default().insert(&r.call_id);
+            by_msg.entry(r.call.msg).or_default().insert(&r.call_id);
             if let Some(ri) = r.result_msg {
                 by_msg.entry(ri).or_default().insert(&r.call_id);
             }

@@ -62,8 +62,14 @@ fn is_footer(l: &str) -> bool {
 /// The payload of a tool result: the output after a Codex `Output:` header, or
 /// the whole text, with SWE-agent's `(Open file: ...)` footer dropped.
 pub fn result_payload(text: &str) -> &str {
-    let mut t = text;
+    let (start, end) = payload_range(text);
+    text.get(start..end).unwrap_or("")
+}
+
+/// Where [`result_payload`] lies in `text`: (start, end) byte offsets.
+fn payload_range(text: &str) -> (usize, usize) {
     // Codex exec_command / shell_command headers.
+    let mut start = 0;
     let mut off = 0;
     for (i, line) in text.split_inclusive('\n').enumerate() {
         if i >= 8 {
@@ -71,10 +77,11 @@ pub fn result_payload(text: &str) -> &str {
         }
         off += line.len();
         if line.trim_end() == "Output:" {
-            t = text.get(off..).unwrap_or("");
+            start = off;
             break;
         }
     }
+    let t = text.get(start..).unwrap_or("");
     // SWE-agent footer.
     let mut end = t.len();
     for line in t.lines().rev().take(4) {
@@ -86,7 +93,7 @@ pub fn result_payload(text: &str) -> &str {
             break;
         }
     }
-    t.get(..end).unwrap_or(t)
+    (start, start + end)
 }
 
 /// True when one line matches the spec's error patterns ("0 failed" and
@@ -190,14 +197,13 @@ impl ResultFacts {
     /// The facts of `text`.
     pub fn of(text: &str) -> ResultFacts {
         let exit_code = exit_code(text);
-        let payload = result_payload(text);
-        // `result_payload` returns a subslice of `text`.
-        let payload_start = payload.as_ptr() as usize - text.as_ptr() as usize;
+        let (payload_start, payload_end) = payload_range(text);
+        let payload = text.get(payload_start..payload_end).unwrap_or("");
         let edge_failed = exit_code.is_none() && payload_edge_failed(payload);
         ResultFacts {
             exit_code,
             payload_start,
-            payload_end: payload_start + payload.len(),
+            payload_end,
             edge_failed,
             chars: text.chars().count(),
         }
