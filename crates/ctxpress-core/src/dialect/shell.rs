@@ -3,11 +3,13 @@
 
 use super::{OpKind, Operation, normalize_path, normalize_ws, parse_patch};
 
+use std::borrow::Cow;
+
 #[derive(Debug, Default)]
-struct Seg {
-    words: Vec<String>,
+struct Seg<'a> {
+    words: Vec<Cow<'a, str>>,
     /// Output redirect targets: (path, append).
-    outs: Vec<(String, bool)>,
+    outs: Vec<(Cow<'a, str>, bool)>,
     piped: bool,
 }
 
@@ -19,18 +21,94 @@ pub(super) fn is_shell_program(w: &str) -> bool {
     )
 }
 
+/// The word being lexed: pieces of the command (quoted parts, escaped
+/// characters, plain runs), borrowed while they are one contiguous slice of
+/// it, copied only when a word joins pieces that are not (`a"b"`).
+#[derive(Default)]
+struct WordBuf {
+    /// The word so far as one slice `start..end` of the command.
+    span: Option<(usize, usize)>,
+    /// The word so far, once it is not one slice.
+    owned: Option<String>,
+}
+
+impl WordBuf {
+    /// Append `cmd[s..e]`.
+    fn push(&mut self, cmd: &str, s: usize, e: usize) {
+        let piece = cmd.get(s..e).unwrap_or("");
+        if let Some(o) = self.owned.as_mut() {
+            o.push_str(piece);
+            return;
+        }
+        match self.span {
+            None => self.span = Some((s, e)),
+            Some((a, b)) if b == s => self.span = Some((a, e)),
+            Some((a, b)) => {
+                let mut o = String::with_capacity(b - a + piece.len());
+                o.push_str(cmd.get(a..b).unwrap_or(""));
+                o.push_str(piece);
+                self.owned = Some(o);
+            }
+        }
+    }
+
+    /// The word so far.
+    fn as_str<'a>(&'a self, cmd: &'a str) -> &'a str {
+        match (&self.owned, self.span) {
+            (Some(o), _) => o,
+            (None, Some((a, b))) => cmd.get(a..b).unwrap_or(""),
+            (None, None) => "",
+        }
+    }
+
+    /// The word, leaving the buffer empty.
+    fn take<'a>(&mut self, cmd: &'a str) -> Cow<'a, str> {
+        let span = self.span.take();
+        match (self.owned.take(), span) {
+            (Some(o), _) => Cow::Owned(o),
+            (None, Some((a, b))) => Cow::Borrowed(cmd.get(a..b).unwrap_or("")),
+            (None, None) => Cow::Borrowed(""),
+        }
+    }
+}
+
+/// True for the bytes that end a run of plain word characters (the
+/// lexer's operators, quotes, escapes and blanks; `#` only starts a comment
+/// outside a word).
+fn ends_plain_run(b: u8) -> bool {
+    matches!(
+        b,
+        b'\n'
+            | b' '
+            | b'\t'
+            | b'\r'
+            | b'\''
+            | b'"'
+            | b'\\'
+            | b';'
+            | b'('
+            | b')'
+            | b'&'
+            | b'|'
+            | b'>'
+            | b'<'
+    )
+}
+
 /// Split a shell command into simple commands. Quotes and escapes are honoured,
-/// heredoc bodies skipped, output redirects collected.
+/// heredoc bodies skipped, output redirects collected. Works on bytes: every
+/// character the lexer acts on is ASCII, so a multi-byte character is always
+/// part of a word.
 // The word/segment macros reset state that the last expansion never reads again.
 #[allow(unused_assignments)]
-fn split_shell(cmd: &str) -> Vec<Seg> {
+fn split_shell(cmd: &str) -> Vec<Seg<'_>> {
     let mut segs = Vec::new();
     let mut seg = Seg::default();
-    let mut word = String::new();
+    let mut word = WordBuf::default();
     let mut in_word = false;
-    let mut heredocs: Vec<String> = Vec::new();
-    let chars: Vec<char> = cmd.chars().collect();
-    let n = chars.len();
+    let mut heredocs: Vec<Cow<'_, str>> = Vec::new();
+    let b = cmd.as_bytes();
+    let n = b.len();
     let mut i = 0;
     // What the next completed word is for.
     #[derive(PartialEq)]
@@ -44,7 +122,7 @@ fn split_shell(cmd: &str) -> Vec<Seg> {
     macro_rules! end_word {
         () => {
             if in_word {
-                let w = std::mem::take(&mut word);
+                let w = word.take(cmd);
                 match next {
                     Next::Word => seg.words.push(w),
                     Next::Out(app) => seg.outs.push((w, app)),
@@ -66,20 +144,24 @@ fn split_shell(cmd: &str) -> Vec<Seg> {
             seg.piped = $piped;
         };
     }
+    // The end of the line starting at `from` (its `\n`, or the end).
+    let line_end = |from: usize| {
+        b.get(from..)
+            .and_then(|rest| memchr::memchr(b'\n', rest))
+            .map_or(n, |k| from + k)
+    };
     while i < n {
-        let c = chars[i];
+        let c = b[i];
         match c {
-            '\n' => {
+            b'\n' => {
                 end_seg!(false);
                 i += 1;
                 // Skip heredoc bodies.
                 for delim in std::mem::take(&mut heredocs) {
                     while i < n {
                         let start = i;
-                        while i < n && chars[i] != '\n' {
-                            i += 1;
-                        }
-                        let line: String = chars[start..i].iter().collect();
+                        i = line_end(i);
+                        let line = cmd.get(start..i).unwrap_or("");
                         i += 1;
                         if line.trim() == delim {
                             break;
@@ -88,60 +170,67 @@ fn split_shell(cmd: &str) -> Vec<Seg> {
                 }
                 continue;
             }
-            ' ' | '\t' | '\r' => end_word!(),
-            '\'' => {
+            b' ' | b'\t' | b'\r' => end_word!(),
+            b'\'' => {
                 in_word = true;
                 i += 1;
-                while i < n && chars[i] != '\'' {
-                    word.push(chars[i]);
-                    i += 1;
-                }
+                let end = b
+                    .get(i..)
+                    .and_then(|rest| memchr::memchr(b'\'', rest))
+                    .map_or(n, |k| i + k);
+                word.push(cmd, i, end);
+                i = end;
             }
-            '"' => {
+            b'"' => {
                 in_word = true;
                 i += 1;
-                while i < n && chars[i] != '"' {
-                    if chars[i] == '\\' && i + 1 < n && matches!(chars[i + 1], '"' | '\\' | '$') {
+                while i < n && b[i] != b'"' {
+                    let stop = b
+                        .get(i..)
+                        .and_then(|rest| memchr::memchr2(b'"', b'\\', rest))
+                        .map_or(n, |k| i + k);
+                    word.push(cmd, i, stop);
+                    i = stop;
+                    if i < n && b[i] == b'\\' {
+                        if i + 1 < n && matches!(b[i + 1], b'"' | b'\\' | b'$') {
+                            i += 1;
+                        }
+                        word.push(cmd, i, i + 1);
                         i += 1;
                     }
-                    word.push(chars[i]);
-                    i += 1;
                 }
             }
-            '\\' => {
+            b'\\' => {
+                let after = cmd.get(i + 1..).and_then(|r| r.chars().next());
                 // A backslash before a name character is a Windows path
                 // separator, not an escape.
-                if i + 1 < n
-                    && (chars[i + 1].is_alphanumeric() || matches!(chars[i + 1], '_' | '.'))
-                {
+                if after.is_some_and(|ch| ch.is_alphanumeric() || matches!(ch, '_' | '.')) {
                     in_word = true;
-                    word.push('\\');
-                } else if i + 1 < n {
-                    if chars[i + 1] != '\n' {
+                    word.push(cmd, i, i + 1);
+                } else if let Some(ch) = after {
+                    if ch != '\n' {
                         in_word = true;
-                        word.push(chars[i + 1]);
+                        word.push(cmd, i + 1, i + 1 + ch.len_utf8());
                     }
-                    i += 1;
+                    i += ch.len_utf8();
                 }
             }
-            '#' if !in_word => {
-                while i < n && chars[i] != '\n' {
-                    i += 1;
-                }
+            b'#' if !in_word => {
+                i = line_end(i);
                 continue;
             }
-            ';' | '(' | ')' => {
+            b';' | b'(' | b')' => {
                 end_seg!(false);
             }
-            '&' => {
-                if i + 1 < n && chars[i + 1] == '&' {
+            b'&' => {
+                if i + 1 < n && b[i + 1] == b'&' {
                     end_seg!(false);
                     i += 1;
-                } else if i + 1 < n && chars[i + 1] == '>' {
+                } else if i + 1 < n && b[i + 1] == b'>' {
                     // &> file / &>> file
                     end_word!();
                     i += 1;
-                    let app = i + 1 < n && chars[i + 1] == '>';
+                    let app = i + 1 < n && b[i + 1] == b'>';
                     if app {
                         i += 1;
                     }
@@ -150,31 +239,32 @@ fn split_shell(cmd: &str) -> Vec<Seg> {
                     end_seg!(false);
                 }
             }
-            '|' => {
-                if i + 1 < n && chars[i + 1] == '|' {
+            b'|' => {
+                if i + 1 < n && b[i + 1] == b'|' {
                     end_seg!(false);
                     i += 1;
                 } else {
-                    if i + 1 < n && chars[i + 1] == '&' {
+                    if i + 1 < n && b[i + 1] == b'&' {
                         i += 1;
                     }
                     end_seg!(true);
                 }
             }
-            '>' => {
+            b'>' => {
                 // An fd number right before `>` belongs to the redirect.
                 let mut fd_out = true;
-                if in_word && !word.is_empty() && word.chars().all(|c| c.is_ascii_digit()) {
-                    fd_out = word == "1";
-                    word.clear();
+                let w = word.as_str(cmd);
+                if in_word && !w.is_empty() && w.bytes().all(|c| c.is_ascii_digit()) {
+                    fd_out = w == "1";
+                    word = WordBuf::default();
                     in_word = false;
                 }
                 end_word!();
-                let app = i + 1 < n && chars[i + 1] == '>';
+                let app = i + 1 < n && b[i + 1] == b'>';
                 if app {
                     i += 1;
                 }
-                if i + 1 < n && chars[i + 1] == '&' {
+                if i + 1 < n && b[i + 1] == b'&' {
                     // >&2, 2>&1: a dup, not a file.
                     i += 1;
                     next = Next::Skip;
@@ -182,15 +272,15 @@ fn split_shell(cmd: &str) -> Vec<Seg> {
                     next = if fd_out { Next::Out(app) } else { Next::Skip };
                 }
             }
-            '<' => {
+            b'<' => {
                 end_word!();
-                if i + 1 < n && chars[i + 1] == '<' {
+                if i + 1 < n && b[i + 1] == b'<' {
                     i += 1;
-                    if i + 1 < n && chars[i + 1] == '<' {
+                    if i + 1 < n && b[i + 1] == b'<' {
                         i += 1;
                         next = Next::Skip; // here-string
                     } else {
-                        if i + 1 < n && chars[i + 1] == '-' {
+                        if i + 1 < n && b[i + 1] == b'-' {
                             i += 1;
                         }
                         next = Next::Heredoc;
@@ -199,9 +289,16 @@ fn split_shell(cmd: &str) -> Vec<Seg> {
                     next = Next::Skip;
                 }
             }
-            other => {
+            _ => {
+                // A run of plain word characters (a `#` inside a word is one).
                 in_word = true;
-                word.push(other);
+                let end = b
+                    .get(i + 1..)
+                    .and_then(|rest| rest.iter().position(|&x| ends_plain_run(x)))
+                    .map_or(n, |k| i + 1 + k);
+                word.push(cmd, i, end);
+                i = end;
+                continue;
             }
         }
         i += 1;
@@ -231,7 +328,7 @@ fn push_unique(v: &mut Vec<String>, p: String) {
     }
 }
 
-fn file_args<'a>(words: &'a [String], with_value: &[&str]) -> Vec<&'a str> {
+fn file_args<'a>(words: &'a [Cow<'_, str>], with_value: &[&str]) -> Vec<&'a str> {
     let mut out = Vec::new();
     let mut skip = false;
     let mut dashdash = false;
@@ -250,7 +347,7 @@ fn file_args<'a>(words: &'a [String], with_value: &[&str]) -> Vec<&'a str> {
             }
             continue;
         }
-        out.push(w.as_str());
+        out.push(&**w);
     }
     out
 }
@@ -429,7 +526,7 @@ fn scan_shell(cmd: &str, cwd: Option<&str>, scan: &mut ShellScan, depth: usize) 
                     if let Some(pos) = args.iter().position(|a| a.eq_ignore_ascii_case(key))
                         && let Some(p) = args.get(pos + 1)
                     {
-                        named.push(p.clone());
+                        named.push(p.to_string());
                     }
                 }
                 let targets: Vec<String> = if !named.is_empty() {
@@ -489,7 +586,7 @@ fn scan_shell(cmd: &str, cwd: Option<&str>, scan: &mut ShellScan, depth: usize) 
     }
 }
 
-fn segs_is_editor(args: &[String]) -> bool {
+fn segs_is_editor(args: &[Cow<'_, str>]) -> bool {
     // `edit 4:4` / `insert 12`: a line range or number.
     args.first()
         .is_none_or(|a| a.chars().all(|c| c.is_ascii_digit() || c == ':'))
@@ -595,12 +692,9 @@ pub fn parse_shell(cmd: &str, cwd: Option<&str>) -> Operation {
 pub fn command_family(cmd: &str) -> String {
     let segs = split_shell(cmd);
     let main = segs.iter().find(|s| {
-        s.words.first().is_some_and(|w| {
-            !matches!(
-                w.as_str(),
-                "cd" | "pushd" | "Set-Location" | "export" | "set"
-            )
-        })
+        s.words
+            .first()
+            .is_some_and(|w| !matches!(&**w, "cd" | "pushd" | "Set-Location" | "export" | "set"))
     });
     let Some(seg) = main else {
         return normalize_ws(cmd);
@@ -615,4 +709,248 @@ pub fn command_family(cmd: &str) -> String {
         }
     }
     key.join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// The lexer as first written (one `char` at a time, every word
+    /// copied): the byte lexer must split every command the same way.
+    #[derive(Debug, Default, PartialEq)]
+    struct RefSeg {
+        words: Vec<String>,
+        outs: Vec<(String, bool)>,
+        piped: bool,
+    }
+
+    #[allow(unused_assignments)]
+    fn reference(cmd: &str) -> Vec<RefSeg> {
+        let mut segs = Vec::new();
+        let mut seg = RefSeg::default();
+        let mut word = String::new();
+        let mut in_word = false;
+        let mut heredocs: Vec<String> = Vec::new();
+        let chars: Vec<char> = cmd.chars().collect();
+        let n = chars.len();
+        let mut i = 0;
+        // What the next completed word is for.
+        #[derive(PartialEq)]
+        enum Next {
+            Word,
+            Out(bool),
+            Skip,
+            Heredoc,
+        }
+        let mut next = Next::Word;
+        macro_rules! end_word {
+            () => {
+                if in_word {
+                    let w = std::mem::take(&mut word);
+                    match next {
+                        Next::Word => seg.words.push(w),
+                        Next::Out(app) => seg.outs.push((w, app)),
+                        Next::Skip => {}
+                        Next::Heredoc => heredocs.push(w),
+                    }
+                    next = Next::Word;
+                    in_word = false;
+                }
+            };
+        }
+        macro_rules! end_seg {
+            ($piped:expr) => {
+                end_word!();
+                let done = std::mem::take(&mut seg);
+                if !done.words.is_empty() || !done.outs.is_empty() {
+                    segs.push(done);
+                }
+                seg.piped = $piped;
+            };
+        }
+        while i < n {
+            let c = chars[i];
+            match c {
+                '\n' => {
+                    end_seg!(false);
+                    i += 1;
+                    // Skip heredoc bodies.
+                    for delim in std::mem::take(&mut heredocs) {
+                        while i < n {
+                            let start = i;
+                            while i < n && chars[i] != '\n' {
+                                i += 1;
+                            }
+                            let line: String = chars[start..i].iter().collect();
+                            i += 1;
+                            if line.trim() == delim {
+                                break;
+                            }
+                        }
+                    }
+                    continue;
+                }
+                ' ' | '\t' | '\r' => end_word!(),
+                '\'' => {
+                    in_word = true;
+                    i += 1;
+                    while i < n && chars[i] != '\'' {
+                        word.push(chars[i]);
+                        i += 1;
+                    }
+                }
+                '"' => {
+                    in_word = true;
+                    i += 1;
+                    while i < n && chars[i] != '"' {
+                        if chars[i] == '\\' && i + 1 < n && matches!(chars[i + 1], '"' | '\\' | '$')
+                        {
+                            i += 1;
+                        }
+                        word.push(chars[i]);
+                        i += 1;
+                    }
+                }
+                '\\' => {
+                    // A backslash before a name character is a Windows path
+                    // separator, not an escape.
+                    if i + 1 < n
+                        && (chars[i + 1].is_alphanumeric() || matches!(chars[i + 1], '_' | '.'))
+                    {
+                        in_word = true;
+                        word.push('\\');
+                    } else if i + 1 < n {
+                        if chars[i + 1] != '\n' {
+                            in_word = true;
+                            word.push(chars[i + 1]);
+                        }
+                        i += 1;
+                    }
+                }
+                '#' if !in_word => {
+                    while i < n && chars[i] != '\n' {
+                        i += 1;
+                    }
+                    continue;
+                }
+                ';' | '(' | ')' => {
+                    end_seg!(false);
+                }
+                '&' => {
+                    if i + 1 < n && chars[i + 1] == '&' {
+                        end_seg!(false);
+                        i += 1;
+                    } else if i + 1 < n && chars[i + 1] == '>' {
+                        // &> file / &>> file
+                        end_word!();
+                        i += 1;
+                        let app = i + 1 < n && chars[i + 1] == '>';
+                        if app {
+                            i += 1;
+                        }
+                        next = Next::Out(app);
+                    } else {
+                        end_seg!(false);
+                    }
+                }
+                '|' => {
+                    if i + 1 < n && chars[i + 1] == '|' {
+                        end_seg!(false);
+                        i += 1;
+                    } else {
+                        if i + 1 < n && chars[i + 1] == '&' {
+                            i += 1;
+                        }
+                        end_seg!(true);
+                    }
+                }
+                '>' => {
+                    // An fd number right before `>` belongs to the redirect.
+                    let mut fd_out = true;
+                    if in_word && !word.is_empty() && word.chars().all(|c| c.is_ascii_digit()) {
+                        fd_out = word == "1";
+                        word.clear();
+                        in_word = false;
+                    }
+                    end_word!();
+                    let app = i + 1 < n && chars[i + 1] == '>';
+                    if app {
+                        i += 1;
+                    }
+                    if i + 1 < n && chars[i + 1] == '&' {
+                        // >&2, 2>&1: a dup, not a file.
+                        i += 1;
+                        next = Next::Skip;
+                    } else {
+                        next = if fd_out { Next::Out(app) } else { Next::Skip };
+                    }
+                }
+                '<' => {
+                    end_word!();
+                    if i + 1 < n && chars[i + 1] == '<' {
+                        i += 1;
+                        if i + 1 < n && chars[i + 1] == '<' {
+                            i += 1;
+                            next = Next::Skip; // here-string
+                        } else {
+                            if i + 1 < n && chars[i + 1] == '-' {
+                                i += 1;
+                            }
+                            next = Next::Heredoc;
+                        }
+                    } else {
+                        next = Next::Skip;
+                    }
+                }
+                other => {
+                    in_word = true;
+                    word.push(other);
+                }
+            }
+            i += 1;
+        }
+        end_seg!(false);
+        segs
+    }
+
+    fn owned(segs: Vec<Seg<'_>>) -> Vec<RefSeg> {
+        segs.into_iter()
+            .map(|s| RefSeg {
+                words: s.words.into_iter().map(Cow::into_owned).collect(),
+                outs: s
+                    .outs
+                    .into_iter()
+                    .map(|(w, a)| (w.into_owned(), a))
+                    .collect(),
+                piped: s.piped,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_byte_lexer_splits_as_the_char_lexer() {
+        let cmds = [
+            "",
+            "cd /r && cat a.txt | head -n 5 > out.txt 2>&1",
+            "echo 'it''s' \"a \\\" b $x\" c\\d \\\n e # comment\nnext",
+            "cat > f <<'EOF'\nbody > x\n  EOF  \nls; (pwd) || true & wait",
+            "cat <<- END\nx\nEND\ncat <<< here &>> log &> log2 |& tee -a t",
+            "a\\é b\\\u{e9}x C:\\Users\\me\\f.txt 'unterminated",
+            "\"open quote \\",
+            "x#y #z\n1>f 2>g 12>h >>i >&2 <in",
+            "héllo wörld > ñ.txt; ünï\\",
+            "trailing backslash\\",
+        ];
+        for c in cmds {
+            assert_eq!(owned(split_shell(c)), reference(c), "{c:?}");
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn random_commands_split_alike(c in "[a-c1 \\t\\n\\r'\"\\\\#;()&|<>_.$é-]{0,40}") {
+            prop_assert_eq!(owned(split_shell(&c)), reference(&c));
+        }
+    }
 }
