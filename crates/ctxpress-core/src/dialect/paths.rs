@@ -8,6 +8,20 @@ use std::sync::LazyLock;
 
 /// Collapse runs of whitespace to one space and trim.
 pub fn normalize_ws(s: &str) -> String {
+    // Already normalized (ASCII, single spaces between words, none at the
+    // ends): as it is. Non-ASCII text takes the general path, which knows
+    // Unicode white space.
+    let b = s.as_bytes();
+    if s.is_ascii()
+        && b.first() != Some(&b' ')
+        && b.last() != Some(&b' ')
+        && !b
+            .iter()
+            .any(|c| matches!(c, b'\t' | b'\n' | b'\x0b' | b'\x0c' | b'\r'))
+        && memchr::memmem::find(b, b"  ").is_none()
+    {
+        return s.to_string();
+    }
     let mut out = String::with_capacity(s.len());
     for w in s.split_whitespace() {
         if !out.is_empty() {
@@ -46,6 +60,9 @@ pub fn normalize_path(p: &str, cwd: Option<&str>) -> String {
     if windows {
         s = s.to_lowercase();
     }
+    if is_clean_absolute(&s) {
+        return s;
+    }
     let lead = if s.starts_with('/') { "/" } else { "" };
     let mut parts: Vec<&str> = Vec::new();
     for seg in s.split('/') {
@@ -73,6 +90,17 @@ pub fn normalize_path(p: &str, cwd: Option<&str>) -> String {
         };
     }
     out
+}
+
+/// True for a path [`normalize_path`] leaves as it is: absolute, and every
+/// segment after the root neither empty (no repeated or trailing slash) nor
+/// `.` or `..`.
+fn is_clean_absolute(s: &str) -> bool {
+    s.len() > 1
+        && s.strip_prefix('/').is_some_and(|rest| {
+            rest.split('/')
+                .all(|seg| !seg.is_empty() && seg != "." && seg != "..")
+        })
 }
 
 /// The session's working directory, when the conversation states it (Codex
