@@ -10,27 +10,32 @@ pub fn content_fingerprint(text: &str) -> u64 {
         t = t.get(..p).unwrap_or(t);
     }
     let t = t.trim_end();
-    // One walk over the lines gathers both texts that may be hashed: the
-    // lines as they are, and (while every line has one) without their
-    // number prefixes. The text is hashed in one call at the end: a
-    // streaming hasher costs several times more per line than the copy.
-    let mut plain: Vec<u8> = Vec::with_capacity(t.len() + 1);
+    // The text is hashed in one call at the end: a streaming hasher costs
+    // several times more per line than the copy. The copy without the
+    // number prefixes is made first (reads, which come numbered, need no
+    // other); the first line without one stops it, and the plain copy is
+    // made in the same buffer.
+    let mut buf: Vec<u8> = Vec::with_capacity(t.len() + 1);
     // Not empty after the trim: at least one line.
-    let mut unnumbered: Option<Vec<u8>> = (!t.is_empty()).then(|| Vec::with_capacity(t.len()));
-    for l in t.lines() {
-        if let Some(u) = unnumbered.as_mut() {
-            match strip_line_number(l) {
-                Some(body) => {
-                    u.extend_from_slice(body.trim_end().as_bytes());
-                    u.push(b'\n');
-                }
-                None => unnumbered = None,
+    if !t.is_empty() {
+        let numbered = t.lines().all(|l| match strip_line_number(l) {
+            Some(body) => {
+                buf.extend_from_slice(body.trim_end().as_bytes());
+                buf.push(b'\n');
+                true
             }
+            None => false,
+        });
+        if numbered {
+            return xxhash_rust::xxh3::xxh3_64(&buf);
         }
-        plain.extend_from_slice(l.trim_end().as_bytes());
-        plain.push(b'\n');
+        buf.clear();
     }
-    xxhash_rust::xxh3::xxh3_64(unnumbered.as_deref().unwrap_or(&plain))
+    for l in t.lines() {
+        buf.extend_from_slice(l.trim_end().as_bytes());
+        buf.push(b'\n');
+    }
+    xxhash_rust::xxh3::xxh3_64(&buf)
 }
 
 fn strip_line_number(l: &str) -> Option<&str> {

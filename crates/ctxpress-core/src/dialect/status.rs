@@ -23,30 +23,45 @@ pub fn exit_code(text: &str) -> Option<i64> {
         }
     }
     // The first eight lines, then the last three of the rest, without
-    // splitting the whole text.
+    // splitting the whole text; the first line stating a code decides.
     let mut lines = t.lines();
-    let head: Vec<&str> = lines.by_ref().take(8).collect();
-    let mut tail: Vec<&str> = lines.rev().take(3).collect();
-    tail.reverse();
-    for l in head.iter().chain(tail.iter()) {
-        if l.len() > 200 || !may_state_exit(l) {
-            continue;
-        }
-        if let Some(c) = EXIT_RE.captures(l) {
-            return c.get(1).and_then(|m| m.as_str().parse().ok());
+    for l in lines.by_ref().take(8) {
+        if let Some(code) = stated_exit(l) {
+            return code;
         }
     }
-    None
+    let mut tail = [""; 3];
+    let mut k = 0;
+    for (slot, l) in tail.iter_mut().zip(lines.rev()) {
+        *slot = l;
+        k += 1;
+    }
+    tail.get(..k)?.iter().rev().find_map(|l| stated_exit(l))?
+}
+
+/// `Some` when the line states an exit code ([`EXIT_RE`] matches it), with
+/// the code when it parses.
+fn stated_exit(l: &str) -> Option<Option<i64>> {
+    if l.len() > 200 || !may_state_exit(l) {
+        return None;
+    }
+    EXIT_RE
+        .captures(l)
+        .map(|c| c.get(1).and_then(|m| m.as_str().parse().ok()))
 }
 
 /// False only when [`EXIT_RE`] cannot match `l`: every alternative holds
 /// `exit` in some case. A line with a non-ASCII character goes to the regex
 /// (case folding may map one to an ASCII letter).
 fn may_state_exit(l: &str) -> bool {
+    let b = l.as_bytes();
+    // An `exit` window is found at its `x`.
     !l.is_ascii()
-        || l.as_bytes()
-            .windows(4)
-            .any(|w| w.eq_ignore_ascii_case(b"exit"))
+        || memchr::memchr2_iter(b'x', b'X', b).any(|p| {
+            p >= 1
+                && b.get(p - 1..p + 3)
+                    .is_some_and(|w| w.eq_ignore_ascii_case(b"exit"))
+        })
 }
 
 static FAIL_RE: LazyLock<Regex> = LazyLock::new(|| {
