@@ -80,6 +80,11 @@ impl Envelope {
     }
 }
 
+/// The annotations of a conversation's messages, by id (foldhash: stages
+/// look them up for every message, and SipHash's strength buys nothing for
+/// ids the input cannot use to attack a map it never iterates).
+pub type AnnotationMap = foldhash::HashMap<MessageId, Annotations>;
+
 /// A conversation being compressed.
 #[derive(Debug, Clone)]
 pub struct Conversation {
@@ -89,7 +94,7 @@ pub struct Conversation {
     pub envelope: Envelope,
     /// Detected provider shape.
     pub format: Format,
-    annotations: HashMap<MessageId, Annotations>,
+    annotations: AnnotationMap,
     next_id: u64,
     /// Parsed tool calls by message (see `traffic`); clones share it.
     traffic: crate::traffic::Cache,
@@ -183,7 +188,7 @@ impl Conversation {
             messages,
             envelope: Envelope::array(),
             format,
-            annotations: HashMap::new(),
+            annotations: AnnotationMap::default(),
             next_id,
             traffic: Default::default(),
         }
@@ -335,7 +340,7 @@ impl Conversation {
             messages,
             envelope,
             format,
-            annotations: HashMap::new(),
+            annotations: AnnotationMap::default(),
             next_id,
             traffic: Default::default(),
         })
@@ -417,12 +422,12 @@ impl Conversation {
     }
 
     /// All annotations (for snapshots).
-    pub fn annotations(&self) -> &HashMap<MessageId, Annotations> {
+    pub fn annotations(&self) -> &AnnotationMap {
         &self.annotations
     }
 
     /// Replace all annotations (restoring a snapshot).
-    pub fn set_annotations(&mut self, a: HashMap<MessageId, Annotations>) {
+    pub fn set_annotations(&mut self, a: AnnotationMap) {
         self.annotations = a;
     }
 
