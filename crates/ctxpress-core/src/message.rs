@@ -205,6 +205,67 @@ pub fn content_text(c: &Value) -> Cow<'_, str> {
     }
 }
 
+/// One step of a path into a message's fields.
+#[derive(Clone, Copy)]
+enum Step<'a> {
+    /// An object member.
+    Key(&'a str),
+    /// An array element.
+    Index(usize),
+}
+
+/// The value at `path` in `fields`.
+fn value_at<'v>(fields: &'v Map<String, Value>, path: &[Step<'_>]) -> Option<&'v Value> {
+    let (Step::Key(k), rest) = path.split_first()? else {
+        return None;
+    };
+    rest.iter().try_fold(fields.get(*k)?, |v, step| match step {
+        Step::Key(k) => v.get(*k),
+        Step::Index(i) => v.get(*i),
+    })
+}
+
+/// A copy of `fields` with `null` in place of the value at `path` (a plain
+/// copy when there is none): only the objects and arrays on the path are
+/// rebuilt, everything beside it is cloned.
+fn clone_map_without(fields: &Map<String, Value>, path: &[Step<'_>]) -> Map<String, Value> {
+    let Some((Step::Key(key), rest)) = path.split_first() else {
+        return fields.clone();
+    };
+    fields
+        .iter()
+        .map(|(k, v)| {
+            let v = if k == key {
+                clone_without(v, rest)
+            } else {
+                v.clone()
+            };
+            (k.clone(), v)
+        })
+        .collect()
+}
+
+/// [`clone_map_without`] for any value: `null` when `path` is empty.
+fn clone_without(v: &Value, path: &[Step<'_>]) -> Value {
+    match (v, path.split_first()) {
+        (_, None) => Value::Null,
+        (Value::Object(m), Some((Step::Key(_), _))) => Value::Object(clone_map_without(m, path)),
+        (Value::Array(a), Some((Step::Index(i), rest))) => Value::Array(
+            a.iter()
+                .enumerate()
+                .map(|(j, x)| {
+                    if j == *i {
+                        clone_without(x, rest)
+                    } else {
+                        x.clone()
+                    }
+                })
+                .collect(),
+        ),
+        _ => v.clone(),
+    }
+}
+
 fn block_type(b: &Value) -> Option<&str> {
     vget(b, "type").and_then(Value::as_str)
 }
@@ -262,6 +323,24 @@ impl Message {
         inner.role = OnceLock::new();
         inner.shape = OnceLock::new();
         &mut inner.fields
+    }
+
+    /// [`Message::fields_mut`] for an edit that overwrites the value at
+    /// `path`: a message shared with other handles is copied without that
+    /// value (a `null` holds its place until the caller writes the new one),
+    /// so the text about to be replaced is never copied.
+    fn fields_mut_replacing(&mut self, path: &[Step<'_>]) -> &mut Map<String, Value> {
+        if Arc::get_mut(&mut self.0).is_none() {
+            let old = &self.0;
+            self.0 = Arc::new(Inner {
+                fields: clone_map_without(&old.fields, path),
+                raw: None,
+                id: old.id.clone(),
+                role: OnceLock::new(),
+                shape: OnceLock::new(),
+            });
+        }
+        self.fields_mut()
     }
 
     /// The exact source text, while the message is unchanged.
@@ -500,6 +579,13 @@ impl Message {
     /// leaving non-text blocks (images, tool blocks) in place.
     pub fn set_text(&mut self, text: impl Into<String>) {
         let text = text.into();
+        if !matches!(self.content(), Some(Value::Array(_))) {
+            // The content is replaced whole (in its place, or appended).
+            let content = [Step::Key("content")];
+            self.fields_mut_replacing(&content)
+                .insert("content".into(), Value::String(text));
+            return;
+        }
         let fields = self.fields_mut();
         match fields.get_mut("content") {
             Some(Value::Array(parts)) => {
@@ -672,6 +758,40 @@ impl Message {
             }
             _ => false,
         };
+        let arguments = [
+            Step::Key("tool_calls"),
+            Step::Index(slot),
+            Step::Key("function"),
+            Step::Key("arguments"),
+        ];
+        if slot < n_openai && matches!(value_at(&self.0.fields, &arguments), Some(Value::String(_)))
+        {
+            // String arguments: written anew from `args`, so the old text is
+            // not copied (a shared message is copied without it).
+            let mut out = Map::with_capacity(parsed.len());
+            for (k, v) in parsed {
+                let v = if k == key {
+                    Value::String(value.to_string())
+                } else {
+                    v.clone()
+                };
+                out.insert(k.clone(), v);
+            }
+            let written = Value::String(Value::Object(out).to_string());
+            let fields = self.fields_mut_replacing(&arguments);
+            let slot_value = fields
+                .get_mut("tool_calls")
+                .and_then(|c| c.get_mut(slot))
+                .and_then(|c| c.get_mut("function"))
+                .and_then(|f| f.get_mut("arguments"));
+            return match slot_value {
+                Some(a) => {
+                    *a = written;
+                    true
+                }
+                None => false,
+            };
+        }
         let fields = self.fields_mut();
         if slot < n_openai {
             let Some(f) = fields
@@ -682,19 +802,6 @@ impl Message {
                 return false;
             };
             match f.get_mut("arguments") {
-                Some(Value::String(a)) => {
-                    let mut out = Map::with_capacity(parsed.len());
-                    for (k, v) in parsed {
-                        let v = if k == key {
-                            Value::String(value.to_string())
-                        } else {
-                            v.clone()
-                        };
-                        out.insert(k.clone(), v);
-                    }
-                    *a = Value::Object(out).to_string();
-                    true
-                }
                 Some(obj @ Value::Object(_)) => set(obj),
                 _ => false,
             }
@@ -721,10 +828,26 @@ impl Message {
         {
             return;
         }
-        let fields = self.fields_mut();
+        let gone = |c: &Value| str_of(vget(c, "id")).is_some_and(|id| ids.contains(id));
+        // A shared message is copied without the removed calls (their
+        // arguments are never copied).
+        let kept: Option<Vec<Value>> = match get_small(&self.0.fields, "tool_calls") {
+            Some(Value::Array(calls)) if Arc::strong_count(&self.0) > 1 => {
+                Some(calls.iter().filter(|c| !gone(c)).cloned().collect())
+            }
+            _ => None,
+        };
+        let fields = match kept {
+            Some(kept) => {
+                let fields = self.fields_mut_replacing(&[Step::Key("tool_calls")]);
+                fields.insert("tool_calls".into(), Value::Array(kept));
+                fields
+            }
+            None => self.fields_mut(),
+        };
         let mut empty = false;
         if let Some(Value::Array(calls)) = fields.get_mut("tool_calls") {
-            calls.retain(|c| !str_of(vget(c, "id")).is_some_and(|id| ids.contains(id)));
+            calls.retain(|c| !gone(c));
             empty = calls.is_empty();
         }
         if empty {
@@ -912,6 +1035,40 @@ mod tests {
         assert_eq!(shared.role(), Role::Tool);
         m.fields_mut().shift_remove("role");
         assert_eq!(m.role(), Role::Other(String::new()));
+    }
+
+    #[test]
+    fn edits_of_a_shared_message_equal_those_of_an_unshared_one() {
+        let docs = [
+            json!({"role":"tool","tool_call_id":"c","content":"long text","x":[1,{"a":2}]}),
+            json!({"role":"assistant","name":"n"}),
+            json!({"role":"assistant","content":"","tool_calls":[
+                {"id":"c1","type":"function","function":{"name":"Write","arguments":"{\"path\":\"a\",\"content\":\"long\"}"}},
+                {"id":"c2","type":"function","function":{"name":"Read","arguments":"{\"path\":\"b\"}"}}],"z":1}),
+        ];
+        let edits: [fn(&mut Message); 4] = [
+            |m| m.set_text("short"),
+            |m| {
+                let args = json!({"path": "a", "content": "long"});
+                m.set_tool_call_arg_at(0, "content", "S", &args);
+            },
+            |m| m.remove_tool_calls(&["c1"].into_iter().collect()),
+            |m| m.remove_tool_calls(&["c1", "c2"].into_iter().collect()),
+        ];
+        for d in docs {
+            let m = msg(d.clone());
+            for edit in edits {
+                // Shared with `m` (copied on write) and alone (edited in place).
+                let mut shared = m.clone();
+                edit(&mut shared);
+                let mut alone = msg(d.clone());
+                edit(&mut alone);
+                assert_eq!(shared.fields(), &alone.fields().clone(), "{d}");
+                let keys = |m: &Message| m.fields().keys().cloned().collect::<Vec<_>>();
+                assert_eq!(keys(&shared), keys(&alone), "{d}");
+                assert_eq!(m.fields(), msg(d.clone()).fields(), "the original is kept");
+            }
+        }
     }
 
     #[test]
