@@ -23,11 +23,32 @@ pub fn normalize_ws(s: &str) -> String {
         return s.to_string();
     }
     let mut out = String::with_capacity(s.len());
-    for w in s.split_whitespace() {
+    let mut push = |w: &str| {
         if !out.is_empty() {
             out.push(' ');
         }
         out.push_str(w);
+    };
+    if s.is_ascii() {
+        // The words between runs of ASCII white space (what
+        // `split_whitespace` finds in ASCII text), found by byte.
+        let mut start = None;
+        for (i, c) in b.iter().enumerate() {
+            let blank = matches!(c, b' ' | b'\t' | b'\n' | b'\x0b' | b'\x0c' | b'\r');
+            match (blank, start) {
+                (false, None) => start = Some(i),
+                (true, Some(a)) => {
+                    push(s.get(a..i).unwrap_or(""));
+                    start = None;
+                }
+                _ => {}
+            }
+        }
+        if let Some(a) = start {
+            push(s.get(a..).unwrap_or(""));
+        }
+    } else {
+        s.split_whitespace().for_each(push);
     }
     out
 }
@@ -58,11 +79,22 @@ pub fn normalize_path(p: &str, cwd: Option<&str>) -> String {
     }
     let windows = is_drive(s.as_bytes());
     if windows {
-        s = s.to_lowercase();
+        if s.is_ascii() {
+            s.make_ascii_lowercase();
+        } else {
+            s = s.to_lowercase();
+        }
     }
     if is_clean_absolute(&s) {
         return s;
     }
+    resolve(&s, windows, t.is_empty())
+}
+
+/// `.` and `..` of the joined, slash-separated path `s` resolved lexically,
+/// repeated and trailing slashes dropped; `windows` for a drive path,
+/// `empty` when the path given was empty.
+fn resolve(s: &str, windows: bool, empty: bool) -> String {
     let lead = if s.starts_with('/') { "/" } else { "" };
     let mut parts: Vec<&str> = Vec::new();
     for seg in s.split('/') {
@@ -82,7 +114,7 @@ pub fn normalize_path(p: &str, cwd: Option<&str>) -> String {
     if windows && out.len() == 2 {
         out.push('/');
     }
-    if out.is_empty() && !t.is_empty() {
+    if out.is_empty() && !empty {
         out = if lead.is_empty() {
             ".".into()
         } else {
@@ -92,15 +124,23 @@ pub fn normalize_path(p: &str, cwd: Option<&str>) -> String {
     out
 }
 
-/// True for a path [`normalize_path`] leaves as it is: absolute, and every
-/// segment after the root neither empty (no repeated or trailing slash) nor
-/// `.` or `..`.
+/// True for a path [`normalize_path`] leaves as it is: absolute (from `/`
+/// or a drive's `c:/`, lower-cased by then), and every segment after the
+/// root neither empty (no repeated or trailing slash) nor `.` or `..`.
 fn is_clean_absolute(s: &str) -> bool {
-    s.len() > 1
-        && s.strip_prefix('/').is_some_and(|rest| {
-            rest.split('/')
-                .all(|seg| !seg.is_empty() && seg != "." && seg != "..")
-        })
+    // After the root: `/` or a drive's `c:/`.
+    let rest = match s.strip_prefix('/') {
+        Some(rest) => rest,
+        None if is_drive(s.as_bytes()) => match s.get(2..).and_then(|r| r.strip_prefix('/')) {
+            Some(rest) => rest,
+            None => return false,
+        },
+        None => return false,
+    };
+    !rest.is_empty()
+        && rest
+            .split('/')
+            .all(|seg| !seg.is_empty() && seg != "." && seg != "..")
 }
 
 /// The session's working directory, when the conversation states it (Codex
@@ -127,4 +167,25 @@ pub fn detect_cwd(conv: &Conversation) -> Option<String> {
         return Some(normalize_path(c, None));
     }
     None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #[test]
+        fn a_clean_path_is_what_resolving_it_gives(p in "(/|[cC]:[/\\\\]|~)?([a-c.]{0,3}[/\\\\]){0,4}[a-cé.]{0,3}") {
+            let s = p.replace('\\', "/").to_ascii_lowercase();
+            if is_clean_absolute(&s) {
+                prop_assert_eq!(resolve(&s, is_drive(s.as_bytes()), s.is_empty()), s);
+            }
+        }
+
+        #[test]
+        fn normalize_ws_joins_split_whitespace(s in "[ab \t\n\r\x0b\x0c\u{a0}\u{2003}é]{0,30}") {
+            prop_assert_eq!(normalize_ws(&s), s.split_whitespace().collect::<Vec<_>>().join(" "));
+        }
+    }
 }
