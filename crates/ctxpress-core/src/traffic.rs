@@ -168,12 +168,14 @@ impl Traffic {
         }
         let exchanges = exchanges(conv, &per_msg);
         let mut calls = Vec::new();
+        // call id -> first result message of the exchange answering it (one
+        // map, cleared for each exchange)
+        let mut answered: HashMap<&str, usize> = HashMap::new();
         for ex in &exchanges {
             let Some(mc) = per_msg.get(ex.call).and_then(Option::as_ref) else {
                 continue;
             };
-            // call id -> first result message of the exchange answering it
-            let mut answered: HashMap<&str, usize> = HashMap::new();
+            answered.clear();
             for &r in &ex.results {
                 if let Some(rm) = conv.messages.get(r) {
                     // The ids of `tool_results()`, without building the

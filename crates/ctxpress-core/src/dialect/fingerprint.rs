@@ -1,6 +1,8 @@
 //! Fingerprints of file content, equal for a read and the write of the same
 //! file content.
 
+use super::lines::lines;
+
 /// Fingerprint of file content as a read returns or a write writes it:
 /// line-number prefixes (`12\t`, `   12→`) removed when every line has one,
 /// trailing `<system-reminder>` blocks dropped, trailing whitespace ignored.
@@ -18,7 +20,7 @@ pub fn content_fingerprint(text: &str) -> u64 {
     let mut buf: Vec<u8> = Vec::with_capacity(t.len() + 1);
     // Not empty after the trim: at least one line.
     if !t.is_empty() {
-        let numbered = t.lines().all(|l| match strip_line_number(l) {
+        let numbered = lines(t).all(|l| match strip_line_number(l) {
             Some(body) => {
                 buf.extend_from_slice(body.trim_end().as_bytes());
                 buf.push(b'\n');
@@ -31,7 +33,7 @@ pub fn content_fingerprint(text: &str) -> u64 {
         }
         buf.clear();
     }
-    for l in t.lines() {
+    for l in lines(t) {
         buf.extend_from_slice(l.trim_end().as_bytes());
         buf.push(b'\n');
     }

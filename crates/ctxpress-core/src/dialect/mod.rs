@@ -14,9 +14,11 @@
 //! extraction), [`shell`] (the shell lexer), [`patch`] (Codex patches),
 //! [`paths`] (path normalization, working directory), [`status`] (exit
 //! status and payload of results), [`fingerprint`] (file-content
-//! fingerprints). Everything public is re-exported here.
+//! fingerprints), `lines` (`str::lines` by `memchr`, for both). Everything
+//! public is re-exported here.
 
 pub mod fingerprint;
+mod lines;
 pub mod op;
 pub mod patch;
 pub mod paths;

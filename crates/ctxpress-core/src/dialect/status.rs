@@ -1,6 +1,7 @@
 //! Tool results: the exit status a result states, its payload, and the
 //! judgement of success or failure.
 
+use super::lines::next_line;
 use super::{ExitReport, Status};
 use regex::Regex;
 use std::sync::LazyLock;
@@ -24,15 +25,20 @@ pub fn exit_code(text: &str) -> Option<i64> {
     }
     // The first eight lines, then the last three of the rest, without
     // splitting the whole text; the first line stating a code decides.
-    let mut lines = t.lines();
-    for l in lines.by_ref().take(8) {
+    let mut from = 0;
+    for _ in 0..8 {
+        let Some((l, next)) = next_line(t, from) else {
+            break;
+        };
+        from = next;
         if let Some(code) = stated_exit(l) {
             return code;
         }
     }
+    let rest = t.get(from..).unwrap_or("");
     let mut tail = [""; 3];
     let mut k = 0;
-    for (slot, l) in tail.iter_mut().zip(lines.rev()) {
+    for (slot, l) in tail.iter_mut().zip(rest.lines().rev()) {
         *slot = l;
         k += 1;
     }
@@ -86,11 +92,11 @@ fn payload_range(text: &str) -> (usize, usize) {
     // Codex exec_command / shell_command headers.
     let mut start = 0;
     let mut off = 0;
-    for (i, line) in text.split_inclusive('\n').enumerate() {
-        if i >= 8 {
+    for _ in 0..8 {
+        let Some((line, next)) = next_line(text, off) else {
             break;
-        }
-        off += line.len();
+        };
+        off = next;
         if line.trim_end() == "Output:" {
             start = off;
             break;
