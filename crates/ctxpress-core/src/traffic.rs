@@ -144,7 +144,6 @@ pub struct Traffic {
     pub exchanges: Vec<Exchange>,
     /// Parsed calls per message index (empty for messages without calls).
     per_msg: Vec<Option<MessageCalls>>,
-    id_counts: HashMap<String, usize>,
 }
 
 impl Traffic {
@@ -157,14 +156,9 @@ impl Traffic {
             .map(|c| dialect::normalize_path(c, None))
             .or_else(|| dialect::detect_cwd(conv));
         let per_msg = cached_calls(conv, table, cwd.as_deref());
-        let mut id_counts: HashMap<String, usize> = HashMap::new();
+        let mut id_counts: HashMap<&str, usize> = HashMap::new();
         for c in per_msg.iter().flatten().flat_map(|c| c.iter()) {
-            match id_counts.get_mut(c.id.as_str()) {
-                Some(n) => *n += 1,
-                None => {
-                    id_counts.insert(c.id.clone(), 1);
-                }
-            }
+            *id_counts.entry(c.id.as_str()).or_default() += 1;
         }
         let exchanges = exchanges(conv, &per_msg);
         let mut calls = Vec::new();
@@ -194,12 +188,12 @@ impl Traffic {
                 });
             }
         }
+        drop(id_counts);
         Traffic {
             cwd,
             calls,
             exchanges,
             per_msg,
-            id_counts,
         }
     }
 
@@ -215,9 +209,15 @@ impl Traffic {
         self.per_msg.get(i).and_then(Option::as_ref)
     }
 
-    /// How many calls of the conversation have this id.
+    /// How many calls of the conversation have this id (counted when asked:
+    /// [`CallRef::unique`] says what the stages need).
     pub fn id_count(&self, id: &str) -> usize {
-        self.id_counts.get(id).copied().unwrap_or(0)
+        self.per_msg
+            .iter()
+            .flatten()
+            .flat_map(|c| c.iter())
+            .filter(|c| c.id == id)
+            .count()
     }
 }
 

@@ -68,6 +68,7 @@ use ctxpress_core::{
 };
 use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
 use serde::{Deserialize, Serialize};
+use std::borrow::Cow;
 
 /// What to do with partial edits (`Edit`, `str_replace`, patches).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -190,13 +191,14 @@ enum Rule {
     FailedCommand,
 }
 
-/// One operation found in the conversation.
+/// One operation found in the conversation (borrowed from the traffic
+/// index, copied only where the open file fills in its path).
 #[derive(Debug)]
-struct Rec {
-    op: Operation,
+struct Rec<'t> {
+    op: Cow<'t, Operation>,
     /// Where the call is in the traffic index.
     call: CallRef,
-    call_id: String,
+    call_id: &'t str,
     /// Message index of the result, when answered.
     result_msg: Option<usize>,
     status: Status,
@@ -207,7 +209,7 @@ struct Rec {
     mutable: bool,
 }
 
-impl Rec {
+impl Rec<'_> {
     fn succeeded(&self) -> bool {
         self.result_msg.is_some() && self.status != Status::Failure
     }
@@ -241,19 +243,20 @@ pub fn is_display_only(m: &ctxpress_core::Message) -> bool {
 }
 
 impl StalePruner {
-    fn collect(&self, conv: &Conversation, traffic: &Traffic) -> Vec<Rec> {
+    fn collect<'t>(&self, conv: &Conversation, traffic: &'t Traffic) -> Vec<Rec<'t>> {
         let tail = conv.tail_start(self.cfg.protected_tail);
         let mut recs = Vec::new();
         let mut current_file: Option<String> = None;
         for r in &traffic.calls {
             let call = traffic.call(r);
-            let Some(mut op) = call.op.clone() else {
+            let Some(op) = call.op.as_ref() else {
                 continue;
             };
+            let mut op = Cow::Borrowed(op);
             if op.paths.is_empty() && op.current_file {
                 match &current_file {
                     Some(f) if matches!(op.kind, OpKind::Read | OpKind::Edit) => {
-                        op.paths = vec![f.clone()]
+                        op.to_mut().paths = vec![f.clone()]
                     }
                     _ => {}
                 }
@@ -300,7 +303,7 @@ impl StalePruner {
             recs.push(Rec {
                 op,
                 call: *r,
-                call_id: call.id.clone(),
+                call_id: &call.id,
                 result_msg,
                 status,
                 read_ok,
@@ -312,7 +315,7 @@ impl StalePruner {
     }
 
     /// Decide removals; returns (index into recs -> rule).
-    fn decide(&self, recs: &[Rec]) -> HashMap<usize, Rule> {
+    fn decide(&self, recs: &[Rec<'_>]) -> HashMap<usize, Rule> {
         let cfg = &self.cfg;
         let mut out: HashMap<usize, Rule> = HashMap::new();
         // Walk backwards, remembering what happens later.
@@ -488,7 +491,7 @@ impl StalePruner {
                     *per_path.entry(path.as_str()).or_default() += 1;
                 }
             }
-            let read_hash = |r: &Rec| -> Option<u64> {
+            let read_hash = |r: &Rec<'_>| -> Option<u64> {
                 if !r.read_ok {
                     return None;
                 }
@@ -498,12 +501,12 @@ impl StalePruner {
                     .get(ri)?
                     .tool_results()
                     .into_iter()
-                    .find(|x| x.call_id == r.call_id.as_str())?;
-                let facts = traffic::result_facts(conv, ri, &r.call_id, &res.text);
+                    .find(|x| x.call_id == r.call_id)?;
+                let facts = traffic::result_facts(conv, ri, r.call_id, &res.text);
                 Some(content_fingerprint(facts.payload(&res.text)))
             };
             // A write's content is fingerprinted only when compared.
-            let write_hash = |r: &Rec| -> Option<u64> {
+            let write_hash = |r: &Rec<'_>| -> Option<u64> {
                 let call = traffic.call(&r.call);
                 self.table
                     .write_content(&call.name, &call.args)
@@ -524,7 +527,7 @@ impl StalePruner {
                         // A later write or edit of the path invalidates older entries by
                         // content only, so nothing to clear: equal content is equal.
                         if let Some(h) = write_hash(r) {
-                            known.insert((path.as_str(), h), (r.call_id.as_str(), "written by"));
+                            known.insert((path.as_str(), h), (r.call_id, "written by"));
                         }
                     }
                     OpKind::Read => {
@@ -538,7 +541,7 @@ impl StalePruner {
                                 continue;
                             }
                         }
-                        known.insert((path.as_str(), h), (r.call_id.as_str(), "returned by"));
+                        known.insert((path.as_str(), h), (r.call_id, "returned by"));
                     }
                     _ => {}
                 }
@@ -551,16 +554,16 @@ impl StalePruner {
                 && let Some(ri) = r.result_msg
                 && let Some(m) = conv.messages.get_mut(ri)
             {
-                m.set_tool_result_text(&r.call_id, text.clone());
+                m.set_tool_result_text(r.call_id, text.clone());
             }
         }
         let mut by_msg: HashMap<usize, std::collections::HashSet<&str>> = HashMap::new();
         let mut drop_msgs: HashSet<usize> = HashSet::new();
         for i in removed.keys() {
             let Some(r) = recs.get(*i) else { continue };
-            by_msg.entry(r.call.msg).or_default().insert(&r.call_id);
+            by_msg.entry(r.call.msg).or_default().insert(r.call_id);
             if let Some(ri) = r.result_msg {
-                by_msg.entry(ri).or_default().insert(&r.call_id);
+                by_msg.entry(ri).or_default().insert(r.call_id);
             }
         }
         for (mi, ids) in &by_msg {
