@@ -162,7 +162,7 @@ pub fn split_numbered(text: &str) -> Vec<Line<'_>> {
 }
 
 /// The lines of `text`, as [`str::lines`] cuts them.
-fn lines_of(text: &str) -> impl Iterator<Item = &str> {
+pub(crate) fn lines_of(text: &str) -> impl Iterator<Item = &str> {
     let mut start = 0;
     let mut breaks = memchr::memchr_iter(b'\n', text.as_bytes());
     std::iter::from_fn(move || {

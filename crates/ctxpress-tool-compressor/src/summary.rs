@@ -4,8 +4,8 @@
 
 use crate::lines::{
     Lang, OutlineState, Rank, declaration, error_line_candidates, is_blank, is_count_line,
-    is_diagnostic, is_error_line, is_heading, lang_of, push_clip, references_in_lines, shape,
-    split_numbered, trim,
+    is_diagnostic, is_error_line, is_heading, lang_of, lines_of, push_clip, references_in_lines,
+    shape, split_numbered, trim,
 };
 use foldhash::HashSet;
 use std::fmt::Write as _;
@@ -479,7 +479,7 @@ fn output(kind: Kind, subject: &Subject, text: &str, limits: &Limits) -> String 
 /// `None` when less than `share` of the non-empty lines name a file (not
 /// search output), or fewer than three do.
 fn search(subject: &Subject, text: &str, limits: &Limits, share: f64) -> Option<String> {
-    let lines: Vec<&str> = text.lines().filter(|l| !is_blank(l)).collect();
+    let lines: Vec<&str> = lines_of(text).filter(|l| !is_blank(l)).collect();
     // file -> matches, in order of first appearance
     let mut files: Vec<(String, usize)> = Vec::new();
     let mut matches = 0usize;
@@ -570,9 +570,9 @@ fn match_path(line: &str) -> Option<(&str, &str)> {
     };
     let body = t.get(start..).unwrap_or("");
     // SWE-agent: `/repo/a.py (Line 16): text`.
-    if let Some(p) = body.find(" (Line ")
+    if let Some(p) = find_line_note(body)
         && let Some(path) = t.get(..start + p)
-        && !path.contains(char::is_whitespace)
+        && !has_space(path)
     {
         let rest = body.get(p + 1..).unwrap_or("");
         return Some((path, rest));
@@ -589,12 +589,35 @@ fn match_path(line: &str) -> Option<(&str, &str)> {
     if rest.starts_with(':') {
         return None;
     }
-    let looks_like_path = !path.contains(char::is_whitespace)
-        && (path.contains('/') || path.contains('\\') || has_extension(path));
+    let looks_like_path = !has_space(path)
+        && (memchr::memchr2(b'/', b'\\', path.as_bytes()).is_some() || has_extension(path));
     if !looks_like_path {
         return None;
     }
     Some((path, rest))
+}
+
+/// The index of the first ` (Line ` of `s` (as `s.find(" (Line ")`),
+/// looked for at its `(`s.
+fn find_line_note(s: &str) -> Option<usize> {
+    let b = s.as_bytes();
+    memchr::memchr_iter(b'(', b)
+        .find(|&i| {
+            i > 0
+                && b.get(i - 1) == Some(&b' ')
+                && b.get(i + 1..).is_some_and(|r| r.starts_with(b"Line "))
+        })
+        .map(|i| i - 1)
+}
+
+/// True when `s` holds white space (as `s.contains(char::is_whitespace)`),
+/// ASCII text read byte by byte.
+fn has_space(s: &str) -> bool {
+    if s.is_ascii() {
+        s.bytes().any(|c| c.is_ascii_whitespace() || c == 0x0b)
+    } else {
+        s.contains(char::is_whitespace)
+    }
 }
 
 fn has_extension(p: &str) -> bool {
@@ -817,6 +840,33 @@ mod tests {
             }
         }
         assert_eq!(match_path("src/lib.rs::tests::it_works ok"), None);
+    }
+
+    #[test]
+    fn path_helpers_are_the_std_searches() {
+        for s in [
+            "",
+            " ",
+            "a",
+            "a (Line 1)",
+            "(Line 2)",
+            " (Line",
+            "x (Line 3) y (Line 4)",
+            "x  (Line 5)",
+            "(( (Line 6",
+            "a\u{b}b",
+            "a\u{c}b",
+            "a\u{a0}b",
+            "é b",
+            "é",
+            "a\tb",
+            "a\rb",
+            "a\u{85}b",
+            "a\u{1c}b",
+        ] {
+            assert_eq!(find_line_note(s), s.find(" (Line "), "{s:?}");
+            assert_eq!(has_space(s), s.contains(char::is_whitespace), "{s:?}");
+        }
     }
 
     #[test]
