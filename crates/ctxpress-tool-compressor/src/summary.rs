@@ -3,8 +3,9 @@
 //! compressed" rule) and later runs recognise it.
 
 use crate::lines::{
-    Lang, OutlineState, Rank, clip, declaration, is_blank, is_count_line, is_diagnostic,
-    is_error_line, is_heading, lang_of, references_in_lines, shape, split_numbered, trim,
+    Lang, OutlineState, Rank, declaration, error_line_candidates, is_blank, is_count_line,
+    is_diagnostic, is_error_line, is_heading, lang_of, lines_of, push_clip, references_in_lines,
+    shape, split_numbered, trim,
 };
 use foldhash::HashSet;
 use std::fmt::Write as _;
@@ -81,7 +82,7 @@ pub struct Subject {
 impl Subject {
     fn head(&self, kind: Kind, max: usize) -> String {
         let mut h = String::from(PREFIX);
-        h.push_str(&clip(&one_line(&self.tool), 40));
+        push_clip(&mut h, &one_line(&self.tool), 40);
         let file_op = matches!(kind, Kind::Read | Kind::Write | Kind::Edit);
         if let (true, None) = (file_op, &self.command) {
             let lower = self.tool.to_lowercase();
@@ -96,13 +97,15 @@ impl Subject {
             }
             for p in self.paths.iter().take(3) {
                 h.push(' ');
-                h.push_str(&clip(p, max));
+                push_clip(&mut h, p, max);
             }
             if self.paths.len() > 3 {
                 let _ = write!(h, " (+{} more)", self.paths.len() - 3);
             }
         } else if let Some(c) = &self.command {
-            let _ = write!(h, " `{}`", clip(&one_line(c), 80));
+            h.push_str(" `");
+            push_clip(&mut h, &one_line(c), 80);
+            h.push('`');
         }
         if let Some(code) = self.exit {
             let _ = write!(h, ", exit {code}");
@@ -140,7 +143,7 @@ fn plural(n: usize, one: &str, many: &str) -> String {
 /// (not its result): path, line count, outline and references, as for a read.
 pub fn summarize_input(subject: &Subject, text: &str, limits: &Limits) -> String {
     let mut head = String::from(PREFIX);
-    head.push_str(&clip(&one_line(&subject.tool), 40));
+    push_clip(&mut head, &one_line(&subject.tool), 40);
     head.push_str(" input");
     file_outline(head, subject, text, limits, true)
 }
@@ -213,7 +216,7 @@ fn file_outline(
                     }
                     None => {}
                 }
-                out.push_str(&clip(l.body.trim_end(), limits.max_line_chars));
+                push_clip(&mut out, l.body.trim_end(), limits.max_line_chars);
             }
         }
     }
@@ -239,15 +242,25 @@ fn pick_by_rank(decls: &[(usize, Rank)], max: usize) -> Vec<usize> {
     out
 }
 
+/// The indices of the first `head` and the last `tail` non-empty lines
+/// (each once), found from both ends.
 fn head_tail(lines: &[crate::lines::Line<'_>], head: usize, tail: usize) -> Vec<usize> {
-    let nonempty: Vec<usize> = lines
+    let nonempty = |(i, l): (usize, &crate::lines::Line<'_>)| (!is_blank(l.body)).then_some(i);
+    let mut out: Vec<usize> = lines
         .iter()
         .enumerate()
-        .filter(|(_, l)| !is_blank(l.body))
-        .map(|(i, _)| i)
+        .filter_map(nonempty)
+        .take(head)
         .collect();
-    let mut out: Vec<usize> = nonempty.iter().take(head).copied().collect();
-    for &i in nonempty.iter().skip(nonempty.len().saturating_sub(tail)) {
+    let mut last: Vec<usize> = lines
+        .iter()
+        .enumerate()
+        .rev()
+        .filter_map(nonempty)
+        .take(tail)
+        .collect();
+    last.reverse();
+    for i in last {
         if !out.contains(&i) {
             out.push(i);
         }
@@ -275,7 +288,7 @@ fn push_lines(
             if let Some(n) = l.number {
                 let _ = write!(out, "{n}: ");
             }
-            out.push_str(&clip(l.body.trim_end(), limits.max_line_chars));
+            push_clip(out, l.body.trim_end(), limits.max_line_chars);
         }
         next = i + 1;
     }
@@ -365,7 +378,8 @@ fn change(kind: Kind, subject: &Subject, text: &str, limits: &Limits) -> String 
     let mut out = subject.head(kind, 200);
     let first = lines.iter().find(|l| !l.body.trim().is_empty());
     if let Some(f) = first {
-        let _ = write!(out, ": {}", clip(f.body.trim(), limits.max_line_chars));
+        out.push_str(": ");
+        push_clip(&mut out, f.body.trim(), limits.max_line_chars);
     }
     let _ = write!(out, " ({})]", plural(lines.len(), "line", "lines"));
     let errors: Vec<usize> = lines
@@ -386,11 +400,10 @@ fn output(kind: Kind, subject: &Subject, text: &str, limits: &Limits) -> String 
     let lines = split_numbered(text);
     let failed = subject.exit.is_some_and(|c| c != 0);
     let mut picked = head_tail(&lines, limits.head_lines, limits.tail_lines);
-    let mut shapes: HashSet<String> = picked
-        .iter()
-        .filter_map(|&i| lines.get(i))
-        .map(|l| shape(l.body))
-        .collect();
+    let head_and_tail = picked.len();
+    // The shapes of the head and tail lines, then of each error or count
+    // line met: made at the first such line (many outputs have none).
+    let mut shapes: Option<HashSet<String>> = None;
     let mut errors = 0usize;
     let mut counts = 0usize;
     let mut more_errors = 0usize;
@@ -403,8 +416,10 @@ fn output(kind: Kind, subject: &Subject, text: &str, limits: &Limits) -> String 
             *p = true;
         }
     }
+    let maybe_error = error_line_candidates(text, &lines);
     for (i, l) in lines.iter().enumerate() {
-        if head_or_tail.get(i).copied().unwrap_or(false) {
+        // A blank line is no heading, error, diagnostic nor count line.
+        if head_or_tail.get(i).copied().unwrap_or(false) || is_blank(l.body) {
             continue;
         }
         // Reports (sub-agents, docs tools): their headings are the table of contents.
@@ -413,11 +428,20 @@ fn output(kind: Kind, subject: &Subject, text: &str, limits: &Limits) -> String 
             picked.push(i);
             continue;
         }
-        let is_err = is_error_line(l.body) || (failed && is_diagnostic(l.body));
+        let is_err = (maybe_error.get(i).copied().unwrap_or(true) && is_error_line(l.body))
+            || (failed && is_diagnostic(l.body));
         let is_count = !is_err && is_count_line(l.body);
         if !is_err && !is_count {
             continue;
         }
+        let shapes = shapes.get_or_insert_with(|| {
+            picked
+                .iter()
+                .take(head_and_tail)
+                .filter_map(|&i| lines.get(i))
+                .map(|l| shape(l.body))
+                .collect()
+        });
         if !shapes.insert(shape(l.body)) {
             continue;
         }
@@ -455,7 +479,7 @@ fn output(kind: Kind, subject: &Subject, text: &str, limits: &Limits) -> String 
 /// `None` when less than `share` of the non-empty lines name a file (not
 /// search output), or fewer than three do.
 fn search(subject: &Subject, text: &str, limits: &Limits, share: f64) -> Option<String> {
-    let lines: Vec<&str> = text.lines().filter(|l| !is_blank(l)).collect();
+    let lines: Vec<&str> = lines_of(text).filter(|l| !is_blank(l)).collect();
     // file -> matches, in order of first appearance
     let mut files: Vec<(String, usize)> = Vec::new();
     let mut matches = 0usize;
@@ -509,7 +533,7 @@ fn search(subject: &Subject, text: &str, limits: &Limits, share: f64) -> Option<
     let shown = files.len().min(limits.max_list);
     for (f, n) in files.iter().take(shown) {
         out.push('\n');
-        out.push_str(&clip(f, limits.max_line_chars));
+        push_clip(&mut out, f, limits.max_line_chars);
         if listing != matches {
             let _ = write!(out, " ({n})");
         }
@@ -519,12 +543,12 @@ fn search(subject: &Subject, text: &str, limits: &Limits, share: f64) -> Option<
     }
     for s in samples {
         out.push('\n');
-        out.push_str(&clip(s.trim_end(), limits.max_line_chars));
+        push_clip(&mut out, s.trim_end(), limits.max_line_chars);
     }
     // Non-match lines (headers such as "Found 12 files", truncation notes).
     for l in lines.iter().filter(|l| match_path(l).is_none()).take(2) {
         out.push('\n');
-        out.push_str(&clip(l.trim(), limits.max_line_chars));
+        push_clip(&mut out, l.trim(), limits.max_line_chars);
     }
     Some(out)
 }
@@ -546,9 +570,9 @@ fn match_path(line: &str) -> Option<(&str, &str)> {
     };
     let body = t.get(start..).unwrap_or("");
     // SWE-agent: `/repo/a.py (Line 16): text`.
-    if let Some(p) = body.find(" (Line ")
+    if let Some(p) = find_line_note(body)
         && let Some(path) = t.get(..start + p)
-        && !path.contains(char::is_whitespace)
+        && !has_space(path)
     {
         let rest = body.get(p + 1..).unwrap_or("");
         return Some((path, rest));
@@ -565,12 +589,35 @@ fn match_path(line: &str) -> Option<(&str, &str)> {
     if rest.starts_with(':') {
         return None;
     }
-    let looks_like_path = !path.contains(char::is_whitespace)
-        && (path.contains('/') || path.contains('\\') || has_extension(path));
+    let looks_like_path = !has_space(path)
+        && (memchr::memchr2(b'/', b'\\', path.as_bytes()).is_some() || has_extension(path));
     if !looks_like_path {
         return None;
     }
     Some((path, rest))
+}
+
+/// The index of the first ` (Line ` of `s` (as `s.find(" (Line ")`),
+/// looked for at its `(`s.
+fn find_line_note(s: &str) -> Option<usize> {
+    let b = s.as_bytes();
+    memchr::memchr_iter(b'(', b)
+        .find(|&i| {
+            i > 0
+                && b.get(i - 1) == Some(&b' ')
+                && b.get(i + 1..).is_some_and(|r| r.starts_with(b"Line "))
+        })
+        .map(|i| i - 1)
+}
+
+/// True when `s` holds white space (as `s.contains(char::is_whitespace)`),
+/// ASCII text read byte by byte.
+fn has_space(s: &str) -> bool {
+    if s.is_ascii() {
+        s.bytes().any(|c| c.is_ascii_whitespace() || c == 0x0b)
+    } else {
+        s.contains(char::is_whitespace)
+    }
 }
 
 fn has_extension(p: &str) -> bool {
@@ -689,6 +736,24 @@ mod tests {
     }
 
     #[test]
+    fn headings_do_not_hide_error_lines_of_their_shape() {
+        // The second heading is over the outline cap: an error line, which
+        // only the head and tail lines (not the headings) may hide.
+        let text = "intro\n## Error 1\n## Error 2\nmiddle\nmore\nend";
+        let limits = Limits {
+            head_lines: 1,
+            tail_lines: 1,
+            max_outline: 1,
+            ..Limits::default()
+        };
+        let s = summarize(Kind::Other, &subj("agent", None, None, None), text, &limits);
+        assert_eq!(
+            s,
+            "[summary: tool agent: 6 lines]\nintro\n## Error 1\n## Error 2\n[… 2 lines]\nend"
+        );
+    }
+
+    #[test]
     fn search_summary_counts_matches_per_file() {
         let text = "src/a.ts:3:const loginUser = 1\nsrc/a.ts:9:loginUser()\nsrc/b.ts:1:loginUser\n";
         let s = summarize(
@@ -775,6 +840,33 @@ mod tests {
             }
         }
         assert_eq!(match_path("src/lib.rs::tests::it_works ok"), None);
+    }
+
+    #[test]
+    fn path_helpers_are_the_std_searches() {
+        for s in [
+            "",
+            " ",
+            "a",
+            "a (Line 1)",
+            "(Line 2)",
+            " (Line",
+            "x (Line 3) y (Line 4)",
+            "x  (Line 5)",
+            "(( (Line 6",
+            "a\u{b}b",
+            "a\u{c}b",
+            "a\u{a0}b",
+            "é b",
+            "é",
+            "a\tb",
+            "a\rb",
+            "a\u{85}b",
+            "a\u{1c}b",
+        ] {
+            assert_eq!(find_line_note(s), s.find(" (Line "), "{s:?}");
+            assert_eq!(has_space(s), s.contains(char::is_whitespace), "{s:?}");
+        }
     }
 
     #[test]
