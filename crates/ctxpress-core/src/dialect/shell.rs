@@ -99,9 +99,15 @@ fn ends_plain_run(b: u8) -> bool {
 /// heredoc bodies skipped, output redirects collected. Works on bytes: every
 /// character the lexer acts on is ASCII, so a multi-byte character is always
 /// part of a word.
+fn split_shell(cmd: &str) -> Vec<Seg<'_>> {
+    split_shell_until(cmd, |_| false)
+}
+
+/// [`split_shell`], stopping after the first simple command `stop` accepts
+/// (the ones before it and it are as the whole split gives them).
 // The word/segment macros reset state that the last expansion never reads again.
 #[allow(unused_assignments)]
-fn split_shell(cmd: &str) -> Vec<Seg<'_>> {
+fn split_shell_until<'a>(cmd: &'a str, stop: impl Fn(&Seg<'a>) -> bool) -> Vec<Seg<'a>> {
     let mut segs = Vec::new();
     let mut seg = Seg::default();
     let mut word = WordBuf::default();
@@ -139,7 +145,11 @@ fn split_shell(cmd: &str) -> Vec<Seg<'_>> {
             end_word!();
             let done = std::mem::take(&mut seg);
             if !done.words.is_empty() || !done.outs.is_empty() {
+                let last = stop(&done);
                 segs.push(done);
+                if last {
+                    return segs;
+                }
             }
             seg.piped = $piped;
         };
@@ -690,12 +700,15 @@ pub fn parse_shell(cmd: &str, cwd: Option<&str>) -> Operation {
 /// command with leading `cd` steps and trailing pipes dropped, reduced to the
 /// program and its first non-flag argument (`npx jest ...` -> `npx jest`).
 pub fn command_family(cmd: &str) -> String {
-    let segs = split_shell(cmd);
-    let main = segs.iter().find(|s| {
+    let is_main = |s: &Seg<'_>| {
         s.words
             .first()
             .is_some_and(|w| !matches!(&**w, "cd" | "pushd" | "Set-Location" | "export" | "set"))
-    });
+    };
+    // The lexer stops at the main command: the rest (pipes, heredoc
+    // bodies, later steps) is not looked at.
+    let segs = split_shell_until(cmd, is_main);
+    let main = segs.iter().find(|s| is_main(s));
     let Some(seg) = main else {
         return normalize_ws(cmd);
     };
@@ -948,6 +961,15 @@ mod tests {
     }
 
     proptest! {
+        #[test]
+        fn a_split_stopped_at_a_command_is_a_prefix_of_the_whole(c in "[ab1 \\n;|&<>'\"]{0,30}") {
+            let stop = |s: &Seg<'_>| s.words.first().is_some_and(|w| w == "b");
+            let whole = split_shell(&c);
+            let end = whole.iter().position(stop).map_or(whole.len(), |k| k + 1);
+            let part = owned(split_shell_until(&c, stop));
+            prop_assert_eq!(part, owned(whole).into_iter().take(end).collect::<Vec<_>>());
+        }
+
         #[test]
         fn random_commands_split_alike(c in "[a-c1 \\t\\n\\r'\"\\\\#;()&|<>_.$é-]{0,40}") {
             prop_assert_eq!(owned(split_shell(&c)), reference(&c));
