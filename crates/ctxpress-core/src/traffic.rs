@@ -269,6 +269,8 @@ fn cached_calls(
     let mut old = std::mem::take(&mut state.by_msg);
     let mut old_results = std::mem::take(&mut state.results);
     let mut out = Vec::with_capacity(conv.messages.len());
+    // Tool name -> its spec: a conversation calls a few tools many times.
+    let mut specs: HashMap<String, Option<&dialect::ToolSpec>> = HashMap::new();
     for m in &conv.messages {
         if !old_results.is_empty()
             && let Some(r) = old_results.remove(&m.share_key())
@@ -285,7 +287,13 @@ fn cached_calls(
             None => {
                 let mut calls = parse_calls(m);
                 for c in &mut calls {
-                    c.op = table.extract_args(&c.name, &c.args, cwd);
+                    let spec = match specs.get(c.name.as_str()) {
+                        Some(spec) => *spec,
+                        None => *specs
+                            .entry(c.name.clone())
+                            .or_insert_with(|| table.find(&c.name)),
+                    };
+                    c.op = table.extract_with(spec, &c.name, &c.args, cwd);
                 }
                 MessageCalls::from(calls)
             }

@@ -277,7 +277,19 @@ impl DialectTable {
 
     /// Like [`DialectTable::extract`] with parsed arguments.
     pub fn extract_args(&self, name: &str, args: &Value, cwd: Option<&str>) -> Option<Operation> {
-        match self.find(name) {
+        self.extract_with(self.find(name), name, args, cwd)
+    }
+
+    /// [`DialectTable::extract_args`] with `spec`, what [`DialectTable::find`]
+    /// gives for `name` (looked up once by a caller extracting many calls).
+    pub(crate) fn extract_with(
+        &self,
+        spec: Option<&ToolSpec>,
+        name: &str,
+        args: &Value,
+        cwd: Option<&str>,
+    ) -> Option<Operation> {
+        match spec {
             Some(s) => from_spec(s, args, cwd),
             None => fallback(name, args, cwd),
         }
