@@ -62,6 +62,7 @@
 use ctxpress_core::dialect::{
     DialectTable, OpKind, Operation, Status, command_family, content_fingerprint,
 };
+use ctxpress_core::text::bytes::fewer_chars_than;
 use ctxpress_core::traffic::{self, CallRef, Traffic};
 use ctxpress_core::{
     ConfigError, Conversation, Role, StageContext, StageOutcome, Strategy, StrategyError,
@@ -204,7 +205,6 @@ struct Rec<'t> {
     status: Status,
     /// A successful read: its payload's fingerprint may be needed.
     read_ok: bool,
-    result_len: usize,
     /// May be removed or rewritten.
     mutable: bool,
 }
@@ -278,14 +278,14 @@ impl StalePruner {
                     .find(|x| x.call_id == call.id.as_str())?;
                 Some((ri, res))
             });
-            let (result_msg, status, read_ok, result_len) = match &result {
+            let (result_msg, status, read_ok) = match &result {
                 Some((ri, res)) => {
                     let facts = traffic::result_facts(conv, *ri, &call.id, &res.text);
                     let st = facts.status(op.exit, &res.text, res.is_error);
                     let read_ok = op.kind == OpKind::Read && st != Status::Failure;
-                    (Some(*ri), st, read_ok, facts.chars)
+                    (Some(*ri), st, read_ok)
                 }
-                None => (None, Status::Unknown, false, 0),
+                None => (None, Status::Unknown, false),
             };
             let protected = |i: usize| {
                 conv.messages
@@ -307,7 +307,6 @@ impl StalePruner {
                 result_msg,
                 status,
                 read_ok,
-                result_len,
                 mutable,
             });
         }
@@ -491,7 +490,8 @@ impl StalePruner {
                     *per_path.entry(path.as_str()).or_default() += 1;
                 }
             }
-            let read_hash = |r: &Rec<'_>| -> Option<u64> {
+            // A successful read's payload fingerprint, with its result text.
+            let read_hash = |r: &Rec<'_>| -> Option<(u64, Cow<'_, str>)> {
                 if !r.read_ok {
                     return None;
                 }
@@ -503,7 +503,7 @@ impl StalePruner {
                     .into_iter()
                     .find(|x| x.call_id == r.call_id)?;
                 let facts = traffic::result_facts(conv, ri, r.call_id, &res.text);
-                Some(content_fingerprint(facts.payload(&res.text)))
+                Some((content_fingerprint(facts.payload(&res.text)), res.text))
             };
             // A write's content is fingerprinted only when compared.
             let write_hash = |r: &Rec<'_>| -> Option<u64> {
@@ -531,12 +531,17 @@ impl StalePruner {
                         }
                     }
                     OpKind::Read => {
-                        let Some(h) = read_hash(r) else { continue };
+                        let Some((h, result)) = read_hash(r) else {
+                            continue;
+                        };
                         if let Some((src, what)) = known.get(&(path.as_str(), h)) {
                             let text = format!(
                                 "[ctxpress: {path} unchanged: same content as {what} call {src}]"
                             );
-                            if r.mutable && text.chars().count() * 2 < r.result_len {
+                            // The reference is worth it when the result has
+                            // more than twice its characters.
+                            if r.mutable && !fewer_chars_than(&result, text.chars().count() * 2 + 1)
+                            {
                                 refs.push((i, text));
                                 continue;
                             }

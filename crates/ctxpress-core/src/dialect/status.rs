@@ -210,8 +210,6 @@ pub struct ResultFacts {
     /// patterns ([`line_looks_failed`]). Only worked out when the text
     /// states no exit code (a stated code decides first).
     pub edge_failed: bool,
-    /// Characters (not bytes) in the text.
-    pub chars: usize,
 }
 
 impl ResultFacts {
@@ -226,7 +224,6 @@ impl ResultFacts {
             payload_start,
             payload_end,
             edge_failed,
-            chars: text.chars().count(),
         }
     }
 
@@ -269,7 +266,6 @@ mod tests {
             let f = ResultFacts::of(t);
             assert_eq!(f.exit_code, exit_code(t), "{t:?}");
             assert_eq!(f.payload(t), result_payload(t), "{t:?}");
-            assert_eq!(f.chars, t.chars().count());
             for exit in [
                 ExitReport::Unknown,
                 ExitReport::Always,
