@@ -1416,6 +1416,82 @@ pub fn for_each_term<'a>(text: &'a str, json_escaped: bool, f: impl FnMut(&'a st
     }
 }
 
+/// Where the scan of [`for_each_term`] must look: the first byte at or
+/// after `from` that is a digit, `_`, `/`, an upper-case letter after a
+/// lower-case letter, a digit or `/`, or (`JSON_ESCAPED`) a backslash.
+/// Every run holding a term holds one (a path has a slash, a version
+/// digits, snake_case an underscore, camelCase and PascalCase a capital
+/// after a letter or digit), so the runs before it are skipped unread.
+/// `from` must not be inside a run (a capital there is the run's first
+/// byte, and the byte before `from` is not looked at).
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+#[inline(always)]
+fn next_trigger<const JSON_ESCAPED: bool>(bytes: &[u8], from: usize) -> Option<usize> {
+    use safe_arch::{
+        bitor_m128i, cmp_eq_mask_i8_m128i, cmp_lt_mask_i8_m128i, load_unaligned_m128i, m128i,
+        move_mask_i8_m128i, set_splat_i8_m128i, sub_i8_m128i,
+    };
+    let splat = |x: u8| set_splat_i8_m128i(x as i8);
+    // `lo <= v < lo + n` (unsigned) as a signed compare of `v - (lo - 128)`.
+    let range = |v: m128i, lo: u8, n: u8| {
+        cmp_lt_mask_i8_m128i(
+            sub_i8_m128i(v, splat(lo.wrapping_sub(128))),
+            splat(n.wrapping_sub(128)),
+        )
+    };
+    // Bit 0: the byte before the lane is a lower-case letter, digit or `/`.
+    let mut carry = 0u32;
+    let mut found = |lane: &[u8; 16]| {
+        let v = load_unaligned_m128i(lane);
+        // `/` and the digits are `0x2F..=0x39`.
+        let slash_digit = range(v, b'/', 11);
+        let mut direct = bitor_m128i(slash_digit, cmp_eq_mask_i8_m128i(v, splat(b'_')));
+        if JSON_ESCAPED {
+            direct = bitor_m128i(direct, cmp_eq_mask_i8_m128i(v, splat(b'\\')));
+        }
+        let before = move_mask_i8_m128i(bitor_m128i(slash_digit, range(v, b'a', 26))) as u32;
+        let upper = move_mask_i8_m128i(range(v, b'A', 26)) as u32;
+        let hit = move_mask_i8_m128i(direct) as u32 | (upper & ((before << 1) | carry));
+        carry = (before >> 15) & 1;
+        (hit != 0).then(|| hit.trailing_zeros() as usize)
+    };
+    let rest = bytes.get(from..)?;
+    let mut lanes = rest.chunks_exact(16);
+    let mut at = from;
+    for lane in &mut lanes {
+        if let Some(k) = lane.try_into().ok().and_then(&mut found) {
+            return Some(at + k);
+        }
+        at += 16;
+    }
+    // The last bytes, padded with zeros (no zero byte is a trigger).
+    let tail = lanes.remainder();
+    let mut lane = [0u8; 16];
+    lane.get_mut(..tail.len())?.copy_from_slice(tail);
+    found(&lane).map(|k| at + k)
+}
+
+/// [`next_trigger`] a byte at a time (elsewhere than on x86-64, and the
+/// tests' check of the SIMD lanes).
+#[cfg(any(test, not(all(target_arch = "x86_64", target_feature = "sse2"))))]
+fn next_trigger_bytes<const JSON_ESCAPED: bool>(bytes: &[u8], from: usize) -> Option<usize> {
+    let rest = bytes.get(from..)?;
+    let mut before = false;
+    rest.iter()
+        .position(|&c| {
+            let hit = c.is_ascii_digit()
+                || matches!(c, b'_' | b'/')
+                || (JSON_ESCAPED && c == b'\\')
+                || (before && c.is_ascii_uppercase());
+            before = c.is_ascii_digit() || c.is_ascii_lowercase() || c == b'/';
+            hit
+        })
+        .map(|k| from + k)
+}
+
+#[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
+use next_trigger_bytes as next_trigger;
+
 /// The scan of [`for_each_term`]; `FAST` takes the short cut for plain
 /// words (the tests compare it with the long way).
 fn scan_terms<'a, const JSON_ESCAPED: bool, const FAST: bool>(
@@ -1423,27 +1499,29 @@ fn scan_terms<'a, const JSON_ESCAPED: bool, const FAST: bool>(
     mut f: impl FnMut(&'a str),
 ) {
     let bytes = text.as_bytes();
-    // Where a run or an escape can start.
-    let stop = if JSON_ESCAPED { T_TOK | T_ESC } else { T_TOK };
+    // Never inside a run.
     let mut i = 0;
     loop {
-        let Some(skip) = bytes
-            .get(i..)
-            .and_then(|r| r.iter().position(|c| TERM_BYTES[*c as usize] & stop != 0))
-        else {
+        let Some(p) = next_trigger::<JSON_ESCAPED>(bytes, i) else {
             return;
         };
-        i += skip;
-        let c = bytes.get(i).copied().unwrap_or(0);
+        let c = bytes.get(p).copied().unwrap_or(0);
         if JSON_ESCAPED && c == b'\\' {
-            i += if bytes.get(i + 1) == Some(&b'u') {
+            i = p + if bytes.get(p + 1) == Some(&b'u') {
                 6
             } else {
                 2
             };
             continue;
         }
-        let start = i;
+        // The run through `p` starts after the last non-run byte before it
+        // (no escape lies between `i` and `p`).
+        let start = bytes
+            .get(i..p)
+            .and_then(|r| r.iter().rposition(|c| TERM_BYTES[*c as usize] & T_TOK == 0))
+            .map_or(i, |k| i + k + 1);
+        i = start;
+        let c = bytes.get(i).copied().unwrap_or(0);
         // Only runs with an underscore, a slash, an inner capital or a dotted
         // number can hold a term: plain words are skipped without splitting.
         let first = TERM_BYTES[c as usize];
@@ -2493,6 +2571,21 @@ mod tests {
         fn the_scan_agrees_with_the_reference(text in "[a-cA-C0-9uv_./\\\\ \n-]{0,60}", escaped in proptest::bool::ANY) {
             let (new, old) = scans(&text, escaped);
             proptest::prop_assert_eq!(new, old);
+        }
+
+        #[test]
+        fn the_trigger_search_agrees_at_every_class_edge(text in "[a-buzA-BZ09_./\\\\ :@\\[`{é\u{1F600}-]{0,100}", escaped in proptest::bool::ANY) {
+            // The bytes either side of each range `next_trigger` tests, over
+            // several eight-byte words.
+            let (new, old) = scans(&text, escaped);
+            proptest::prop_assert_eq!(new, old);
+        }
+
+        #[test]
+        fn the_trigger_lanes_agree_with_the_bytes(text in "[a-bzA-BZ09_./\\\\ :@\\[`{é-]{0,70}", from in 0usize..72) {
+            let b = text.as_bytes();
+            proptest::prop_assert_eq!(next_trigger::<false>(b, from), next_trigger_bytes::<false>(b, from));
+            proptest::prop_assert_eq!(next_trigger::<true>(b, from), next_trigger_bytes::<true>(b, from));
         }
 
         #[test]
