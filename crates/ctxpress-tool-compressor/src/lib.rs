@@ -397,28 +397,27 @@ fn display_paths(
     args: &Value,
     op: Option<&Operation>,
 ) -> Vec<String> {
-    let keys: Vec<String> = match table.find(name) {
-        Some(s) if !s.path_args.is_empty() => s.path_args.clone(),
-        _ => PATH_KEYS.iter().map(|s| s.to_string()).collect(),
-    };
-    for k in &keys {
-        match args.get(k.as_str()) {
-            Some(Value::String(s)) if !s.trim().is_empty() => return vec![s.trim().to_string()],
-            Some(Value::Array(a)) => {
-                let v: Vec<String> = a
-                    .iter()
-                    .filter_map(Value::as_str)
-                    .filter(|s| !s.trim().is_empty())
-                    .map(|s| s.trim().to_string())
-                    .collect();
-                if !v.is_empty() {
-                    return v;
-                }
-            }
-            _ => {}
+    // The paths in argument `k`, when it holds any.
+    let paths_in = |k: &str| match args.get(k) {
+        Some(Value::String(s)) if !s.trim().is_empty() => Some(vec![s.trim().to_string()]),
+        Some(Value::Array(a)) => {
+            let v: Vec<String> = a
+                .iter()
+                .filter_map(Value::as_str)
+                .filter(|s| !s.trim().is_empty())
+                .map(|s| s.trim().to_string())
+                .collect();
+            (!v.is_empty()).then_some(v)
         }
-    }
-    op.map(|o| o.paths.clone()).unwrap_or_default()
+        _ => None,
+    };
+    let found = match table.find(name) {
+        Some(s) if !s.path_args.is_empty() => s.path_args.iter().find_map(|k| paths_in(k)),
+        _ => PATH_KEYS.iter().find_map(|k| paths_in(k)),
+    };
+    found
+        .or_else(|| op.map(|o| o.paths.clone()))
+        .unwrap_or_default()
 }
 
 /// Keys a failure is resolved by: a later call sharing one acted on it.
@@ -487,6 +486,13 @@ impl TermCounts {
     fn add_key(&mut self, k: u64, n: u32) {
         *self.0.entry(k).or_insert(0) += n;
     }
+    /// Count every occurrence of the terms of `local` (a look-up per
+    /// distinct term, not per occurrence).
+    fn add_local(&mut self, local: &Local) {
+        for lt in &local.terms {
+            self.add_key(lt.key, lt.n);
+        }
+    }
     fn sub_key(&mut self, k: u64, n: u32) {
         if let Some(g) = self.0.get_mut(&k) {
             *g = g.saturating_sub(n);
@@ -519,15 +525,13 @@ struct LocalBuilder {
 }
 
 impl LocalBuilder {
-    /// The terms of `text` (as [`lines::for_each_term`] finds them), each
-    /// key also handed to `each` once per occurrence.
-    fn scan(&mut self, text: &str, escaped: bool, mut each: impl FnMut(u64)) -> Local {
+    /// The terms of `text` (as [`lines::for_each_term`] finds them).
+    fn scan(&mut self, text: &str, escaped: bool) -> Local {
         self.index.clear();
         let base = text.as_ptr() as usize;
         let mut terms: Vec<LocalTerm> = Vec::new();
         lines::for_each_term(text, escaped, |t| {
             let key = term_key(t);
-            each(key);
             match self.index.get(&key) {
                 Some(&i) => {
                     if let Some(lt) = terms.get_mut(i) {
@@ -604,7 +608,8 @@ fn term_counts<'c>(
                       key: Option<(usize, &'c str)>,
                       text: &str| match key {
         Some(k) => {
-            let local = builder.scan(text, false, |t| counts.add_key(t, 1));
+            let local = builder.scan(text, false);
+            counts.add_local(&local);
             locals.insert(k, local);
         }
         None => count_terms(counts, text, false),
@@ -650,7 +655,8 @@ fn term_counts<'c>(
                     // The content's terms are those of its raw JSON (see
                     // `decodes_to_same_terms`): counted with the rest, once.
                     count_terms(&mut counts, head, true);
-                    let local = input_builder.scan(raw, true, |t| counts.add_key(t, 1));
+                    let local = input_builder.scan(raw, true);
+                    counts.add_local(&local);
                     count_terms(&mut counts, tail, true);
                     input_locals.insert((i, j), (local, raw.to_string()));
                 }
@@ -1008,7 +1014,7 @@ impl ToolCompressor {
         let (local, source) = match local {
             Some(l) => l,
             None => {
-                scanned = LocalBuilder::default().scan(text, false, |_| {});
+                scanned = LocalBuilder::default().scan(text, false);
                 (&scanned, text)
             }
         };
