@@ -1358,8 +1358,8 @@ const T_DIGIT: u8 = 8;
 const T_DOT: u8 = 16;
 /// `-`, `/` or `.`: the bytes that split a run into segments and parts.
 const T_SPLIT: u8 = 32;
-/// `\\`: starts an escape in JSON text.
-const T_ESC: u8 = 64;
+/// `_`.
+const T_UNDERSCORE: u8 = 64;
 /// ASCII letters and digits, `_` and `$`: the bytes of a first word.
 const T_WORD: u8 = 128;
 
@@ -1388,8 +1388,8 @@ static TERM_BYTES: [u8; 256] = {
         if matches!(c, b'-' | b'/' | b'.') {
             k |= T_SPLIT;
         }
-        if c == b'\\' {
-            k |= T_ESC;
+        if c == b'_' {
+            k |= T_UNDERSCORE;
         }
         if c.is_ascii_alphanumeric() || matches!(c, b'_' | b'$') {
             k |= T_WORD;
@@ -1576,17 +1576,23 @@ fn scan_terms<'a, const JSON_ESCAPED: bool, const FAST: bool>(
         let (Some(run), Some(run_str)) = (bytes.get(a..b), text.get(a..b)) else {
             continue;
         };
-        if is_path(run) {
+        // A path has a slash; an identifier an underscore or a capital after
+        // the run's first byte; a version digits and dots.
+        if seen & T_MARK != 0 && is_path(run) {
             f(run_str);
         }
-        split_run(run, run_str, &mut f);
+        let identifiers = seen & T_UNDERSCORE != 0 || upper_inside & T_UPPER != 0;
+        if identifiers || (seen & T_DIGIT != 0 && seen & T_DOT != 0) {
+            split_run(run, run_str, identifiers, &mut f);
+        }
     }
 }
 
 /// The versions and identifiers of a trimmed run (which neither starts nor
 /// ends with `.`, `-` or `/`): its segments between `/` and `-`, each a
-/// version or split at dots into identifiers.
-fn split_run<'a>(run: &[u8], run_str: &'a str, f: &mut impl FnMut(&'a str)) {
+/// version or split at dots into identifiers (only looked for with
+/// `identifiers`).
+fn split_run<'a>(run: &[u8], run_str: &'a str, identifiers: bool, f: &mut impl FnMut(&'a str)) {
     let mut w0 = 0;
     while w0 < run.len() {
         let e = run
@@ -1600,7 +1606,7 @@ fn split_run<'a>(run: &[u8], run_str: &'a str, f: &mut impl FnMut(&'a str)) {
                 && is_version(seg)
             {
                 f(seg_str);
-            } else {
+            } else if identifiers {
                 let mut s0 = 0;
                 while s0 < seg.len() {
                     let s1 = seg
