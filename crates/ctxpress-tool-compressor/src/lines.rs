@@ -1417,13 +1417,13 @@ pub fn for_each_term<'a>(text: &'a str, json_escaped: bool, f: impl FnMut(&'a st
 }
 
 /// Where the scan of [`for_each_term`] must look: the first byte at or
-/// after `from` that is a digit, `_`, `/`, an upper-case letter after a
-/// lower-case letter, a digit or `/`, or (`JSON_ESCAPED`) a backslash.
-/// Every run holding a term holds one (a path has a slash, a version
-/// digits, snake_case an underscore, camelCase and PascalCase a capital
-/// after a letter or digit), so the runs before it are skipped unread.
-/// `from` must not be inside a run (a capital there is the run's first
-/// byte, and the byte before `from` is not looked at).
+/// after `from` that is `_`, `/`, an upper-case letter after a lower-case
+/// letter or a digit, a dot after a digit, or (`JSON_ESCAPED`) a
+/// backslash. Every run holding a term holds one (a path has a slash, a
+/// version a digit before a dot, snake_case an underscore, camelCase and
+/// PascalCase a capital after a letter or digit), so the runs before it
+/// are skipped unread. `from` must not be inside a run (the byte before
+/// it is not looked at).
 #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
 #[inline(always)]
 fn next_trigger<const JSON_ESCAPED: bool>(bytes: &[u8], from: usize) -> Option<usize> {
@@ -1439,20 +1439,25 @@ fn next_trigger<const JSON_ESCAPED: bool>(bytes: &[u8], from: usize) -> Option<u
             splat(n.wrapping_sub(128)),
         )
     };
-    // Bit 0: the byte before the lane is a lower-case letter, digit or `/`.
-    let mut carry = 0u32;
+    let eq = |v: m128i, x: u8| cmp_eq_mask_i8_m128i(v, splat(x));
+    let bits = |v: m128i| move_mask_i8_m128i(v) as u32;
+    // Bit 0: the byte before the lane is a lower-case letter or a digit
+    // (`carry`), a digit (`digit_carry`).
+    let (mut carry, mut digit_carry) = (0u32, 0u32);
     let mut found = |lane: &[u8; 16]| {
         let v = load_unaligned_m128i(lane);
-        // `/` and the digits are `0x2F..=0x39`.
-        let slash_digit = range(v, b'/', 11);
-        let mut direct = bitor_m128i(slash_digit, cmp_eq_mask_i8_m128i(v, splat(b'_')));
+        let digit = range(v, b'0', 10);
+        let mut direct = bitor_m128i(eq(v, b'/'), eq(v, b'_'));
         if JSON_ESCAPED {
-            direct = bitor_m128i(direct, cmp_eq_mask_i8_m128i(v, splat(b'\\')));
+            direct = bitor_m128i(direct, eq(v, b'\\'));
         }
-        let before = move_mask_i8_m128i(bitor_m128i(slash_digit, range(v, b'a', 26))) as u32;
-        let upper = move_mask_i8_m128i(range(v, b'A', 26)) as u32;
-        let hit = move_mask_i8_m128i(direct) as u32 | (upper & ((before << 1) | carry));
+        let before = bits(bitor_m128i(digit, range(v, b'a', 26)));
+        let digits = bits(digit);
+        let hit = bits(direct)
+            | (bits(range(v, b'A', 26)) & ((before << 1) | carry))
+            | (bits(eq(v, b'.')) & ((digits << 1) | digit_carry));
         carry = (before >> 15) & 1;
+        digit_carry = (digits >> 15) & 1;
         (hit != 0).then(|| hit.trailing_zeros() as usize)
     };
     let rest = bytes.get(from..)?;
@@ -1476,14 +1481,14 @@ fn next_trigger<const JSON_ESCAPED: bool>(bytes: &[u8], from: usize) -> Option<u
 #[cfg(any(test, not(all(target_arch = "x86_64", target_feature = "sse2"))))]
 fn next_trigger_bytes<const JSON_ESCAPED: bool>(bytes: &[u8], from: usize) -> Option<usize> {
     let rest = bytes.get(from..)?;
-    let mut before = false;
+    let mut prev = 0u8;
     rest.iter()
         .position(|&c| {
-            let hit = c.is_ascii_digit()
-                || matches!(c, b'_' | b'/')
+            let hit = matches!(c, b'_' | b'/')
                 || (JSON_ESCAPED && c == b'\\')
-                || (before && c.is_ascii_uppercase());
-            before = c.is_ascii_digit() || c.is_ascii_lowercase() || c == b'/';
+                || (c.is_ascii_uppercase() && (prev.is_ascii_lowercase() || prev.is_ascii_digit()))
+                || (c == b'.' && prev.is_ascii_digit());
+            prev = c;
             hit
         })
         .map(|k| from + k)
