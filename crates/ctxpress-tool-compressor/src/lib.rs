@@ -420,31 +420,74 @@ fn display_paths(
         .unwrap_or_default()
 }
 
-/// Keys a failure is resolved by: a later call sharing one acted on it.
-/// `families` remembers the command family of each command seen (the same
-/// command comes back often, and finding its family parses it).
-fn act_keys<'r>(
-    name: &str,
-    op: Option<&'r Operation>,
-    families: &mut HashMap<(&'r str, &'r str), String>,
-) -> Vec<String> {
-    let mut keys = Vec::new();
-    if let Some(op) = op {
-        if let Some(c) = &op.command {
-            let cwd = op.cwd.as_deref().unwrap_or("");
-            let key = families
-                .entry((cwd, c.as_str()))
-                .or_insert_with(|| format!("cmd\u{1}{cwd}\u{1}{}", command_family(c)));
-            keys.push(key.clone());
-        }
-        for p in op.paths.iter().chain(op.writes.iter()) {
-            keys.push(format!("path\u{1}{p}"));
-        }
-    }
-    if keys.is_empty() {
+/// The command a call runs, with its working directory.
+fn command_of(op: Option<&Operation>) -> Option<(&str, &str)> {
+    let op = op?;
+    Some((op.cwd.as_deref().unwrap_or(""), op.command.as_deref()?))
+}
+
+/// Keys a failure is resolved by (a later call sharing one acted on it),
+/// but for the command's: its paths, or its tool when it has neither a
+/// command nor a path.
+fn act_keys(name: &str, op: Option<&Operation>) -> Vec<String> {
+    let mut keys: Vec<String> = op
+        .into_iter()
+        .flat_map(|op| op.paths.iter().chain(op.writes.iter()))
+        .map(|p| format!("path\u{1}{p}"))
+        .collect();
+    if keys.is_empty() && command_of(op).is_none() {
         keys.push(format!("tool\u{1}{}", name.to_lowercase()));
     }
     keys
+}
+
+/// The keys of the calls after a point (see [`act_keys`]) and their
+/// commands. A command's key (its working directory and command family)
+/// is found only when a failure needs it: finding a family parses the
+/// command.
+#[derive(Default)]
+struct LaterKeys<'r> {
+    keys: HashSet<String>,
+    /// Every command seen, with its working directory.
+    commands: HashSet<(&'r str, &'r str)>,
+    /// The commands whose key is not in `keys` yet.
+    pending: Vec<(&'r str, &'r str)>,
+    /// The key of each command whose key was found.
+    families: HashMap<(&'r str, &'r str), String>,
+}
+
+impl<'r> LaterKeys<'r> {
+    fn command_key(&mut self, (cwd, c): (&'r str, &'r str)) -> String {
+        self.families
+            .entry((cwd, c))
+            .or_insert_with(|| format!("cmd\u{1}{cwd}\u{1}{}", command_family(c)))
+            .clone()
+    }
+
+    /// True when a call seen has the key of `command`.
+    fn has_command(&mut self, command: (&'r str, &'r str)) -> bool {
+        if self.commands.contains(&command) {
+            return true;
+        }
+        let key = self.command_key(command);
+        if self.keys.contains(&key) {
+            return true;
+        }
+        for c in std::mem::take(&mut self.pending) {
+            let k = self.command_key(c);
+            self.keys.insert(k);
+        }
+        self.keys.contains(&key)
+    }
+
+    fn add(&mut self, keys: Vec<String>, command: Option<(&'r str, &'r str)>) {
+        self.keys.extend(keys);
+        if let Some(c) = command
+            && self.commands.insert(c)
+        {
+            self.pending.push(c);
+        }
+    }
 }
 
 /// Occurrences of each term in the conversation, keyed by a 64-bit hash of
@@ -773,18 +816,21 @@ impl ToolCompressor {
         // The last `keep_last` results stay.
         let keep_from = recs.len().saturating_sub(self.cfg.keep_last);
         // Failures nothing acted on stay.
-        let mut later: HashSet<String> = HashSet::new();
+        let mut later = LaterKeys::default();
         let mut unresolved: HashSet<usize> = HashSet::new();
-        let mut families = HashMap::new();
         // A call's keys are only looked up for the failures before it: the
         // calls before the first failure are skipped.
         let first_failure = recs.iter().position(|r| r.failed).unwrap_or(recs.len());
         for (i, r) in recs.iter().enumerate().skip(first_failure).rev() {
-            let keys = act_keys(&r.name, r.op.as_ref(), &mut families);
-            if r.failed && !keys.iter().any(|k| later.contains(k)) {
+            let keys = act_keys(&r.name, r.op.as_ref());
+            let command = command_of(r.op.as_ref());
+            if r.failed
+                && !keys.iter().any(|k| later.keys.contains(k))
+                && !command.is_some_and(|c| later.has_command(c))
+            {
                 unresolved.insert(i);
             }
-            later.extend(keys);
+            later.add(keys, command);
         }
         // Write inputs: old, successful, of files no recent call touches.
         let mut inputs = Vec::new();
