@@ -397,55 +397,97 @@ fn display_paths(
     args: &Value,
     op: Option<&Operation>,
 ) -> Vec<String> {
-    let keys: Vec<String> = match table.find(name) {
-        Some(s) if !s.path_args.is_empty() => s.path_args.clone(),
-        _ => PATH_KEYS.iter().map(|s| s.to_string()).collect(),
-    };
-    for k in &keys {
-        match args.get(k.as_str()) {
-            Some(Value::String(s)) if !s.trim().is_empty() => return vec![s.trim().to_string()],
-            Some(Value::Array(a)) => {
-                let v: Vec<String> = a
-                    .iter()
-                    .filter_map(Value::as_str)
-                    .filter(|s| !s.trim().is_empty())
-                    .map(|s| s.trim().to_string())
-                    .collect();
-                if !v.is_empty() {
-                    return v;
-                }
-            }
-            _ => {}
+    // The paths in argument `k`, when it holds any.
+    let paths_in = |k: &str| match args.get(k) {
+        Some(Value::String(s)) if !s.trim().is_empty() => Some(vec![s.trim().to_string()]),
+        Some(Value::Array(a)) => {
+            let v: Vec<String> = a
+                .iter()
+                .filter_map(Value::as_str)
+                .filter(|s| !s.trim().is_empty())
+                .map(|s| s.trim().to_string())
+                .collect();
+            (!v.is_empty()).then_some(v)
         }
-    }
-    op.map(|o| o.paths.clone()).unwrap_or_default()
+        _ => None,
+    };
+    let found = match table.find(name) {
+        Some(s) if !s.path_args.is_empty() => s.path_args.iter().find_map(|k| paths_in(k)),
+        _ => PATH_KEYS.iter().find_map(|k| paths_in(k)),
+    };
+    found
+        .or_else(|| op.map(|o| o.paths.clone()))
+        .unwrap_or_default()
 }
 
-/// Keys a failure is resolved by: a later call sharing one acted on it.
-/// `families` remembers the command family of each command seen (the same
-/// command comes back often, and finding its family parses it).
-fn act_keys<'r>(
-    name: &str,
-    op: Option<&'r Operation>,
-    families: &mut HashMap<(&'r str, &'r str), String>,
-) -> Vec<String> {
-    let mut keys = Vec::new();
-    if let Some(op) = op {
-        if let Some(c) = &op.command {
-            let cwd = op.cwd.as_deref().unwrap_or("");
-            let key = families
-                .entry((cwd, c.as_str()))
-                .or_insert_with(|| format!("cmd\u{1}{cwd}\u{1}{}", command_family(c)));
-            keys.push(key.clone());
-        }
-        for p in op.paths.iter().chain(op.writes.iter()) {
-            keys.push(format!("path\u{1}{p}"));
-        }
-    }
-    if keys.is_empty() {
+/// The command a call runs, with its working directory.
+fn command_of(op: Option<&Operation>) -> Option<(&str, &str)> {
+    let op = op?;
+    Some((op.cwd.as_deref().unwrap_or(""), op.command.as_deref()?))
+}
+
+/// Keys a failure is resolved by (a later call sharing one acted on it),
+/// but for the command's: its paths, or its tool when it has neither a
+/// command nor a path.
+fn act_keys(name: &str, op: Option<&Operation>) -> Vec<String> {
+    let mut keys: Vec<String> = op
+        .into_iter()
+        .flat_map(|op| op.paths.iter().chain(op.writes.iter()))
+        .map(|p| format!("path\u{1}{p}"))
+        .collect();
+    if keys.is_empty() && command_of(op).is_none() {
         keys.push(format!("tool\u{1}{}", name.to_lowercase()));
     }
     keys
+}
+
+/// The keys of the calls after a point (see [`act_keys`]) and their
+/// commands. A command's key (its working directory and command family)
+/// is found only when a failure needs it: finding a family parses the
+/// command.
+#[derive(Default)]
+struct LaterKeys<'r> {
+    keys: HashSet<String>,
+    /// Every command seen, with its working directory.
+    commands: HashSet<(&'r str, &'r str)>,
+    /// The commands whose key is not in `keys` yet.
+    pending: Vec<(&'r str, &'r str)>,
+    /// The key of each command whose key was found.
+    families: HashMap<(&'r str, &'r str), String>,
+}
+
+impl<'r> LaterKeys<'r> {
+    fn command_key(&mut self, (cwd, c): (&'r str, &'r str)) -> String {
+        self.families
+            .entry((cwd, c))
+            .or_insert_with(|| format!("cmd\u{1}{cwd}\u{1}{}", command_family(c)))
+            .clone()
+    }
+
+    /// True when a call seen has the key of `command`.
+    fn has_command(&mut self, command: (&'r str, &'r str)) -> bool {
+        if self.commands.contains(&command) {
+            return true;
+        }
+        let key = self.command_key(command);
+        if self.keys.contains(&key) {
+            return true;
+        }
+        for c in std::mem::take(&mut self.pending) {
+            let k = self.command_key(c);
+            self.keys.insert(k);
+        }
+        self.keys.contains(&key)
+    }
+
+    fn add(&mut self, keys: Vec<String>, command: Option<(&'r str, &'r str)>) {
+        self.keys.extend(keys);
+        if let Some(c) = command
+            && self.commands.insert(c)
+        {
+            self.pending.push(c);
+        }
+    }
 }
 
 /// Occurrences of each term in the conversation, keyed by a 64-bit hash of
@@ -487,6 +529,13 @@ impl TermCounts {
     fn add_key(&mut self, k: u64, n: u32) {
         *self.0.entry(k).or_insert(0) += n;
     }
+    /// Count every occurrence of the terms of `local` (a look-up per
+    /// distinct term, not per occurrence).
+    fn add_local(&mut self, local: &Local) {
+        for lt in &local.terms {
+            self.add_key(lt.key, lt.n);
+        }
+    }
     fn sub_key(&mut self, k: u64, n: u32) {
         if let Some(g) = self.0.get_mut(&k) {
             *g = g.saturating_sub(n);
@@ -519,15 +568,13 @@ struct LocalBuilder {
 }
 
 impl LocalBuilder {
-    /// The terms of `text` (as [`lines::for_each_term`] finds them), each
-    /// key also handed to `each` once per occurrence.
-    fn scan(&mut self, text: &str, escaped: bool, mut each: impl FnMut(u64)) -> Local {
+    /// The terms of `text` (as [`lines::for_each_term`] finds them).
+    fn scan(&mut self, text: &str, escaped: bool) -> Local {
         self.index.clear();
         let base = text.as_ptr() as usize;
         let mut terms: Vec<LocalTerm> = Vec::new();
         lines::for_each_term(text, escaped, |t| {
             let key = term_key(t);
-            each(key);
             match self.index.get(&key) {
                 Some(&i) => {
                     if let Some(lt) = terms.get_mut(i) {
@@ -604,7 +651,8 @@ fn term_counts<'c>(
                       key: Option<(usize, &'c str)>,
                       text: &str| match key {
         Some(k) => {
-            let local = builder.scan(text, false, |t| counts.add_key(t, 1));
+            let local = builder.scan(text, false);
+            counts.add_local(&local);
             locals.insert(k, local);
         }
         None => count_terms(counts, text, false),
@@ -650,7 +698,8 @@ fn term_counts<'c>(
                     // The content's terms are those of its raw JSON (see
                     // `decodes_to_same_terms`): counted with the rest, once.
                     count_terms(&mut counts, head, true);
-                    let local = input_builder.scan(raw, true, |t| counts.add_key(t, 1));
+                    let local = input_builder.scan(raw, true);
+                    counts.add_local(&local);
                     count_terms(&mut counts, tail, true);
                     input_locals.insert((i, j), (local, raw.to_string()));
                 }
@@ -767,18 +816,21 @@ impl ToolCompressor {
         // The last `keep_last` results stay.
         let keep_from = recs.len().saturating_sub(self.cfg.keep_last);
         // Failures nothing acted on stay.
-        let mut later: HashSet<String> = HashSet::new();
+        let mut later = LaterKeys::default();
         let mut unresolved: HashSet<usize> = HashSet::new();
-        let mut families = HashMap::new();
         // A call's keys are only looked up for the failures before it: the
         // calls before the first failure are skipped.
         let first_failure = recs.iter().position(|r| r.failed).unwrap_or(recs.len());
         for (i, r) in recs.iter().enumerate().skip(first_failure).rev() {
-            let keys = act_keys(&r.name, r.op.as_ref(), &mut families);
-            if r.failed && !keys.iter().any(|k| later.contains(k)) {
+            let keys = act_keys(&r.name, r.op.as_ref());
+            let command = command_of(r.op.as_ref());
+            if r.failed
+                && !keys.iter().any(|k| later.keys.contains(k))
+                && !command.is_some_and(|c| later.has_command(c))
+            {
                 unresolved.insert(i);
             }
-            later.extend(keys);
+            later.add(keys, command);
         }
         // Write inputs: old, successful, of files no recent call touches.
         let mut inputs = Vec::new();
@@ -1008,7 +1060,7 @@ impl ToolCompressor {
         let (local, source) = match local {
             Some(l) => l,
             None => {
-                scanned = LocalBuilder::default().scan(text, false, |_| {});
+                scanned = LocalBuilder::default().scan(text, false);
                 (&scanned, text)
             }
         };

@@ -1358,8 +1358,8 @@ const T_DIGIT: u8 = 8;
 const T_DOT: u8 = 16;
 /// `-`, `/` or `.`: the bytes that split a run into segments and parts.
 const T_SPLIT: u8 = 32;
-/// `\\`: starts an escape in JSON text.
-const T_ESC: u8 = 64;
+/// `_`.
+const T_UNDERSCORE: u8 = 64;
 /// ASCII letters and digits, `_` and `$`: the bytes of a first word.
 const T_WORD: u8 = 128;
 
@@ -1388,8 +1388,8 @@ static TERM_BYTES: [u8; 256] = {
         if matches!(c, b'-' | b'/' | b'.') {
             k |= T_SPLIT;
         }
-        if c == b'\\' {
-            k |= T_ESC;
+        if c == b'_' {
+            k |= T_UNDERSCORE;
         }
         if c.is_ascii_alphanumeric() || matches!(c, b'_' | b'$') {
             k |= T_WORD;
@@ -1416,6 +1416,87 @@ pub fn for_each_term<'a>(text: &'a str, json_escaped: bool, f: impl FnMut(&'a st
     }
 }
 
+/// Where the scan of [`for_each_term`] must look: the first byte at or
+/// after `from` that is `_`, `/`, an upper-case letter after a lower-case
+/// letter or a digit, a dot after a digit, or (`JSON_ESCAPED`) a
+/// backslash. Every run holding a term holds one (a path has a slash, a
+/// version a digit before a dot, snake_case an underscore, camelCase and
+/// PascalCase a capital after a letter or digit), so the runs before it
+/// are skipped unread. `from` must not be inside a run (the byte before
+/// it is not looked at).
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+#[inline(always)]
+fn next_trigger<const JSON_ESCAPED: bool>(bytes: &[u8], from: usize) -> Option<usize> {
+    use safe_arch::{
+        bitor_m128i, cmp_eq_mask_i8_m128i, cmp_lt_mask_i8_m128i, load_unaligned_m128i, m128i,
+        move_mask_i8_m128i, set_splat_i8_m128i, sub_i8_m128i,
+    };
+    let splat = |x: u8| set_splat_i8_m128i(x as i8);
+    // `lo <= v < lo + n` (unsigned) as a signed compare of `v - (lo - 128)`.
+    let range = |v: m128i, lo: u8, n: u8| {
+        cmp_lt_mask_i8_m128i(
+            sub_i8_m128i(v, splat(lo.wrapping_sub(128))),
+            splat(n.wrapping_sub(128)),
+        )
+    };
+    let eq = |v: m128i, x: u8| cmp_eq_mask_i8_m128i(v, splat(x));
+    let bits = |v: m128i| move_mask_i8_m128i(v) as u32;
+    // Bit 0: the byte before the lane is a lower-case letter or a digit
+    // (`carry`), a digit (`digit_carry`).
+    let (mut carry, mut digit_carry) = (0u32, 0u32);
+    let mut found = |lane: &[u8; 16]| {
+        let v = load_unaligned_m128i(lane);
+        let digit = range(v, b'0', 10);
+        let mut direct = bitor_m128i(eq(v, b'/'), eq(v, b'_'));
+        if JSON_ESCAPED {
+            direct = bitor_m128i(direct, eq(v, b'\\'));
+        }
+        let before = bits(bitor_m128i(digit, range(v, b'a', 26)));
+        let digits = bits(digit);
+        let hit = bits(direct)
+            | (bits(range(v, b'A', 26)) & ((before << 1) | carry))
+            | (bits(eq(v, b'.')) & ((digits << 1) | digit_carry));
+        carry = (before >> 15) & 1;
+        digit_carry = (digits >> 15) & 1;
+        (hit != 0).then(|| hit.trailing_zeros() as usize)
+    };
+    let rest = bytes.get(from..)?;
+    let mut lanes = rest.chunks_exact(16);
+    let mut at = from;
+    for lane in &mut lanes {
+        if let Some(k) = lane.try_into().ok().and_then(&mut found) {
+            return Some(at + k);
+        }
+        at += 16;
+    }
+    // The last bytes, padded with zeros (no zero byte is a trigger).
+    let tail = lanes.remainder();
+    let mut lane = [0u8; 16];
+    lane.get_mut(..tail.len())?.copy_from_slice(tail);
+    found(&lane).map(|k| at + k)
+}
+
+/// [`next_trigger`] a byte at a time (elsewhere than on x86-64, and the
+/// tests' check of the SIMD lanes).
+#[cfg(any(test, not(all(target_arch = "x86_64", target_feature = "sse2"))))]
+fn next_trigger_bytes<const JSON_ESCAPED: bool>(bytes: &[u8], from: usize) -> Option<usize> {
+    let rest = bytes.get(from..)?;
+    let mut prev = 0u8;
+    rest.iter()
+        .position(|&c| {
+            let hit = matches!(c, b'_' | b'/')
+                || (JSON_ESCAPED && c == b'\\')
+                || (c.is_ascii_uppercase() && (prev.is_ascii_lowercase() || prev.is_ascii_digit()))
+                || (c == b'.' && prev.is_ascii_digit());
+            prev = c;
+            hit
+        })
+        .map(|k| from + k)
+}
+
+#[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
+use next_trigger_bytes as next_trigger;
+
 /// The scan of [`for_each_term`]; `FAST` takes the short cut for plain
 /// words (the tests compare it with the long way).
 fn scan_terms<'a, const JSON_ESCAPED: bool, const FAST: bool>(
@@ -1423,27 +1504,29 @@ fn scan_terms<'a, const JSON_ESCAPED: bool, const FAST: bool>(
     mut f: impl FnMut(&'a str),
 ) {
     let bytes = text.as_bytes();
-    // Where a run or an escape can start.
-    let stop = if JSON_ESCAPED { T_TOK | T_ESC } else { T_TOK };
+    // Never inside a run.
     let mut i = 0;
     loop {
-        let Some(skip) = bytes
-            .get(i..)
-            .and_then(|r| r.iter().position(|c| TERM_BYTES[*c as usize] & stop != 0))
-        else {
+        let Some(p) = next_trigger::<JSON_ESCAPED>(bytes, i) else {
             return;
         };
-        i += skip;
-        let c = bytes.get(i).copied().unwrap_or(0);
+        let c = bytes.get(p).copied().unwrap_or(0);
         if JSON_ESCAPED && c == b'\\' {
-            i += if bytes.get(i + 1) == Some(&b'u') {
+            i = p + if bytes.get(p + 1) == Some(&b'u') {
                 6
             } else {
                 2
             };
             continue;
         }
-        let start = i;
+        // The run through `p` starts after the last non-run byte before it
+        // (no escape lies between `i` and `p`).
+        let start = bytes
+            .get(i..p)
+            .and_then(|r| r.iter().rposition(|c| TERM_BYTES[*c as usize] & T_TOK == 0))
+            .map_or(i, |k| i + k + 1);
+        i = start;
+        let c = bytes.get(i).copied().unwrap_or(0);
         // Only runs with an underscore, a slash, an inner capital or a dotted
         // number can hold a term: plain words are skipped without splitting.
         let first = TERM_BYTES[c as usize];
@@ -1498,17 +1581,23 @@ fn scan_terms<'a, const JSON_ESCAPED: bool, const FAST: bool>(
         let (Some(run), Some(run_str)) = (bytes.get(a..b), text.get(a..b)) else {
             continue;
         };
-        if is_path(run) {
+        // A path has a slash; an identifier an underscore or a capital after
+        // the run's first byte; a version digits and dots.
+        if seen & T_MARK != 0 && is_path(run) {
             f(run_str);
         }
-        split_run(run, run_str, &mut f);
+        let identifiers = seen & T_UNDERSCORE != 0 || upper_inside & T_UPPER != 0;
+        if identifiers || (seen & T_DIGIT != 0 && seen & T_DOT != 0) {
+            split_run(run, run_str, identifiers, &mut f);
+        }
     }
 }
 
 /// The versions and identifiers of a trimmed run (which neither starts nor
 /// ends with `.`, `-` or `/`): its segments between `/` and `-`, each a
-/// version or split at dots into identifiers.
-fn split_run<'a>(run: &[u8], run_str: &'a str, f: &mut impl FnMut(&'a str)) {
+/// version or split at dots into identifiers (only looked for with
+/// `identifiers`).
+fn split_run<'a>(run: &[u8], run_str: &'a str, identifiers: bool, f: &mut impl FnMut(&'a str)) {
     let mut w0 = 0;
     while w0 < run.len() {
         let e = run
@@ -1522,7 +1611,7 @@ fn split_run<'a>(run: &[u8], run_str: &'a str, f: &mut impl FnMut(&'a str)) {
                 && is_version(seg)
             {
                 f(seg_str);
-            } else {
+            } else if identifiers {
                 let mut s0 = 0;
                 while s0 < seg.len() {
                     let s1 = seg
@@ -2493,6 +2582,21 @@ mod tests {
         fn the_scan_agrees_with_the_reference(text in "[a-cA-C0-9uv_./\\\\ \n-]{0,60}", escaped in proptest::bool::ANY) {
             let (new, old) = scans(&text, escaped);
             proptest::prop_assert_eq!(new, old);
+        }
+
+        #[test]
+        fn the_trigger_search_agrees_at_every_class_edge(text in "[a-buzA-BZ09_./\\\\ :@\\[`{é\u{1F600}-]{0,100}", escaped in proptest::bool::ANY) {
+            // The bytes either side of each range `next_trigger` tests, over
+            // several eight-byte words.
+            let (new, old) = scans(&text, escaped);
+            proptest::prop_assert_eq!(new, old);
+        }
+
+        #[test]
+        fn the_trigger_lanes_agree_with_the_bytes(text in "[a-bzA-BZ09_./\\\\ :@\\[`{é-]{0,70}", from in 0usize..72) {
+            let b = text.as_bytes();
+            proptest::prop_assert_eq!(next_trigger::<false>(b, from), next_trigger_bytes::<false>(b, from));
+            proptest::prop_assert_eq!(next_trigger::<true>(b, from), next_trigger_bytes::<true>(b, from));
         }
 
         #[test]
