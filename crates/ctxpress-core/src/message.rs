@@ -361,10 +361,15 @@ impl Message {
 
     /// The role.
     pub fn role(&self) -> Role {
+        self.role_ref().clone()
+    }
+
+    /// The parsed role, borrowed: [`Message::role`] without the copy (the
+    /// invariant checker asks for every message after every stage).
+    pub fn role_ref(&self) -> &Role {
         self.0
             .role
             .get_or_init(|| Role::parse(str_of(get_small(&self.0.fields, "role")).unwrap_or("")))
-            .clone()
     }
 
     /// The role as written (empty when missing).

@@ -105,39 +105,36 @@ fn validate_openai(conv: &Conversation) -> Vec<Violation> {
     let mut i = 0;
     while i < msgs.len() {
         let m = &msgs[i];
-        let role = m.role();
-        if let Role::Other(r) = &role {
+        let role = m.role_ref();
+        if let Role::Other(r) = role {
             out.push(v(i, ViolationKind::IllegalRole, r.clone()));
         }
-        if role == Role::Assistant && m.has_tool_calls() {
-            let want: Vec<&str> = m.tool_call_ids().collect();
-            let mut want_set = Ids::default();
-            for id in &want {
-                want_set.insert(id);
-            }
+        if *role == Role::Assistant && m.has_tool_calls() {
+            // The calls are few: their ids are searched in place, with no
+            // set of them to build.
             let mut got = Ids::default();
             let mut j = i + 1;
-            while j < msgs.len() && msgs[j].role() == Role::Tool {
+            while j < msgs.len() && *msgs[j].role_ref() == Role::Tool {
                 let id = msgs[j].tool_result_ids().next().unwrap_or_default();
-                if !want_set.contains(id) {
+                if !m.tool_call_ids().any(|w| w == id) {
                     out.push(v(j, ViolationKind::OrphanResult, id));
                 } else if !got.insert(id) {
                     out.push(v(j, ViolationKind::DuplicateResult, id));
                 }
                 j += 1;
             }
-            for id in &want {
+            for id in m.tool_call_ids() {
                 if !got.contains(id) {
-                    out.push(v(i, ViolationKind::MissingResult, *id));
+                    out.push(v(i, ViolationKind::MissingResult, id));
                 }
             }
             i = j;
             continue;
         }
-        if role == Role::Tool {
+        if *role == Role::Tool {
             let id = m.tool_result_ids().next().unwrap_or_default();
             out.push(v(i, ViolationKind::OrphanResult, id));
-        } else if m.is_empty() && role == Role::Assistant {
+        } else if m.is_empty() && *role == Role::Assistant {
             out.push(v(i, ViolationKind::EmptyMessage, role.as_str()));
         }
         i += 1;
