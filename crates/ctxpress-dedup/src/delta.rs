@@ -43,7 +43,7 @@ pub fn line_diff<'a>(old: &'a str, new: &'a str, max_edits: usize) -> Option<Vec
     )
 }
 
-/// `text.split('\n').collect()`, with the newlines found a word at a time
+/// `text.split('\n').collect()`, with the newlines found by `memchr`
 /// ([`crate::fuzzy::for_each_line`]).
 fn split_lines(text: &str) -> Vec<&str> {
     let mut out = Vec::new();

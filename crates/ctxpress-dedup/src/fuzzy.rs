@@ -148,33 +148,12 @@ impl LineHasher {
 
 /// Calls `f(start, end)` with the byte range of every piece of `b` split
 /// at `\n` (as `str::split('\n')` gives them, the last one possibly empty).
-/// Newlines are found a word at a time: a byte of `x ^ 0x0A..` is zero
-/// exactly where `x` holds `\n`, and the exact zero-byte test marks it in
-/// that byte's high bit.
+/// Newlines are found by `memchr` (vectorized).
 pub(crate) fn for_each_line(b: &[u8], mut f: impl FnMut(usize, usize)) {
-    const ONES: u64 = 0x0101_0101_0101_0101;
-    const LOW7: u64 = 0x7F7F_7F7F_7F7F_7F7F;
     let mut start = 0usize;
-    let mut base = 0usize;
-    let mut words = b.chunks_exact(8);
-    for w in &mut words {
-        let x = u64::from_le_bytes(w.try_into().unwrap_or([0; 8]));
-        let y = x ^ (ONES * u64::from(b'\n'));
-        // high bit of each byte set exactly where `y` is zero
-        let mut m = !(((y & LOW7).wrapping_add(LOW7)) | y | LOW7);
-        while m != 0 {
-            let p = base + (m.trailing_zeros() / 8) as usize;
-            f(start, p);
-            start = p + 1;
-            m &= m - 1;
-        }
-        base += 8;
-    }
-    for (k, &c) in words.remainder().iter().enumerate() {
-        if c == b'\n' {
-            f(start, base + k);
-            start = base + k + 1;
-        }
+    for p in memchr::memchr_iter(b'\n', b) {
+        f(start, p);
+        start = p + 1;
     }
     f(start, b.len());
 }

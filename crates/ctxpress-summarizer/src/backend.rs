@@ -1,8 +1,8 @@
 //! The deterministic `extractive` backend and the LLM-with-fallback path.
 
-use crate::text::{Budget, summarize_structured, summarize_text};
+use crate::text::{Budget, summarize_text};
 use ctxpress_core::summarize::{
-    Backend, BackendFactory, Summarize, SummarizeAsync, SummarizeError, SummaryKind, SummaryRequest,
+    Backend, BackendFactory, Summarize, SummarizeAsync, SummarizeError, SummaryRequest,
 };
 use ctxpress_core::{ConfigError, parse_params};
 use serde::{Deserialize, Serialize};
@@ -62,20 +62,16 @@ impl Extractive {
     /// trimmed input).
     pub fn summarize_req(&self, req: &SummaryRequest<'_>) -> String {
         match req.budget_chars {
-            Some(b) => {
-                let fixed = Budget {
+            // With a fixed budget, `summarize_text` already gives structured
+            // tool output its structured summary (when that is shorter).
+            Some(b) => summarize_text(
+                req.text,
+                &Budget {
                     short_threshold: 0,
                     short: b,
                     long: b,
-                };
-                if req.kind == SummaryKind::Tool && crate::text::is_structured(req.text) {
-                    let s = summarize_structured(req.text, b);
-                    if s.chars().count() < req.text.trim().chars().count() {
-                        return s;
-                    }
-                }
-                summarize_text(req.text, &fixed)
-            }
+                },
+            ),
             None => summarize_text(req.text, &self.budget),
         }
     }
@@ -179,6 +175,7 @@ pub async fn with_fallback(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ctxpress_core::summarize::SummaryKind;
     use serde_json::json;
 
     #[test]

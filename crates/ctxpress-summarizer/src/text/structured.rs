@@ -25,17 +25,30 @@ static STATUS_LINE: LazyLock<Regex> = LazyLock::new(|| {
 
 /// non-empty lines, more than one newline per 80 characters, and more than half
 /// of the lines structural (`file:line`, bullets, `key: value`, status words).
+///
+/// The cheap tests come first, and the lines are tested only until the
+/// majority is decided either way.
 pub fn is_structured(text: &str) -> bool {
-    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
-    if lines.len() < 6 {
-        return false;
-    }
     let newlines = text.bytes().filter(|&b| b == b'\n').count();
     if newlines * 80 <= text.len() {
         return false;
     }
-    let structural = lines.iter().filter(|l| is_structural_line(l)).count();
-    structural * 2 > lines.len()
+    let lines = || text.lines().filter(|l| !l.trim().is_empty());
+    let total = lines().count();
+    if total < 6 {
+        return false;
+    }
+    let (mut structural, mut left) = (0usize, total);
+    for l in lines() {
+        if structural * 2 > total || (structural + left) * 2 <= total {
+            break;
+        }
+        left -= 1;
+        if is_structural_line(l) {
+            structural += 1;
+        }
+    }
+    structural * 2 > total
 }
 
 fn is_structural_line(l: &str) -> bool {
