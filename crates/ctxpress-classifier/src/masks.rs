@@ -511,20 +511,11 @@ mod sse2 {
     /// the block lower-cased to `lower`.
     #[inline(always)]
     pub(super) fn block_classes(c: &[u8; 64], lower: &mut [u8; 64]) -> Block {
+        use ctxpress_core::text::sse2::{eq, in_range as range, splat};
         use safe_arch::{
-            bitand_m128i, bitor_m128i, cmp_eq_mask_i8_m128i, cmp_lt_mask_i8_m128i,
-            load_unaligned_m128i, m128i, move_mask_i8_m128i, set_splat_i8_m128i,
-            store_unaligned_m128i, sub_i8_m128i, zeroed_m128i,
+            bitand_m128i, bitor_m128i, cmp_lt_mask_i8_m128i, load_unaligned_m128i, m128i,
+            move_mask_i8_m128i, store_unaligned_m128i, sub_i8_m128i, zeroed_m128i,
         };
-        let splat = |x: u8| set_splat_i8_m128i(x as i8);
-        // `lo <= v < lo + n` (unsigned) as a signed compare of `v - (lo - 128)`
-        let range = |v: m128i, lo: u8, n: u8| {
-            cmp_lt_mask_i8_m128i(
-                sub_i8_m128i(v, splat(lo.wrapping_sub(128))),
-                splat(n.wrapping_sub(128)),
-            )
-        };
-        let eq = |v: m128i, x: u8| cmp_eq_mask_i8_m128i(v, splat(x));
         let bits = |v: m128i| u64::from(move_mask_i8_m128i(v) as u16);
         // per-lane counts: a true compare is -1, so subtracting it adds one
         let (mut special_n, mut cont_n, mut nl_n) =

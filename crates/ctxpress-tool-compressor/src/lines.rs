@@ -1427,19 +1427,8 @@ pub fn for_each_term<'a>(text: &'a str, json_escaped: bool, f: impl FnMut(&'a st
 #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
 #[inline(always)]
 fn next_trigger<const JSON_ESCAPED: bool>(bytes: &[u8], from: usize) -> Option<usize> {
-    use safe_arch::{
-        bitor_m128i, cmp_eq_mask_i8_m128i, cmp_lt_mask_i8_m128i, load_unaligned_m128i, m128i,
-        move_mask_i8_m128i, set_splat_i8_m128i, sub_i8_m128i,
-    };
-    let splat = |x: u8| set_splat_i8_m128i(x as i8);
-    // `lo <= v < lo + n` (unsigned) as a signed compare of `v - (lo - 128)`.
-    let range = |v: m128i, lo: u8, n: u8| {
-        cmp_lt_mask_i8_m128i(
-            sub_i8_m128i(v, splat(lo.wrapping_sub(128))),
-            splat(n.wrapping_sub(128)),
-        )
-    };
-    let eq = |v: m128i, x: u8| cmp_eq_mask_i8_m128i(v, splat(x));
+    use ctxpress_core::text::sse2::{eq, in_range as range};
+    use safe_arch::{bitor_m128i, load_unaligned_m128i, m128i, move_mask_i8_m128i};
     let bits = |v: m128i| move_mask_i8_m128i(v) as u32;
     // Bit 0: the byte before the lane is a lower-case letter or a digit
     // (`carry`), a digit (`digit_carry`).
@@ -2037,6 +2026,18 @@ pub fn shape(s: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    /// A small deterministic generator for the randomized tests: each call
+    /// of the returned closure with `n` gives the next xorshift value in
+    /// `0..n`.
+    fn xorshift(mut seed: u64) -> impl FnMut(usize) -> usize {
+        move |n| {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed % n as u64) as usize
+        }
+    }
+
     #[test]
     fn declaration_prefilters_agree_with_the_regexes() {
         let sources = [
@@ -2321,13 +2322,7 @@ mod tests {
             "string",
         ];
         const SPACES: &[&str] = &[" ", " ", " ", "", "", "\t", "  ", "\u{a0}", "\u{2003}"];
-        let mut seed = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = |n: usize| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            (seed % n as u64) as usize
-        };
+        let mut next = xorshift(0x9e37_79b9_7f4a_7c15);
         for _ in 0..60_000 {
             let mut body = String::new();
             for _ in 0..next(3) {
@@ -3075,13 +3070,7 @@ mod tests {
             "é",
         ];
         const SPACES: &[&str] = &[" ", " ", "", "\t", "  ", "\u{a0}", "\u{2003}"];
-        let mut seed = 0x853c_49e6_748f_ea9bu64;
-        let mut next = |n: usize| {
-            seed ^= seed << 13;
-            seed ^= seed >> 7;
-            seed ^= seed << 17;
-            (seed % n as u64) as usize
-        };
+        let mut next = xorshift(0x853c_49e6_748f_ea9b);
         let mut matched = [0usize; 2];
         for _ in 0..400 {
             let mut text = String::new();
