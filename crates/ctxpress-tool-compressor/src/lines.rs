@@ -121,7 +121,7 @@ pub fn split_numbered(text: &str) -> Vec<Line<'_>> {
     let mut hits = 0usize;
     let mut nonempty = 0usize;
     let mut last: Option<u64> = None;
-    for l in lines_of(text) {
+    for l in ctxpress_core::text::lines::lines(text) {
         // The leading white space, counted once for `is_blank` and the
         // number prefix.
         let ws = l.bytes().take_while(|c| ascii_space(*c)).count();
@@ -159,28 +159,6 @@ pub fn split_numbered(text: &str) -> Vec<Line<'_>> {
         }
     }
     lines
-}
-
-/// The lines of `text`, as [`str::lines`] cuts them.
-pub(crate) fn lines_of(text: &str) -> impl Iterator<Item = &str> {
-    let mut start = 0;
-    let mut breaks = memchr::memchr_iter(b'\n', text.as_bytes());
-    std::iter::from_fn(move || {
-        let line = match breaks.next() {
-            Some(k) => {
-                let line = text.get(start..k).unwrap_or("");
-                start = k + 1;
-                line.strip_suffix('\r').unwrap_or(line)
-            }
-            None if start < text.len() => {
-                let line = text.get(start..).unwrap_or("");
-                start = text.len();
-                line
-            }
-            None => return None,
-        };
-        Some(line)
-    })
 }
 
 /// What kind of text a file holds, from its extension.
@@ -2776,11 +2754,6 @@ mod tests {
         #[test]
         fn number_prefix_is_the_regex(l in "[ \t\u{a0}\u{2003}\u{b}]{0,3}[0-9٣]{0,9}[\t:|→ xé٣]{0,2}[a-z]{0,2}") {
             proptest::prop_assert_eq!(number_prefix(&l), regex_prefix(&l));
-        }
-
-        #[test]
-        fn lines_of_is_str_lines(s in "[a\r\n]{0,12}") {
-            proptest::prop_assert_eq!(lines_of(&s).collect::<Vec<_>>(), s.lines().collect::<Vec<_>>());
         }
 
         #[test]

@@ -4,8 +4,8 @@
 
 use crate::lines::{
     Lang, OutlineState, Rank, declaration, error_line_candidates, is_blank, is_count_line,
-    is_diagnostic, is_error_line, is_heading, lang_of, lines_of, push_clip, references_in_lines,
-    shape, split_numbered, trim,
+    is_diagnostic, is_error_line, is_heading, lang_of, push_clip, references_in_lines, shape,
+    split_numbered, trim,
 };
 use foldhash::HashSet;
 use std::fmt::Write as _;
@@ -479,7 +479,9 @@ fn output(kind: Kind, subject: &Subject, text: &str, limits: &Limits) -> String 
 /// `None` when less than `share` of the non-empty lines name a file (not
 /// search output), or fewer than three do.
 fn search(subject: &Subject, text: &str, limits: &Limits, share: f64) -> Option<String> {
-    let lines: Vec<&str> = lines_of(text).filter(|l| !is_blank(l)).collect();
+    let lines: Vec<&str> = ctxpress_core::text::lines::lines(text)
+        .filter(|l| !is_blank(l))
+        .collect();
     // file -> matches, in order of first appearance
     let mut files: Vec<(String, usize)> = Vec::new();
     let mut matches = 0usize;

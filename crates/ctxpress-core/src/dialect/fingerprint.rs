@@ -1,7 +1,7 @@
 //! Fingerprints of file content, equal for a read and the write of the same
 //! file content.
 
-use super::lines::lines;
+use crate::text::lines::lines;
 
 /// Fingerprint of file content as a read returns or a write writes it:
 /// line-number prefixes (`12\t`, `   12→`) removed when every line has one,

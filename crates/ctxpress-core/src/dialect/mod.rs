@@ -14,11 +14,10 @@
 //! extraction), [`shell`] (the shell lexer), [`patch`] (Codex patches),
 //! [`paths`] (path normalization, working directory), [`status`] (exit
 //! status and payload of results), [`fingerprint`] (file-content
-//! fingerprints), `lines` (`str::lines` by `memchr`, for both). Everything
+//! fingerprints; lines are cut by `core::text::lines`). Everything
 //! public is re-exported here.
 
 pub mod fingerprint;
-mod lines;
 pub mod op;
 pub mod patch;
 pub mod paths;

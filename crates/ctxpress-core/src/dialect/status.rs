@@ -1,8 +1,8 @@
 //! Tool results: the exit status a result states, its payload, and the
 //! judgement of success or failure.
 
-use super::lines::next_line;
 use super::{ExitReport, Status};
+use crate::text::lines::next_line;
 use regex::Regex;
 use std::sync::LazyLock;
 

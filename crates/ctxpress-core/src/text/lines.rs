@@ -1,11 +1,12 @@
 //! The lines of a text as [`str::lines`] gives them, each line end found
 //! with `memchr` (several times cheaper per line than `str::lines`, which
-//! the fingerprints and result checks of long tool outputs walk a lot).
+//! the fingerprints and result checks of long tool outputs and the tool
+//! compressor's summaries walk a lot).
 
 /// The line of `t` starting at byte `from` as [`str::lines`] gives it (up
 /// to the next `\n`, a `\r` before it dropped), and where the line after it
 /// starts; `None` at the end of `t`.
-pub(super) fn next_line(t: &str, from: usize) -> Option<(&str, usize)> {
+pub fn next_line(t: &str, from: usize) -> Option<(&str, usize)> {
     let rest = t.get(from..).filter(|r| !r.is_empty())?;
     Some(match memchr::memchr(b'\n', rest.as_bytes()) {
         Some(k) => {
@@ -17,7 +18,7 @@ pub(super) fn next_line(t: &str, from: usize) -> Option<(&str, usize)> {
 }
 
 /// [`str::lines`] of `t`, by [`next_line`].
-pub(super) fn lines(t: &str) -> impl Iterator<Item = &str> {
+pub fn lines(t: &str) -> impl Iterator<Item = &str> {
     let mut from = 0;
     std::iter::from_fn(move || {
         let (l, next) = next_line(t, from)?;
