@@ -400,20 +400,20 @@ fn report(
 /// The first message marked `protected` in `before` that `after` changed
 /// or dropped.
 fn touched_protected(before: &Conversation, after: &Conversation) -> Option<MessageId> {
-    // Few messages are protected (the system prompt, the recent tail): each
-    // is looked up by id among the messages after the stage, from the end
-    // (the last message with an id stands for it, as in a map by id), with
-    // no index of all of them to build.
-    before
+    let mut protected = before
         .messages
         .iter()
         .filter(|m| before.ann(m.id()).is_some_and(|a| a.protected))
+        .peekable();
+    // Most runs protect nothing (only the window ladder marks messages).
+    protected.peek()?;
+    // By id, the last message with an id standing for it: one pass, however
+    // many messages are protected (every system message is).
+    let now: foldhash::HashMap<&MessageId, &Message> =
+        after.messages.iter().map(|m| (m.id(), m)).collect();
+    protected
         .find(|m| {
-            !after
-                .messages
-                .iter()
-                .rev()
-                .find(|n| n.id() == m.id())
+            !now.get(m.id())
                 .is_some_and(|n| Message::same(m, n) || m.fields() == n.fields())
         })
         .map(|m| m.id().clone())
