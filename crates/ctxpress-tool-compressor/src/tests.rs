@@ -593,3 +593,110 @@ fn write_inputs_in_anthropic_tool_use_blocks() {
     assert_eq!(c.messages[1].text(), "writing");
     assert!(c.size() < input.size());
 }
+
+/// A session of reads, commands, searches and writes (several results in
+/// one Anthropic message too), with terms shared between results and terms
+/// only one result holds.
+fn mixed_session() -> Conversation {
+    let mut ops = Vec::new();
+    for i in 0..24 {
+        let op = match i % 4 {
+            0 => (
+                "Read",
+                json!({"file_path": format!("/r/src/m{i}.js")}),
+                source(40 + i),
+            ),
+            1 => (
+                "Bash",
+                json!({"command": format!("npm test -- shard_{i}")}),
+                format!(
+                    "PASS tests/unit_{i}.test.js\nFAIL tests/other_{i}.test.js\n  Error: expected value_{i}\nTests: 1 failed, 9 passed\n{}",
+                    "ok line\n".repeat(30)
+                ),
+            ),
+            2 => (
+                "Grep",
+                json!({"pattern": format!("handler{i}"), "path": "/r/src"}),
+                (0..30)
+                    .map(|k| format!("/r/src/f{k}.js:{k}: handler{i}(req)\n"))
+                    .collect(),
+            ),
+            _ => (
+                "Write",
+                json!({"file_path": format!("/r/src/w{i}.js"), "content": written(50 + i)}),
+                "File created successfully".to_string(),
+            ),
+        };
+        ops.push(op);
+    }
+    openai(&ops, 2)
+}
+
+#[test]
+fn summaries_made_beforehand_give_the_output_of_summaries_made_in_turn() {
+    for lost in [0, 1, 800] {
+        let cfg = ToolCompressorConfig {
+            inputs: true,
+            chars_per_lost_term: lost,
+            ..cfg()
+        };
+        let tc = ToolCompressor::new(cfg);
+        let input = mixed_session();
+        let (mut ahead, mut in_turn) = (input.clone(), input.clone());
+        let ctx = StageContext::default();
+        let a = tc.compress_with(&mut ahead, &ctx, true);
+        let b = tc.compress_with(&mut in_turn, &ctx, false);
+        assert_eq!(a, b, "chars_per_lost_term {lost}");
+        assert!(a.reads + a.commands + a.searches + a.inputs > 0);
+        assert_eq!(ahead.to_json_string(), in_turn.to_json_string());
+    }
+}
+
+#[test]
+fn term_counts_on_all_cores_add_up_to_one_scan_of_every_message() {
+    let conv = mixed_session();
+    let tc = ToolCompressor::new(ToolCompressorConfig {
+        inputs: true,
+        chars_per_lost_term: 800,
+        ..cfg()
+    });
+    let (cands, inputs, _) = tc.candidates(&conv);
+    assert!(!cands.is_empty() && !inputs.is_empty());
+    let all = term_counts(&conv, &cands, &inputs);
+    // One scan, message by message, in order.
+    let wanted_inputs: HashMap<(usize, usize), &InputCandidate> =
+        inputs.iter().map(|c| ((c.msg, c.slot), c)).collect();
+    let mut wanted: HashMap<usize, Vec<&str>> = HashMap::new();
+    for c in &cands {
+        wanted.entry(c.msg).or_default().push(c.call_id.as_str());
+    }
+    let want = Wanted {
+        results: &wanted,
+        inputs: &wanted_inputs,
+    };
+    let mut one = Scan::default();
+    for (i, m) in conv.messages.iter().enumerate() {
+        one.message(i, m, &want);
+    }
+    let sorted = |t: &TermCounts| {
+        let mut v: Vec<(u64, u32)> = t.0.iter().map(|(k, n)| (*k, *n)).collect();
+        v.sort_unstable();
+        v
+    };
+    assert_eq!(sorted(&all.counts), sorted(&one.counts));
+    let keys = |l: &Local| {
+        l.terms
+            .iter()
+            .map(|t| (t.key, t.start, t.end, t.n))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(all.locals.len(), one.locals.len());
+    for (k, l) in &one.locals {
+        assert_eq!(keys(&all.locals[k]), keys(l));
+    }
+    assert_eq!(all.input_locals.len(), one.input_locals.len());
+    for (k, (l, raw)) in &one.input_locals {
+        let (al, araw) = &all.input_locals[k];
+        assert_eq!((keys(al), araw), (keys(l), raw));
+    }
+}
