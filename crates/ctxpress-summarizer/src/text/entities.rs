@@ -11,9 +11,12 @@ use std::sync::LazyLock;
 use ctxpress_core::text::ascii_regex as re;
 use ctxpress_core::text::entities as rec;
 
-use super::scoring::{NUM_UNIT, STATUS, VOWELLESS};
+use super::scoring::NUM_UNIT;
+use super::words;
 
+#[cfg(test)]
 static PROPER: LazyLock<Regex> = LazyLock::new(|| re(r"\b[A-Z][a-z]{2,}\b"));
+#[cfg(test)]
 static CODE: LazyLock<Regex> =
     LazyLock::new(|| re(r"\b[A-Z][A-Z0-9]*[0-9][A-Z0-9]*\b|\b[A-Z]{2,5}\b"));
 static DATE: LazyLock<Regex> = LazyLock::new(|| re(r"\b\d{4}-\d{2}-\d{2}\b"));
@@ -230,8 +233,13 @@ fn at_sentence_start(before: &str) -> bool {
     t.is_empty() || t.ends_with(['.', '!', '?', '\n', ':'])
 }
 
+/// True when `STATUS` matches the whole of `s`: a match of it spans
+/// one whole word, so only when `s` is one of its words.
 fn is_status_word(s: &str) -> bool {
-    STATUS.find(s).is_some_and(|m| m.len() == s.len())
+    matches!(
+        s,
+        "PASS" | "PASSED" | "FAIL" | "FAILED" | "FAILURE" | "ERROR" | "WARN" | "WARNING"
+    )
 }
 
 /// A span as the `(start, end)` pair [`extract_entities`] sorts.
@@ -281,20 +289,34 @@ pub fn extract_entities_where(
     if t.full() {
         return t.out;
     }
-    let mut ids = pairs(rec::camel_case(text));
-    ids.extend(rec::pascal_case(text).map(pair));
-    ids.extend(rec::snake_case(text).map(pair));
-    ids.sort();
+    // camelCase, PascalCase and snake_case words (no word is two of them),
+    // and the vowelless ones for the last step: whole words, found in one
+    // pass, in order.
+    let (mut ids, mut codes, mut proper, mut vowelless) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    words::for_each_word(text, |s, e, k| {
+        if k & words::IDENT != 0 {
+            ids.push((s, e));
+        }
+        if k & words::CODE != 0 {
+            codes.push((s, e));
+        }
+        if k & words::PROPER != 0 {
+            proper.push((s, e));
+        }
+        if k & words::VOWELLESS != 0 {
+            vowelless.push((s, e));
+        }
+    });
     t.take(ids);
     if t.full() {
         return t.out;
     }
-    let codes: Vec<(usize, usize)> = CODE
-        .find_iter(text)
-        .filter(|m| m.len() >= 3 && !is_status_word(m.as_str()))
-        .map(|m| (m.start(), m.end()))
-        .collect();
-    t.take(codes);
+    t.take(
+        codes
+            .into_iter()
+            .filter(|&(s, e)| e - s >= 3 && !text.get(s..e).is_some_and(is_status_word)),
+    );
     if t.full() {
         return t.out;
     }
@@ -309,29 +331,23 @@ pub fn extract_entities_where(
     if t.full() {
         return t.out;
     }
-    let proper: Vec<(usize, usize)> = PROPER
-        .find_iter(text)
-        .filter(|m| {
-            let w = m.as_str();
-            let verb_like = w.ends_with("ed") || w.ends_with("ing");
-            let starter = verb_like && at_sentence_start(text.get(..m.start()).unwrap_or(""));
-            let after = text.get(m.end()..).unwrap_or("").trim_start_matches('*');
-            let label =
-                after.starts_with(':') && at_sentence_start(text.get(..m.start()).unwrap_or(""));
-            !COMMON_CAPITALIZED.contains(&w) && !starter && !label
-        })
-        .map(|m| (m.start(), m.end()))
-        .collect();
-    t.take(proper);
+    // Filtered as they are taken: none is looked at once `max` are kept.
+    t.take(proper.into_iter().filter(|&(s, e)| {
+        let w = text.get(s..e).unwrap_or("");
+        let verb_like = w.ends_with("ed") || w.ends_with("ing");
+        let starter = verb_like && at_sentence_start(text.get(..s).unwrap_or(""));
+        let after = text.get(e..).unwrap_or("").trim_start_matches('*');
+        let label = after.starts_with(':') && at_sentence_start(text.get(..s).unwrap_or(""));
+        !COMMON_CAPITALIZED.contains(&w) && !starter && !label
+    }));
     if t.full() {
         return t.out;
     }
-    let abbr: Vec<(usize, usize)> = VOWELLESS
-        .find_iter(text)
-        .filter(|m| !is_status_word(m.as_str()))
-        .map(|m| (m.start(), m.end()))
-        .collect();
-    t.take(abbr);
+    t.take(
+        vowelless
+            .into_iter()
+            .filter(|&(s, e)| !text.get(s..e).is_some_and(is_status_word)),
+    );
     t.out
 }
 
@@ -344,18 +360,18 @@ struct Taker<'t, F> {
     /// Spans taken, by start: they never overlap, so the one that starts
     /// last before a candidate ends is the only one that can overlap it.
     spans: std::collections::BTreeMap<usize, usize>,
-    seen: HashSet<String>,
+    seen: HashSet<&'t str>,
     out: Vec<String>,
 }
 
-impl<F: FnMut(&str) -> bool> Taker<'_, F> {
+impl<'t, F: FnMut(&str) -> bool> Taker<'t, F> {
     fn full(&self) -> bool {
         self.out.len() >= self.max
     }
 
     /// Take candidates in order: skip those overlapping a span taken, and
     /// repeats; keep those `keep` accepts.
-    fn take(&mut self, cands: Vec<(usize, usize)>) {
+    fn take(&mut self, cands: impl IntoIterator<Item = (usize, usize)>) {
         for (s, e) in cands {
             if self.full() {
                 return;
@@ -372,7 +388,7 @@ impl<F: FnMut(&str) -> bool> Taker<'_, F> {
                 continue;
             };
             let t = t.trim_end_matches(['.', ',', ';', ':', '!', '?']);
-            if t.is_empty() || !self.seen.insert(t.to_string()) {
+            if t.is_empty() || !self.seen.insert(t) {
                 continue;
             }
             self.spans.insert(s, e);
@@ -386,6 +402,12 @@ impl<F: FnMut(&str) -> bool> Taker<'_, F> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::text::scoring::{STATUS, VOWELLESS};
+
+    /// The first test for status words: the pattern matches the whole word.
+    fn is_status_word(s: &str) -> bool {
+        STATUS.find(s).is_some_and(|m| m.len() == s.len())
+    }
 
     /// The first implementation: every entity, overlap checked against
     /// every span taken.
@@ -483,6 +505,16 @@ mod tests {
         "src/a/b.rs:12",
         "x_y_z",
     ];
+
+    #[test]
+    fn status_words_equal_the_pattern() {
+        for w in [
+            "PASS", "PASSED", "PASSE", "FAILURE", "FAILURES", "ERROR", "WARN", "WARNING", "WARNIN",
+            "pass", "", "PASS ", "é",
+        ] {
+            assert_eq!(super::is_status_word(w), is_status_word(w), "{w:?}");
+        }
+    }
 
     proptest::proptest! {
         #[test]

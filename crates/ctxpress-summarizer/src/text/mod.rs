@@ -7,6 +7,8 @@
 //! - [`entities`]: key entities in priority order.
 //! - [`structured`]: structured tool output.
 //! - [`formats`]: `[summary: ...]`, code-split, the bare summary of a text.
+//! - `words`: the word patterns (identifiers, vowelless abbreviations,
+//!   status words) in one pass over the bytes.
 //!
 //! What a code fence is, and which words are identifiers, paths and
 //! versions, is [`ctxpress_core::text`]'s answer, shared with the classifier.
@@ -16,6 +18,7 @@ pub mod formats;
 pub mod scoring;
 pub mod sentences;
 pub mod structured;
+mod words;
 
 pub use entities::{extract_entities, extract_entities_where};
 pub use formats::{code_split, format_code_split, format_summary, summarize_text, summary_id};

@@ -10,6 +10,7 @@ use ctxpress_core::text::entities::{camel_case, pascal_case, snake_case};
 
 use super::chars;
 use super::sentences::{Sentence, sentences};
+use super::words;
 
 /// Separator between selected sentences.
 pub const JOIN: &str = " ... ";
@@ -78,12 +79,27 @@ pub struct Scored<'a> {
 }
 
 /// Score every sentence and mark the primary sentence of each paragraph.
+///
+/// The scores are [`score_sentence`]'s, but each counting pattern runs once
+/// over the whole text instead of once per sentence, and its matches are
+/// credited to the sentence they start in. That is exact: sentences are
+/// separated by white space only (a sentence ends before the white space
+/// after its punctuation, or at a newline), none of the counted patterns
+/// can match across such a break (the only white space they hold is a
+/// single space inside an emphasis phrase, or the one `\s` of a number with
+/// a unit, which a letter must follow, while a break is followed by more
+/// white space, punctuation's next sentence or a list marker), and a word
+/// boundary at a sentence's edge sees white space in the whole text as it
+/// sees the end of the text in the sentence alone.
 pub fn score_all(text: &str) -> Vec<Scored<'_>> {
-    let mut v: Vec<Scored<'_>> = sentences(text)
+    let sents = sentences(text);
+    let scores = scores_in_one_pass(text, &sents);
+    let mut v: Vec<Scored<'_>> = sents
         .into_iter()
-        .map(|s| Scored {
+        .zip(scores)
+        .map(|(s, score)| Scored {
             sentence: s,
-            score: score_sentence(s.text),
+            score,
             primary: false,
         })
         .collect();
@@ -107,6 +123,98 @@ pub fn score_all(text: &str) -> Vec<Scored<'_>> {
         i = j.max(i + 1);
     }
     v
+}
+
+/// [`score_sentence`] of each of `sents` (the sentences of `text`, in
+/// order), with every counting pattern run once over `text`.
+fn scores_in_one_pass(text: &str, sents: &[Sentence<'_>]) -> Vec<i32> {
+    let mut scores: Vec<i32> = sents
+        .iter()
+        .map(|s| {
+            let mut score = 0;
+            if (40..=120).contains(&s.text.chars().count()) {
+                score += 2;
+            }
+            if may_be_filler(s.text) && FILLER.is_match(s.text) {
+                score -= 10;
+            }
+            score
+        })
+        .collect();
+    let mut credit = |spans: &mut dyn Iterator<Item = usize>, weight: i32, once: bool| {
+        let mut j = 0usize;
+        let mut last: Option<usize> = None;
+        for start in spans {
+            while sents
+                .get(j)
+                .is_some_and(|s| s.start + s.text.len() <= start)
+            {
+                j += 1;
+            }
+            let Some(s) = sents.get(j) else { break };
+            if start < s.start || (once && last == Some(j)) {
+                continue;
+            }
+            last = Some(j);
+            if let Some(x) = scores.get_mut(j) {
+                *x = x.saturating_add(weight);
+            }
+        }
+    };
+    credit(&mut EMPHASIS.find_iter(text).map(|m| m.start()), 4, true);
+    credit(&mut NUM_UNIT.find_iter(text).map(|m| m.start()), 2, false);
+    credit(&mut GREP_REF.find_iter(text).map(|m| m.start()), 2, false);
+    // The identifiers (+3), vowelless abbreviations (+2) and status words
+    // (+3): whole words, classified in one pass.
+    let mut j = 0usize;
+    words::for_each_word(text, |start, _, k| {
+        while sents
+            .get(j)
+            .is_some_and(|s| s.start + s.text.len() <= start)
+        {
+            j += 1;
+        }
+        let Some(s) = sents.get(j) else { return };
+        if start < s.start {
+            return;
+        }
+        let mut w = 0;
+        if k & words::IDENT != 0 {
+            w += 3;
+        }
+        if k & words::VOWELLESS != 0 {
+            w += 2;
+        }
+        if k & words::STATUS != 0 {
+            w += 3;
+        }
+        if let Some(x) = scores.get_mut(j) {
+            *x = x.saturating_add(w);
+        }
+    });
+    scores
+}
+
+/// False only when [`FILLER`] cannot match `s`: after the leading white
+/// space and markers it skips, the first character is an ASCII one that
+/// starts none of its words (in either case). A non-ASCII character (other
+/// white space, or a letter that case-folds to an ASCII one) is left to the
+/// pattern.
+fn may_be_filler(s: &str) -> bool {
+    let rest = s.trim_start_matches(|c: char| {
+        matches!(
+            c,
+            '\t' | '\n' | '\u{b}' | '\u{c}' | '\r' | ' ' | '*' | '_' | '>' | '#' | '-'
+        )
+    });
+    match rest.chars().next() {
+        None => false,
+        Some(c) if c.is_ascii() => matches!(
+            c.to_ascii_lowercase(),
+            'g' | 's' | 'o' | 't' | 'a' | 'c' | 'n' | 'p' | 'h' | 'u' | 'y'
+        ),
+        Some(_) => true,
+    }
 }
 
 /// Cut `s` to at most `max` characters at a word boundary, marking the cut with
@@ -219,6 +327,139 @@ mod tests {
         assert_eq!(score_sentence("Thanks a lot"), -10);
         assert_eq!(score_sentence("okay then"), -10);
         assert_eq!(score_sentence("Okayish things"), 0);
+    }
+
+    /// The scores sentence by sentence, as [`score_all`] gave them before it
+    /// ran each pattern once over the whole text.
+    fn reference_scores(text: &str) -> Vec<i32> {
+        sentences(text)
+            .into_iter()
+            .map(|s| score_sentence(s.text))
+            .collect()
+    }
+
+    fn one_pass_scores(text: &str) -> Vec<i32> {
+        score_all(text).into_iter().map(|s| s.score).collect()
+    }
+
+    #[test]
+    fn one_pass_scores_equal_per_sentence_scores() {
+        for t in [
+            "",
+            "Sure thing! The build is fine now.",
+            "Wait 10\nseconds. Then 5\n- files here. Note that the fetchUser call is important.",
+            "Uses 500 MB.  And 20%! Then src/foo.ts:42: fails. PASS\nFAIL and ERROR.",
+            "  > ok then. ** Thanks, my_var is set. however, note that it must work.\n1. npm\n2. ssh",
+            "Do not stop.\tMake sure. Be sure to note that x. e.g. DON'T fail.",
+            "\u{a0}okay. \u{17f}ure. \u{212a}ay. Okayish. Ok.",
+            "He said \"stop.\" Then left.) Next 3 s. v1.2 x",
+        ] {
+            assert_eq!(one_pass_scores(t), reference_scores(t), "{t:?}");
+        }
+    }
+
+    fn piece() -> impl proptest::strategy::Strategy<Value = String> {
+        use proptest::prelude::*;
+        prop_oneof![
+            "[a-zA-Z_ ]{0,12}",
+            "[0-9]{1,3}",
+            prop::sample::select(vec![
+                ". ",
+                "! ",
+                "? ",
+                ".) ",
+                ".\" ",
+                "\n",
+                "\n\n",
+                "\n- ",
+                "\n1. ",
+                "\n# ",
+                "\n> ",
+                "\n| ",
+                " ",
+                "\t",
+                "\u{a0}",
+                "e.g. ",
+                "Dr. ",
+                "J. ",
+                "2. ",
+                "fooBar ",
+                "WebSocket ",
+                "my_var ",
+                "MAX_SIZE ",
+                "however ",
+                "note that ",
+                "make sure ",
+                "don't ",
+                "Don't ",
+                "must",
+                "never ",
+                "ms",
+                " MB",
+                "%",
+                "s ",
+                " seconds",
+                " files",
+                "\nms ",
+                "\nfiles",
+                "npm ",
+                "ssh",
+                "PASS",
+                "FAILED ",
+                "ERROR",
+                "WARNING ",
+                "src/foo.ts:42: ",
+                "a.b:1:",
+                "Sure ",
+                "sure",
+                "ok",
+                "Okay ",
+                "thanks ",
+                "Thank you",
+                "hi",
+                "hey ",
+                "* ",
+                "_",
+                "> ",
+                "#",
+                "-",
+                "\u{17f}ure ",
+                "\u{212a}",
+                "é",
+                "…",
+                "“",
+                "”",
+                "’",
+                "`",
+                "*",
+                "3.5",
+            ])
+            .prop_map(str::to_string),
+            "\\PC{0,4}",
+        ]
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2000))]
+
+        #[test]
+        fn one_pass_scores_equal_per_sentence_scores_on_any_text(
+            parts in proptest::collection::vec(piece(), 0..40)
+        ) {
+            let text = parts.concat();
+            proptest::prop_assert_eq!(one_pass_scores(&text), reference_scores(&text));
+            let trimmed = text.trim();
+            proptest::prop_assert_eq!(one_pass_scores(trimmed), reference_scores(trimmed));
+        }
+
+        #[test]
+        fn filler_prefilter_is_a_necessary_condition(s in "\\PC{0,12}", p in piece()) {
+            for t in [s.clone(), format!("{p}{s}")] {
+                if FILLER.is_match(&t) {
+                    proptest::prop_assert!(may_be_filler(&t), "{t:?}");
+                }
+            }
+        }
     }
 
     #[test]

@@ -82,8 +82,7 @@ fn non_terminal_period(p: &str, dot: usize) -> bool {
     if token.is_empty() {
         return false;
     }
-    let lower = token.to_lowercase();
-    if ABBREVIATIONS.contains(&lower.as_str()) {
+    if is_abbreviation(token) {
         return true;
     }
     let mut chars = token.chars();
@@ -101,13 +100,36 @@ fn non_terminal_period(p: &str, dot: usize) -> bool {
     false
 }
 
+/// True when `token` lower-cased is one of [`ABBREVIATIONS`]. An ASCII
+/// token is compared without lower-casing a copy; any other one is
+/// lower-cased (some non-ASCII letters lower-case to ASCII ones).
+fn is_abbreviation(token: &str) -> bool {
+    if token.is_ascii() {
+        return ABBREVIATIONS.iter().any(|a| a.eq_ignore_ascii_case(token));
+    }
+    ABBREVIATIONS.contains(&token.to_lowercase().as_str())
+}
+
 /// True when the text after a newline starts a list item or heading.
 fn starts_item(rest: &str) -> bool {
     let t = rest.trim_start_matches([' ', '\t']);
     if t.starts_with('#') || t.starts_with('|') || t.starts_with('>') {
         return true;
     }
-    BULLET.is_match(t)
+    may_be_bullet(t) && BULLET.is_match(t)
+}
+
+/// False only when [`BULLET`] cannot match `t`: after the ASCII white space
+/// its `^\s*` skips, the first character is an ASCII one that opens no
+/// marker (`-`, `*`, `+`, a digit). A non-ASCII one (other white space, or
+/// `•`) is left to the pattern.
+fn may_be_bullet(t: &str) -> bool {
+    let rest = t.trim_start_matches(['\t', '\n', '\u{b}', '\u{c}', '\r', ' ']);
+    match rest.as_bytes().first() {
+        None => false,
+        Some(&b) if b.is_ascii() => matches!(b, b'-' | b'*' | b'+' | b'0'..=b'9'),
+        Some(_) => true,
+    }
 }
 
 /// Split one paragraph into sentences. A sentence ends at `.`, `!` or `?`
@@ -223,6 +245,49 @@ mod tests {
             split("He said \"stop.\" Then left.) Next"),
             vec!["He said \"stop.\"", "Then left.)", "Next"]
         );
+    }
+
+    #[test]
+    fn prefilters_are_necessary_conditions() {
+        for t in [
+            "- a",
+            "  * b",
+            "\t+ c",
+            "12. d",
+            "3) e",
+            "\u{a0}- f",
+            "• g",
+            "\u{2003}1. h",
+            "x",
+            "",
+        ] {
+            if BULLET.is_match(t) {
+                assert!(may_be_bullet(t), "{t:?}");
+            }
+        }
+        for a in ABBREVIATIONS {
+            assert!(is_abbreviation(a) && is_abbreviation(&a.to_uppercase()));
+        }
+        assert!(!is_abbreviation("eg") && !is_abbreviation("approxx"));
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(3000))]
+
+        #[test]
+        fn bullet_prefilter_is_a_necessary_condition(t in "[ \t\r\u{b}\u{c}\u{a0}\u{2003}]{0,3}[-*+•0-9a-z.)\u{212a} ]{0,4}\\PC{0,3}") {
+            if BULLET.is_match(&t) {
+                proptest::prop_assert!(may_be_bullet(&t), "{:?}", t);
+            }
+        }
+
+        #[test]
+        fn abbreviation_check_equals_lower_casing(t in "[a-zA-Z.\u{212a}\u{130}\u{17f}\u{c9}]{0,7}") {
+            proptest::prop_assert_eq!(
+                is_abbreviation(&t),
+                ABBREVIATIONS.contains(&t.to_lowercase().as_str())
+            );
+        }
     }
 
     #[test]
