@@ -457,7 +457,7 @@ fn for_each_text(m: &Message, mut f: impl FnMut(&str)) {
 fn check_information(
     msgs: &[Message],
     units: &[Unit],
-    rendered: &mut [Option<String>],
+    rendered: &mut [Option<Rendered>],
     cfg: &SummarizerConfig,
     out: &mut StageOutcome,
 ) {
@@ -477,7 +477,10 @@ fn check_information(
         });
     }
     for (u, r) in units.iter().zip(rendered.iter_mut()) {
-        let Some(text) = r.as_deref() else { continue };
+        // A unit known not to be shorter is kept, as `after >= size` below.
+        let Some(Rendered::Text(text)) = r.as_ref() else {
+            continue;
+        };
         let size: usize = msgs
             .get(u.start..u.end)
             .unwrap_or(&[])
@@ -511,7 +514,7 @@ fn check_information(
 fn apply(
     conv: &mut Conversation,
     units: &[Unit],
-    mut rendered: Vec<Option<String>>,
+    mut rendered: Vec<Option<Rendered>>,
     cfg: &SummarizerConfig,
     out: &mut StageOutcome,
 ) {
@@ -524,19 +527,24 @@ fn apply(
     let mut i = 0;
     while let Some(m) = old.get(i) {
         while pending.next_if(|(u, _)| u.start < i).is_some() {}
-        let Some((unit, Some(text))) = pending.next_if(|(u, _)| u.start == i) else {
+        let Some((unit, Some(rendered))) = pending.next_if(|(u, _)| u.start == i) else {
             new_msgs.push(m.clone());
             i += 1;
             continue;
         };
         let group = old.get(unit.start..unit.end).unwrap_or(&[]);
         let size: usize = group.iter().map(Message::size).sum();
-        if text.chars().count() >= size || group.is_empty() {
+        let text = match rendered {
+            Rendered::Text(text) if text.chars().count() < size => Some(text),
+            // never made when shorter than `size`
+            Rendered::Text(_) | Rendered::AtLeast(_) => None,
+        };
+        let Some(text) = text.filter(|_| !group.is_empty()) else {
             out.count("kept_longer", 1);
             new_msgs.push(m.clone());
             i += 1;
             continue;
-        }
+        };
         if group.len() == 1 {
             let mut m = m.clone();
             let placed = match &unit.target {
@@ -609,24 +617,57 @@ fn note_unclassified(p: &Plan, out: &mut StageOutcome) {
 /// merged and the budget.
 type CacheKey = (String, UnitKind, SummaryKind, usize, Option<usize>);
 
+/// A unit's rendered text, or a lower bound on its length in characters
+/// that is at least the size of the messages it would replace: those are
+/// kept whatever the text, so it is not made (the bound is what the
+/// summary, brackets and fences alone take).
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Rendered {
+    /// The rendered text.
+    Text(String),
+    /// The text would have at least this many characters.
+    AtLeast(usize),
+}
+
+/// The length in characters that a unit rendered from `summary` has at
+/// least, whatever its entities, keep lines and id: `[summary: ` (or
+/// `[summary#{id}: `, longer), the summary, `]`, and for a code-split
+/// message each fence after a blank line.
+fn rendered_at_least(unit: &Unit, summary: &str) -> usize {
+    let fences: usize = match unit.kind {
+        UnitKind::CodeSplit => unit.fences.iter().map(|f| 2 + f.chars().count()).sum(),
+        UnitKind::Compress => 0,
+    };
+    "[summary: ]".len() + summary.chars().count() + fences
+}
+
 /// Rendered deterministic summaries by [`CacheKey`], bounded: cleared when
 /// full. Shared by clones of the strategy.
 #[derive(Debug, Default)]
 struct RenderCache {
-    map: Mutex<HashMap<CacheKey, String>>,
+    map: Mutex<HashMap<CacheKey, Rendered>>,
 }
 
 impl RenderCache {
-    fn get(&self, key: &CacheKey) -> Option<String> {
+    fn get(&self, key: &CacheKey) -> Option<Rendered> {
         self.map.lock().ok().and_then(|m| m.get(key).cloned())
     }
 
-    fn put(&self, key: CacheKey, text: String, cap: usize) {
+    fn put(&self, key: CacheKey, text: Rendered, cap: usize) {
         if let Ok(mut m) = self.map.lock() {
             if m.len() >= cap {
                 m.clear();
             }
             m.insert(key, text);
+        }
+    }
+
+    /// Replace the entry of `key`, if it is still there.
+    fn replace(&self, key: &CacheKey, text: Rendered) {
+        if let Ok(mut m) = self.map.lock()
+            && let Some(e) = m.get_mut(key)
+        {
+            *e = text;
         }
     }
 }
@@ -658,14 +699,24 @@ impl Summarizer {
         &self.cfg
     }
 
-    /// The rendered summary of a unit, from the cache when it is there.
-    fn rendered(&self, unit: &Unit, out: &mut StageOutcome) -> String {
+    /// The rendered summary of a unit replacing messages of `size`
+    /// characters, or [`Rendered::AtLeast`] when its summary alone shows it
+    /// is not shorter than them.
+    fn make(&self, unit: &Unit, size: usize) -> Rendered {
+        let summary = deterministic(&self.extractive, unit, &self.cfg);
+        let least = rendered_at_least(unit, &summary);
+        if least >= size {
+            return Rendered::AtLeast(least);
+        }
+        Rendered::Text(render(unit, &summary, &self.cfg))
+    }
+
+    /// The rendered summary of a unit replacing messages of `size`
+    /// characters (see [`Summarizer::make`]), from the cache when it is
+    /// there.
+    fn rendered(&self, unit: &Unit, size: usize, out: &mut StageOutcome) -> Rendered {
         if self.cfg.cache_entries == 0 {
-            return render(
-                unit,
-                &deterministic(&self.extractive, unit, &self.cfg),
-                &self.cfg,
-            );
+            return self.make(unit, size);
         }
         let key: CacheKey = (
             content_hash(&unit.original),
@@ -676,15 +727,24 @@ impl Summarizer {
         );
         if let Some(hit) = self.cache.get(&key) {
             out.count("cache_hits", 1);
-            return hit;
+            return match hit {
+                // The same text in messages of a larger size (other content
+                // blocks): make the text after all.
+                Rendered::AtLeast(least) if least < size => {
+                    let text = Rendered::Text(render(
+                        unit,
+                        &deterministic(&self.extractive, unit, &self.cfg),
+                        &self.cfg,
+                    ));
+                    self.cache.replace(&key, text.clone());
+                    text
+                }
+                hit => hit,
+            };
         }
-        let text = render(
-            unit,
-            &deterministic(&self.extractive, unit, &self.cfg),
-            &self.cfg,
-        );
-        self.cache.put(key, text.clone(), self.cfg.cache_entries);
-        text
+        let made = self.make(unit, size);
+        self.cache.put(key, made.clone(), self.cfg.cache_entries);
+        made
     }
 }
 
@@ -713,7 +773,16 @@ impl Strategy for Summarizer {
         let rendered = p
             .units
             .iter()
-            .map(|u| Some(self.rendered(u, &mut out)))
+            .map(|u| {
+                let size = conv
+                    .messages
+                    .get(u.start..u.end)
+                    .unwrap_or(&[])
+                    .iter()
+                    .map(Message::size)
+                    .sum();
+                Some(self.rendered(u, size, &mut out))
+            })
             .collect();
         apply(conv, &p.units, rendered, &self.cfg, &mut out);
         Ok(out)
@@ -893,7 +962,7 @@ impl AsyncStrategy for AsyncSummarizer {
                     e.0 += 1;
                 }
             }
-            rendered.push(Some(render(u, &r.text, &self.cfg)));
+            rendered.push(Some(Rendered::Text(render(u, &r.text, &self.cfg))));
         }
         if !causes.is_empty() {
             let parts: Vec<String> = causes
@@ -975,5 +1044,104 @@ ctxpress_core::inventory::submit! {
             ),
         ],
         takes_llm: true,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::{
+        Just, ProptestConfig, TestCaseError, any, prop, prop_assert_eq, prop_oneof, proptest,
+    };
+    use proptest::strategy::Strategy as _;
+
+    /// The stage as it was before [`Rendered::AtLeast`]: every unit rendered.
+    fn apply_rendering_all(
+        s: &Summarizer,
+        conv: &mut Conversation,
+    ) -> std::collections::BTreeMap<String, u64> {
+        let mut out = StageOutcome::default();
+        let p = plan(conv, &s.cfg);
+        note_unclassified(&p, &mut out);
+        let rendered = p
+            .units
+            .iter()
+            .map(|u| {
+                Some(Rendered::Text(render(
+                    u,
+                    &deterministic(&s.extractive, u, &s.cfg),
+                    &s.cfg,
+                )))
+            })
+            .collect();
+        apply(conv, &p.units, rendered, &s.cfg, &mut out);
+        out.counters
+    }
+
+    fn conversation(msgs: &[(bool, u8, String)]) -> Conversation {
+        let mut conv = Conversation::new(
+            msgs.iter()
+                .enumerate()
+                .map(|(i, (user, _, text))| {
+                    let role = if *user { "user" } else { "assistant" };
+                    Message::text_message(MessageId::new(format!("m{i}")), role, text)
+                })
+                .collect(),
+        );
+        for (i, (_, d, _)) in msgs.iter().enumerate() {
+            let id = MessageId::new(format!("m{i}"));
+            let d = match d % 4 {
+                0 => (Decision::Preserve, DecisionRule::ShortContent),
+                1 => (Decision::CodeSplit, DecisionRule::CodeWithProse),
+                _ => (Decision::Compress, DecisionRule::Compressible),
+            };
+            conv.ann_mut(&id).decision = Some(d);
+        }
+        conv
+    }
+
+    fn text() -> impl proptest::strategy::Strategy<Value = String> {
+        let piece = prop_oneof![
+            "[a-z]{1,9} ",
+            Just("The parseConfig call fails on src/app/config.ts. ".to_string()),
+            Just("Sure! ".to_string()),
+            Just("password = hunter2hunter2 ".to_string()),
+            Just("\n\n".to_string()),
+            Just("\n```rust\nfn main() {}\n```\n".to_string()),
+            Just("Uses 500 MB and WebSocket v1.2.3. ".to_string()),
+        ];
+        prop::collection::vec(piece, 0..60).prop_map(|v| v.concat())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(300))]
+
+        /// Units found not shorter without rendering them are kept as when
+        /// they were rendered: same output, same counters, with and without
+        /// the cache, first run and rerun.
+        #[test]
+        fn skipping_longer_renders_changes_nothing(
+            msgs in prop::collection::vec((any::<bool>(), any::<u8>(), text()), 0..8),
+            embed in any::<bool>(),
+            cache in any::<bool>(),
+        ) {
+            let cfg = SummarizerConfig {
+                embed_summary_id: embed,
+                cache_entries: if cache { 4096 } else { 0 },
+                ..SummarizerConfig::default()
+            };
+            let s = Summarizer::new(cfg);
+            let mut want = conversation(&msgs);
+            let want_counts = apply_rendering_all(&s, &mut want);
+            for _ in 0..2 {
+                let mut got = conversation(&msgs);
+                let mut out = s
+                    .apply(&mut got, &StageContext::default())
+                    .map_err(|e| TestCaseError::fail(e.to_string()))?;
+                out.counters.remove("cache_hits");
+                prop_assert_eq!(got.to_json_string(), want.to_json_string());
+                prop_assert_eq!(&out.counters, &want_counts);
+            }
+        }
     }
 }
