@@ -139,46 +139,51 @@ fn may_be_bullet(t: &str) -> bool {
 /// follows their dots. A line that starts a list item or heading also starts a
 /// new sentence. Returns (byte offset, sentence) pairs, trimmed, non-empty.
 pub fn split_sentences(p: &str) -> Vec<(usize, &str)> {
-    let cs: Vec<(usize, char)> = p.char_indices().collect();
+    // Byte by byte: the bytes acted on (`.`, `!`, `?`, newline) are ASCII,
+    // which in UTF-8 never occur inside another character.
+    let b = p.as_bytes();
     let mut out = Vec::new();
     let mut start = 0usize;
     let mut k = 0usize;
-    while let Some(&(b, c)) = cs.get(k) {
-        if matches!(c, '.' | '!' | '?') {
+    while let Some(&c) = b.get(k) {
+        if matches!(c, b'.' | b'!' | b'?') {
             let mut e = k + 1;
-            while let Some(&(_, n)) = cs.get(e) {
-                if matches!(
-                    n,
-                    '.' | '!' | '?' | '"' | '\'' | ')' | ']' | '”' | '’' | '*' | '_' | '`'
-                ) {
-                    e += 1;
-                } else {
-                    break;
-                }
+            let mut next = p.get(e..).and_then(|r| r.chars().next());
+            while let Some(n) = next.filter(|&n| is_closer(n)) {
+                e += n.len_utf8();
+                next = p.get(e..).and_then(|r| r.chars().next());
             }
-            let next = cs.get(e);
-            if next.is_some_and(|(_, n)| !n.is_whitespace()) {
+            if next.is_some_and(|n| !n.is_whitespace()) {
                 k = e;
                 continue;
             }
-            if c == '.' && e == k + 1 && non_terminal_period(p, b) {
+            if c == b'.' && e == k + 1 && non_terminal_period(p, k) {
                 k = e;
                 continue;
             }
-            let end = next.map_or(p.len(), |(i, _)| *i);
-            push_trimmed(&mut out, p, start, end);
-            start = end;
+            // `e` is where the next character (white space) starts, or the end
+            push_trimmed(&mut out, p, start, e);
+            start = e;
             k = e;
             continue;
         }
-        if c == '\n' && starts_item(p.get(b + 1..).unwrap_or("")) {
-            push_trimmed(&mut out, p, start, b);
-            start = b + 1;
+        if c == b'\n' && starts_item(p.get(k + 1..).unwrap_or("")) {
+            push_trimmed(&mut out, p, start, k);
+            start = k + 1;
         }
         k += 1;
     }
     push_trimmed(&mut out, p, start, p.len());
     out
+}
+
+/// What may follow a sentence's terminal punctuation before the white
+/// space that ends it.
+fn is_closer(n: char) -> bool {
+    matches!(
+        n,
+        '.' | '!' | '?' | '"' | '\'' | ')' | ']' | '\u{201d}' | '\u{2019}' | '*' | '_' | '`'
+    )
 }
 
 /// Paragraphs, then sentences, of a whole text.
@@ -199,6 +204,7 @@ pub fn sentences(text: &str) -> Vec<Sentence<'_>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::strategy::Strategy as _;
 
     fn split(t: &str) -> Vec<&str> {
         sentences(t).into_iter().map(|s| s.text).collect()
@@ -247,6 +253,72 @@ mod tests {
         );
     }
 
+    /// The splitter as it was, over a vector of the characters.
+    #[allow(clippy::indexing_slicing)]
+    fn split_sentences_reference(p: &str) -> Vec<(usize, &str)> {
+        let cs: Vec<(usize, char)> = p.char_indices().collect();
+        let mut out = Vec::new();
+        let mut start = 0usize;
+        let mut k = 0usize;
+        while let Some(&(b, c)) = cs.get(k) {
+            if matches!(c, '.' | '!' | '?') {
+                let mut e = k + 1;
+                while let Some(&(_, n)) = cs.get(e) {
+                    if matches!(
+                        n,
+                        '.' | '!' | '?' | '"' | '\'' | ')' | ']' | '”' | '’' | '*' | '_' | '`'
+                    ) {
+                        e += 1;
+                    } else {
+                        break;
+                    }
+                }
+                let next = cs.get(e);
+                if next.is_some_and(|(_, n)| !n.is_whitespace()) {
+                    k = e;
+                    continue;
+                }
+                if c == '.' && e == k + 1 && non_terminal_period(p, b) {
+                    k = e;
+                    continue;
+                }
+                let end = next.map_or(p.len(), |(i, _)| *i);
+                push_trimmed(&mut out, p, start, end);
+                start = end;
+                k = e;
+                continue;
+            }
+            if c == '\n' && starts_item(p.get(b + 1..).unwrap_or("")) {
+                push_trimmed(&mut out, p, start, b);
+                start = b + 1;
+            }
+            k += 1;
+        }
+        push_trimmed(&mut out, p, start, p.len());
+        out
+    }
+
+    #[test]
+    fn byte_splitter_equals_the_char_splitter() {
+        for t in [
+            "",
+            "a. b",
+            "He said \"stop.\" Then left.) Next",
+            "x.\u{201d} y",
+            "e.g. z. Dr. A",
+            "1. one\n2. two\n- three",
+            "end.",
+            "end.\u{a0}next",
+            "a.é b",
+            "ü. b! c? d",
+            "a.\u{2019}\u{2019}\tb",
+            "a..b. c",
+            "Why?! Yes.",
+        ] {
+            assert_eq!(split_sentences(t), split_sentences_reference(t), "{t:?}");
+        }
+    }
+
     #[test]
     fn prefilters_are_necessary_conditions() {
         for t in [
@@ -279,6 +351,26 @@ mod tests {
             if BULLET.is_match(&t) {
                 proptest::prop_assert!(may_be_bullet(&t), "{:?}", t);
             }
+        }
+
+        #[test]
+        fn byte_splitter_equals_the_char_splitter_on_any_text(
+            parts in proptest::collection::vec(
+                proptest::prop_oneof![
+                    "[a-zA-Z0-9 ]{0,6}",
+                    proptest::sample::select(vec![
+                        ".", "!", "?", "\"", "'", ")", "]", "\u{201d}", "\u{2019}", "*", "_", "`",
+                        " ", "\n", "\t", "\u{a0}", "\u{2003}", "é", "e.g", "Dr", "J", "12",
+                        "\n- ", "\n1. ", "\n# ", "\n> ", "\n| ", "\n• ", "...",
+                    ])
+                    .prop_map(str::to_string),
+                    "\\PC{0,3}",
+                ],
+                0..30,
+            )
+        ) {
+            let t = parts.concat();
+            proptest::prop_assert_eq!(split_sentences(&t), split_sentences_reference(&t));
         }
 
         #[test]
