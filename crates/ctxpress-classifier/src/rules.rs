@@ -103,6 +103,18 @@ fn early_rule(
     text: &str,
     cfg: &ClassifierConfig,
 ) -> Option<(Decision, DecisionRule)> {
+    rule_without_text(conv, index, tail, cfg).or_else(|| text_rule(text, cfg))
+}
+
+/// Rules 1-3 and the duplicate mark, the early rules that do not read the
+/// text: [`decide_lazy`] builds the text (a copy, for a message carrying
+/// several tool results) only when none of them decides.
+fn rule_without_text(
+    conv: &Conversation,
+    index: usize,
+    tail: usize,
+    cfg: &ClassifierConfig,
+) -> Option<(Decision, DecisionRule)> {
     let m = conv.messages.get(index)?;
     if role_preserved(m, cfg) {
         return Some((Decision::Preserve, DecisionRule::PreservedRole));
@@ -116,6 +128,11 @@ fn early_rule(
     if conv.ann(m.id()).is_some_and(|a| a.dup.is_some()) {
         return Some((Decision::Dedup, DecisionRule::Duplicate));
     }
+    None
+}
+
+/// Rules 4 and 5 (short, already compressed), after [`rule_without_text`].
+fn text_rule(text: &str, cfg: &ClassifierConfig) -> Option<(Decision, DecisionRule)> {
     if ctxpress_core::text::bytes::fewer_chars_than(text, cfg.min_chars) {
         return Some((Decision::Preserve, DecisionRule::ShortContent));
     }
@@ -184,8 +201,11 @@ pub fn decide_lazy(
     let tail = conv.tail_start(cfg.recency_window);
     (0..conv.messages.len())
         .map(|index| {
+            if let Some((d, r)) = rule_without_text(conv, index, tail, cfg) {
+                return (d, r, None);
+            }
             let text = message_text(&conv.messages[index]);
-            match early_rule(conv, index, tail, &text, cfg) {
+            match text_rule(&text, cfg) {
                 Some((d, r)) => (d, r, None),
                 None => {
                     let cls = classify(&text);
@@ -526,5 +546,71 @@ mod tests {
             serde_json::json!({"index": 0, "role": "user", "tier": "T0", "hard": [],
                 "soft": ["url"], "decision": "preserve", "rule": "recency_window"})
         );
+    }
+
+    /// A message built from a role pick, a length, and whether it carries
+    /// two Anthropic tool results.
+    fn varied(i: usize, role: u8, len: usize, blocks: bool) -> Message {
+        let role = ["system", "user", "assistant", "tool", "developer"][usize::from(role % 5)];
+        let text = match len % 4 {
+            0 => "short".to_string(),
+            1 => prose(1 + len % 3),
+            2 => format!("[summary: {}]", prose(2)),
+            _ => format!("{}\n```rust\nfn main() {{}}\n```\n", prose(2)),
+        };
+        if !blocks {
+            return msg(i, role, &text);
+        }
+        let v = serde_json::json!({"role": role, "content": [
+            {"type": "tool_result", "tool_use_id": "a", "content": text},
+            {"type": "tool_result", "tool_use_id": "b", "content": prose(1)},
+        ]});
+        let mut c = Conversation::parse(&serde_json::json!([v]).to_string())
+            .unwrap_or_else(|_| Conversation::new(Vec::new()));
+        c.messages.pop().unwrap_or_else(|| msg(i, role, &text))
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(300))]
+
+        /// The lazy decisions, which build the text only after the rules
+        /// that do not read it, equal `decide`'s, with a classification
+        /// exactly where the early rules (on the text) decided nothing.
+        #[test]
+        fn lazy_decisions_equal_the_early_rules_then_decide(
+            picks in proptest::collection::vec(
+                (0u8..5, 0usize..12, proptest::prelude::any::<bool>(), proptest::prelude::any::<bool>()),
+                0..10,
+            ),
+            window in 0usize..4,
+            preserve_user in proptest::prelude::any::<bool>(),
+        ) {
+            let mut c = Conversation::new(
+                picks
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &(r, l, b, _))| varied(i, r, l, b))
+                    .collect(),
+            );
+            for (i, &(_, _, _, dup)) in picks.iter().enumerate() {
+                if dup && let Some(id) = c.messages.get(i).map(|m| m.id().clone()) {
+                    c.ann_mut(&id).dup = Some(DupMark { keep: id.clone(), similarity: 1.0 });
+                }
+            }
+            let mut cfg = ClassifierConfig { recency_window: window, ..Default::default() };
+            if preserve_user {
+                cfg.preserve.push("user".into());
+            }
+            let tail = c.tail_start(cfg.recency_window);
+            let want: Vec<_> = decide(&c, &cfg)
+                .into_iter()
+                .map(|d| {
+                    let text = message_text(&c.messages[d.index]);
+                    let early = early_rule(&c, d.index, tail, &text, &cfg).is_some();
+                    (d.decision, d.rule, (!early).then_some(d.classification))
+                })
+                .collect();
+            proptest::prop_assert_eq!(decide_lazy(&c, &cfg), want);
+        }
     }
 }
