@@ -311,31 +311,34 @@ impl Dedup {
         let mut uf = fuzzy::UnionFind::new(classes.len());
         let mut uf_near = fuzzy::UnionFind::new(classes.len());
         let near = self.cfg.fuzzy || self.cfg.delta;
-        let mut sets: Vec<fuzzy::LineSet> = Vec::new();
+        // The line sets of the classes (of their first text), when needed.
+        let mut sets = fuzzy::LineIndex::default();
         if near {
             let mut hasher = fuzzy::LineHasher::default();
-            sets = classes
-                .iter()
-                .map(|c| {
-                    c.first()
-                        .and_then(|&u| units.get(u))
-                        .map(|u| hasher.line_set(&u.text))
-                        .unwrap_or_default()
-                })
-                .collect();
+            let mut hashes: Vec<u64> = Vec::new();
+            let mut ends: Vec<usize> = Vec::with_capacity(classes.len());
+            for c in &classes {
+                if let Some(u) = c.first().and_then(|&u| units.get(u)) {
+                    hasher.push_hashes(&u.text, &mut hashes);
+                }
+                ends.push(hashes.len());
+            }
+            sets = fuzzy::LineIndex::with_capacity(hashes.len(), classes.len());
+            let mut start = 0usize;
+            for end in ends {
+                sets.push_text(hashes.get(start..end).unwrap_or(&[]));
+                start = end;
+            }
             let t = match (self.cfg.fuzzy, self.cfg.delta) {
                 (true, true) => self.cfg.threshold.min(self.cfg.delta_threshold),
                 (false, true) => self.cfg.delta_threshold,
                 _ => self.cfg.threshold,
             };
-            let (pairs, comparisons) = fuzzy::similar_pairs(
-                &sets,
-                fuzzy::Limits {
-                    threshold: t,
-                    max_postings: self.cfg.max_postings,
-                    max_candidates: self.cfg.max_candidates,
-                },
-            );
+            let (pairs, comparisons) = sets.similar_pairs(fuzzy::Limits {
+                threshold: t,
+                max_postings: self.cfg.max_postings,
+                max_candidates: self.cfg.max_candidates,
+            });
             an.comparisons += comparisons;
             for (a, b, j) in pairs {
                 uf.union(a, b);
@@ -378,17 +381,16 @@ impl Dedup {
                 let r = if same_class && self.cfg.exact {
                     Some(self.exact_ref(&label, unit, &keep_id))
                 } else {
-                    let (Some(a), Some(b)) =
-                        (class_of.get(u).and_then(|&c| sets.get(c)), sets.get(kc))
-                    else {
+                    // Without line sets (neither fuzzy nor delta) a text
+                    // has no near reference.
+                    let Some(&a) = class_of.get(u).filter(|&&c| c < sets.len()) else {
                         continue;
                     };
+                    if kc >= sets.len() {
+                        continue;
+                    }
                     an.comparisons += 1;
-                    let s = if same_class {
-                        1.0
-                    } else {
-                        fuzzy::jaccard(a, b)
-                    };
+                    let s = if same_class { 1.0 } else { sets.jaccard(a, kc) };
                     let transitive = class_of
                         .get(u)
                         .is_some_and(|&c| uf_near.find(c) == uf_near.find(kc));
