@@ -122,35 +122,121 @@ impl LineHasher {
     /// Append the hashes of the normalized lines of `text` to `out`, in line
     /// order, repeats included (blank lines have none).
     pub fn push_hashes(&mut self, text: &str, out: &mut Vec<u64>) {
-        let bytes = text.as_bytes();
-        self.lower.clear();
-        self.lower.extend_from_slice(bytes);
-        self.lower.make_ascii_lowercase();
-        let all_ascii = bytes.is_ascii();
-        let (lower, scratch) = (&self.lower, &mut self.scratch);
-        for_each_line(bytes, |start, end| {
-            let lowered = lower.get(start..end).unwrap_or(&[]);
-            let raw = if all_ascii {
-                None
-            } else {
-                text.get(start..end).filter(|r| !r.is_ascii())
-            };
-            match raw {
-                None => {
+        let scratch = &mut self.scratch;
+        lower_lines(
+            text.as_bytes(),
+            &mut self.lower,
+            |lower, start, end, ascii| {
+                let lowered = lower.get(start..end).unwrap_or(&[]);
+                if ascii {
                     let l = trim_ascii_ws(lowered);
                     if !l.is_empty() {
                         out.push(xxhash_rust::xxh3::xxh3_64(l));
                     }
+                } else if let Some(h) = text
+                    .get(start..end)
+                    .and_then(|raw| non_ascii_line(raw, lowered, scratch))
+                {
+                    out.push(h);
                 }
-                Some(raw) => {
-                    if let Some(h) = non_ascii_line(raw, lowered, scratch) {
-                        out.push(h);
-                    }
-                }
-            }
-        });
+            },
+        );
     }
 }
+
+/// Copy `b` into the start of `lower` (grown to fit) with its ASCII letters
+/// lower-cased and call `f(lower, start, end, ascii)` with the byte range of every piece of `b`
+/// split at `\n` (as [`for_each_line`] gives them), `ascii` telling whether
+/// the piece is all ASCII; `lower` holds at least the bytes up to `end`.
+///
+/// One pass over 16 bytes at a time: each lane is lower-cased and stored,
+/// and its newline and non-ASCII bits are taken as masks.
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+fn lower_lines(b: &[u8], lower: &mut Vec<u8>, mut f: impl FnMut(&[u8], usize, usize, bool)) {
+    use ctxpress_core::text::sse2::{eq, in_range, splat};
+    use safe_arch::{bitand_m128i, bitor_m128i, load_unaligned_m128i, m128i, move_mask_i8_m128i};
+    // Grown, never shrunk: only the new part is zeroed before it is
+    // written over.
+    if lower.len() < b.len() {
+        lower.resize(b.len(), 0);
+    }
+    let mut start = 0usize;
+    // One past the last non-ASCII byte seen (0: none).
+    let mut last_high = 0usize;
+    // The lower-cased lane, its non-ASCII bits and its newline bits.
+    let lane = |v: m128i| {
+        let lowered: [u8; 16] =
+            bitor_m128i(v, bitand_m128i(in_range(v, b'A', 26), splat(0x20))).into();
+        let high = move_mask_i8_m128i(v) as u32;
+        let newlines = move_mask_i8_m128i(eq(v, b'\n')) as u32;
+        (lowered, high, newlines)
+    };
+    let mut lines = |lower: &[u8], base: usize, high: u32, mut newlines: u32| {
+        while newlines != 0 {
+            let k = newlines.trailing_zeros();
+            let before = high & ((1u32 << k) - 1);
+            if before != 0 {
+                last_high = base + (32 - before.leading_zeros()) as usize;
+            }
+            let p = base + k as usize;
+            f(lower, start, p, last_high <= start);
+            start = p + 1;
+            newlines &= newlines - 1;
+        }
+        if high != 0 {
+            last_high = base + (32 - high.leading_zeros()) as usize;
+        }
+    };
+    let full = b.len() / 16 * 16;
+    let mut base = 0usize;
+    while base < full {
+        let Some(src) = b
+            .get(base..base + 16)
+            .and_then(|s| <&[u8; 16]>::try_from(s).ok())
+        else {
+            break;
+        };
+        let (lowered, high, newlines) = lane(load_unaligned_m128i(src));
+        if let Some(dst) = lower
+            .get_mut(base..base + 16)
+            .and_then(|d| <&mut [u8; 16]>::try_from(d).ok())
+        {
+            *dst = lowered;
+        }
+        lines(lower, base, high, newlines);
+        base += 16;
+    }
+    if let Some(rest) = b.get(full..).filter(|r| !r.is_empty()) {
+        // The padding lanes are zero: neither newline nor non-ASCII.
+        let mut padded = [0u8; 16];
+        if let Some(dst) = padded.get_mut(..rest.len()) {
+            dst.copy_from_slice(rest);
+        }
+        let (lowered, high, newlines) = lane(load_unaligned_m128i(&padded));
+        if let (Some(dst), Some(src)) = (lower.get_mut(full..b.len()), lowered.get(..rest.len())) {
+            dst.copy_from_slice(src);
+        }
+        lines(lower, full, high, newlines);
+    }
+    f(lower, start, b.len(), last_high <= start);
+}
+
+/// [`lower_lines`] without SSE2: the text lower-cased at once, the lines
+/// found by [`for_each_line`].
+#[cfg(any(test, not(all(target_arch = "x86_64", target_feature = "sse2"))))]
+fn lower_lines_scalar(b: &[u8], lower: &mut Vec<u8>, mut f: impl FnMut(&[u8], usize, usize, bool)) {
+    lower.clear();
+    lower.extend_from_slice(b);
+    lower.make_ascii_lowercase();
+    let all_ascii = b.is_ascii();
+    for_each_line(b, |start, end| {
+        let ascii = all_ascii || b.get(start..end).is_some_and(<[u8]>::is_ascii);
+        f(lower, start, end, ascii);
+    });
+}
+
+#[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
+use lower_lines_scalar as lower_lines;
 
 /// Calls `f(start, end)` with the byte range of every piece of `b` split
 /// at `\n` (as `str::split('\n')` gives them, the last one possibly empty).
@@ -168,28 +254,29 @@ pub(crate) fn for_each_line(b: &[u8], mut f: impl FnMut(usize, usize)) {
 /// same bytes with ASCII letters lower-cased), `None` when it is blank;
 /// `scratch` holds the lower-cased line when a non-ASCII character changes.
 fn non_ascii_line(raw: &str, lowered: &[u8], scratch: &mut Vec<u8>) -> Option<u64> {
-    let t = raw.trim();
+    // `str::trim`, each end once
+    let rest = raw.trim_start();
+    let lead = raw.len() - rest.len();
+    let t = rest.trim_end();
     if t.is_empty() {
         return None;
     }
-    if t.contains('Σ') {
-        // final-sigma rule: only `str::to_lowercase` knows it
-        return Some(xxhash_rust::xxh3::xxh3_64(t.to_lowercase().as_bytes()));
-    }
-    let lead = raw.len() - raw.trim_start().len();
     let lo = lowered.get(lead..lead + t.len()).unwrap_or(&[]);
     let tb = t.as_bytes();
     let mut copied = 0usize;
     let mut changed = false;
     let mut i = 0usize;
-    while let Some(off) = tb.get(i..).and_then(|r| r.iter().position(|&b| b >= 0x80)) {
+    while let Some(off) = tb.get(i..).and_then(first_non_ascii) {
         let p = i + off;
         let Some(c) = t.get(p..).and_then(|r| r.chars().next()) else {
             break;
         };
         let n = c.len_utf8();
-        let mut lc = c.to_lowercase();
-        if !(lc.len() == 1 && lc.next() == Some(c)) {
+        if c == 'Σ' {
+            // final-sigma rule: only `str::to_lowercase` knows it
+            return Some(xxhash_rust::xxh3::xxh3_64(t.to_lowercase().as_bytes()));
+        }
+        if !lowers_to_itself(c) {
             if !changed {
                 scratch.clear();
                 changed = true;
@@ -208,6 +295,46 @@ fn non_ascii_line(raw: &str, lowered: &[u8], scratch: &mut Vec<u8>) -> Option<u6
     }
     scratch.extend_from_slice(lo.get(copied..).unwrap_or(&[]));
     Some(xxhash_rust::xxh3::xxh3_64(scratch))
+}
+
+/// Blocks of characters none of which has a lower-case mapping
+/// (punctuation, symbols, arrows, box drawing, dingbats, CJK, emoji): the
+/// characters an agent's output is full of are found here without a look
+/// in the case tables. A test checks every one against `char::to_lowercase`.
+const CASELESS: [(u32, u32); 6] = [
+    (0xA0, 0xBF),
+    (0x2000, 0x20FF),
+    (0x2190, 0x23FF),
+    (0x2500, 0x2BFF),
+    (0x3000, 0x9FFF),
+    (0x1F000, 0x1FAFF),
+];
+
+/// True when `c.to_lowercase()` is `c` itself.
+#[inline]
+fn lowers_to_itself(c: char) -> bool {
+    let u = c as u32;
+    if CASELESS.iter().any(|&(lo, hi)| (lo..=hi).contains(&u)) {
+        return true;
+    }
+    let mut lc = c.to_lowercase();
+    lc.len() == 1 && lc.next() == Some(c)
+}
+
+/// The index of the first byte of `b` at or above `0x80`, eight at a time.
+#[inline]
+fn first_non_ascii(b: &[u8]) -> Option<usize> {
+    let mut i = 0usize;
+    while let Some(w) = b.get(i..i + 8) {
+        let x = u64::from_le_bytes(w.try_into().unwrap_or([0; 8])) & 0x8080_8080_8080_8080;
+        if x != 0 {
+            return Some(i + (x.trailing_zeros() / 8) as usize);
+        }
+        i += 8;
+    }
+    b.get(i..)
+        .and_then(|r| r.iter().position(|&x| x >= 0x80))
+        .map(|k| i + k)
 }
 
 /// Jaccard similarity of two line sets (1.0 for two empty sets).
@@ -608,6 +735,88 @@ mod tests {
                     t
                 );
             }
+        }
+    }
+
+    /// Every call of a line callback: the range, the ASCII flag and the
+    /// lower-cased bytes of the line.
+    type Calls = Vec<(usize, usize, bool, Vec<u8>)>;
+
+    fn lane_calls(text: &str) -> (Calls, Calls, Vec<u8>, Vec<u8>) {
+        let (mut lanes, mut scalar) = (Vec::new(), Vec::new());
+        let (mut lower_a, mut lower_b) = (b"stale".to_vec(), Vec::new());
+        lower_lines(text.as_bytes(), &mut lower_a, |l, a, b, ascii| {
+            lanes.push((a, b, ascii, l[a..b].to_vec()))
+        });
+        lower_lines_scalar(text.as_bytes(), &mut lower_b, |l, a, b, ascii| {
+            scalar.push((a, b, ascii, l[a..b].to_vec()))
+        });
+        // A longer buffer from before keeps its tail.
+        assert!(lower_a.len() >= text.len());
+        lower_a.truncate(text.len());
+        (lanes, scalar, lower_a, lower_b)
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn lane_lines_match_the_scalar_pass(picks in proptest::collection::vec(0usize..PIECES.len(), 0..90)) {
+            let text = text_of(&picks);
+            let (lanes, scalar, lower_a, lower_b) = lane_calls(&text);
+            proptest::prop_assert_eq!(lanes, scalar);
+            proptest::prop_assert_eq!(lower_a, lower_b);
+        }
+
+        #[test]
+        fn lane_lines_match_on_any_bytes(text in "[a-zA-Z@\\[`{\n\r é\u{100}✓]{0,70}") {
+            let (lanes, scalar, lower_a, lower_b) = lane_calls(&text);
+            proptest::prop_assert_eq!(lanes, scalar);
+            proptest::prop_assert_eq!(lower_a, lower_b);
+        }
+    }
+
+    #[test]
+    fn caseless_blocks_lower_to_themselves() {
+        for &(lo, hi) in &CASELESS {
+            for c in (lo..=hi).filter_map(char::from_u32) {
+                let mut lc = c.to_lowercase();
+                assert!(lc.len() == 1 && lc.next() == Some(c), "{c:?}");
+            }
+        }
+        for c in [
+            'A', 'É', 'Ω', 'İ', 'Σ', 'Ǆ', '\u{2126}', '\u{212A}', '\u{24B6}', '\u{2C00}',
+        ] {
+            assert!(!lowers_to_itself(c), "{c:?}");
+        }
+        for c in ['a', 'é', 'ß', '─', '✓', '→', '…', '中', '🚀', '\u{a0}'] {
+            assert!(lowers_to_itself(c), "{c:?}");
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn first_non_ascii_is_position(text in "[ax\u{e9}\u{2500}]{0,40}") {
+            let b = text.as_bytes();
+            proptest::prop_assert_eq!(first_non_ascii(b), b.iter().position(|&x| x >= 0x80));
+        }
+    }
+
+    #[test]
+    fn lane_lines_edge_cases() {
+        let long = "x".repeat(15);
+        for t in [
+            String::new(),
+            "\n".into(),
+            "A".repeat(16),
+            format!("{long}\n"),
+            format!("{long}é\nZ"),
+            format!("{long}\né"),
+            "é\n".repeat(9),
+            format!("{}\n{}", "Q".repeat(31), "ü".repeat(20)),
+            "@[`{AZaz".repeat(5),
+        ] {
+            let (lanes, scalar, lower_a, lower_b) = lane_calls(&t);
+            assert_eq!(lanes, scalar, "{t:?}");
+            assert_eq!(lower_a, lower_b, "{t:?}");
         }
     }
 
