@@ -114,37 +114,129 @@ impl LineHasher {
     /// of `text`.
     pub fn hashes_into(&mut self, text: &str, out: &mut Vec<u64>) {
         out.clear();
-        let bytes = text.as_bytes();
-        self.lower.clear();
-        self.lower.extend_from_slice(bytes);
-        self.lower.make_ascii_lowercase();
-        let all_ascii = bytes.is_ascii();
-        let (lower, scratch) = (&self.lower, &mut self.scratch);
-        for_each_line(bytes, |start, end| {
-            let lowered = lower.get(start..end).unwrap_or(&[]);
-            let raw = if all_ascii {
-                None
-            } else {
-                text.get(start..end).filter(|r| !r.is_ascii())
-            };
-            match raw {
-                None => {
+        self.push_hashes(text, out);
+        out.sort_unstable();
+        out.dedup();
+    }
+
+    /// Append the hashes of the normalized lines of `text` to `out`, in line
+    /// order, repeats included (blank lines have none).
+    pub fn push_hashes(&mut self, text: &str, out: &mut Vec<u64>) {
+        let scratch = &mut self.scratch;
+        lower_lines(
+            text.as_bytes(),
+            &mut self.lower,
+            |lower, start, end, ascii| {
+                let lowered = lower.get(start..end).unwrap_or(&[]);
+                if ascii {
                     let l = trim_ascii_ws(lowered);
                     if !l.is_empty() {
                         out.push(xxhash_rust::xxh3::xxh3_64(l));
                     }
+                } else if let Some(h) = text
+                    .get(start..end)
+                    .and_then(|raw| non_ascii_line(raw, lowered, scratch))
+                {
+                    out.push(h);
                 }
-                Some(raw) => {
-                    if let Some(h) = non_ascii_line(raw, lowered, scratch) {
-                        out.push(h);
-                    }
-                }
-            }
-        });
-        out.sort_unstable();
-        out.dedup();
+            },
+        );
     }
 }
+
+/// Copy `b` into the start of `lower` (grown to fit) with its ASCII letters
+/// lower-cased and call `f(lower, start, end, ascii)` with the byte range of every piece of `b`
+/// split at `\n` (as [`for_each_line`] gives them), `ascii` telling whether
+/// the piece is all ASCII; `lower` holds at least the bytes up to `end`.
+///
+/// One pass over 16 bytes at a time: each lane is lower-cased and stored,
+/// and its newline and non-ASCII bits are taken as masks.
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+fn lower_lines(b: &[u8], lower: &mut Vec<u8>, mut f: impl FnMut(&[u8], usize, usize, bool)) {
+    use ctxpress_core::text::sse2::{eq, in_range, splat};
+    use safe_arch::{bitand_m128i, bitor_m128i, load_unaligned_m128i, m128i, move_mask_i8_m128i};
+    // Grown, never shrunk: only the new part is zeroed before it is
+    // written over.
+    if lower.len() < b.len() {
+        lower.resize(b.len(), 0);
+    }
+    let mut start = 0usize;
+    // One past the last non-ASCII byte seen (0: none).
+    let mut last_high = 0usize;
+    // The lower-cased lane, its non-ASCII bits and its newline bits.
+    let lane = |v: m128i| {
+        let lowered: [u8; 16] =
+            bitor_m128i(v, bitand_m128i(in_range(v, b'A', 26), splat(0x20))).into();
+        let high = move_mask_i8_m128i(v) as u32;
+        let newlines = move_mask_i8_m128i(eq(v, b'\n')) as u32;
+        (lowered, high, newlines)
+    };
+    let mut lines = |lower: &[u8], base: usize, high: u32, mut newlines: u32| {
+        while newlines != 0 {
+            let k = newlines.trailing_zeros();
+            let before = high & ((1u32 << k) - 1);
+            if before != 0 {
+                last_high = base + (32 - before.leading_zeros()) as usize;
+            }
+            let p = base + k as usize;
+            f(lower, start, p, last_high <= start);
+            start = p + 1;
+            newlines &= newlines - 1;
+        }
+        if high != 0 {
+            last_high = base + (32 - high.leading_zeros()) as usize;
+        }
+    };
+    let full = b.len() / 16 * 16;
+    let mut base = 0usize;
+    while base < full {
+        let Some(src) = b
+            .get(base..base + 16)
+            .and_then(|s| <&[u8; 16]>::try_from(s).ok())
+        else {
+            break;
+        };
+        let (lowered, high, newlines) = lane(load_unaligned_m128i(src));
+        if let Some(dst) = lower
+            .get_mut(base..base + 16)
+            .and_then(|d| <&mut [u8; 16]>::try_from(d).ok())
+        {
+            *dst = lowered;
+        }
+        lines(lower, base, high, newlines);
+        base += 16;
+    }
+    if let Some(rest) = b.get(full..).filter(|r| !r.is_empty()) {
+        // The padding lanes are zero: neither newline nor non-ASCII.
+        let mut padded = [0u8; 16];
+        if let Some(dst) = padded.get_mut(..rest.len()) {
+            dst.copy_from_slice(rest);
+        }
+        let (lowered, high, newlines) = lane(load_unaligned_m128i(&padded));
+        if let (Some(dst), Some(src)) = (lower.get_mut(full..b.len()), lowered.get(..rest.len())) {
+            dst.copy_from_slice(src);
+        }
+        lines(lower, full, high, newlines);
+    }
+    f(lower, start, b.len(), last_high <= start);
+}
+
+/// [`lower_lines`] without SSE2: the text lower-cased at once, the lines
+/// found by [`for_each_line`].
+#[cfg(any(test, not(all(target_arch = "x86_64", target_feature = "sse2"))))]
+fn lower_lines_scalar(b: &[u8], lower: &mut Vec<u8>, mut f: impl FnMut(&[u8], usize, usize, bool)) {
+    lower.clear();
+    lower.extend_from_slice(b);
+    lower.make_ascii_lowercase();
+    let all_ascii = b.is_ascii();
+    for_each_line(b, |start, end| {
+        let ascii = all_ascii || b.get(start..end).is_some_and(<[u8]>::is_ascii);
+        f(lower, start, end, ascii);
+    });
+}
+
+#[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
+use lower_lines_scalar as lower_lines;
 
 /// Calls `f(start, end)` with the byte range of every piece of `b` split
 /// at `\n` (as `str::split('\n')` gives them, the last one possibly empty).
@@ -162,28 +254,29 @@ pub(crate) fn for_each_line(b: &[u8], mut f: impl FnMut(usize, usize)) {
 /// same bytes with ASCII letters lower-cased), `None` when it is blank;
 /// `scratch` holds the lower-cased line when a non-ASCII character changes.
 fn non_ascii_line(raw: &str, lowered: &[u8], scratch: &mut Vec<u8>) -> Option<u64> {
-    let t = raw.trim();
+    // `str::trim`, each end once
+    let rest = raw.trim_start();
+    let lead = raw.len() - rest.len();
+    let t = rest.trim_end();
     if t.is_empty() {
         return None;
     }
-    if t.contains('Σ') {
-        // final-sigma rule: only `str::to_lowercase` knows it
-        return Some(xxhash_rust::xxh3::xxh3_64(t.to_lowercase().as_bytes()));
-    }
-    let lead = raw.len() - raw.trim_start().len();
     let lo = lowered.get(lead..lead + t.len()).unwrap_or(&[]);
     let tb = t.as_bytes();
     let mut copied = 0usize;
     let mut changed = false;
     let mut i = 0usize;
-    while let Some(off) = tb.get(i..).and_then(|r| r.iter().position(|&b| b >= 0x80)) {
+    while let Some(off) = tb.get(i..).and_then(first_non_ascii) {
         let p = i + off;
         let Some(c) = t.get(p..).and_then(|r| r.chars().next()) else {
             break;
         };
         let n = c.len_utf8();
-        let mut lc = c.to_lowercase();
-        if !(lc.len() == 1 && lc.next() == Some(c)) {
+        if c == 'Σ' {
+            // final-sigma rule: only `str::to_lowercase` knows it
+            return Some(xxhash_rust::xxh3::xxh3_64(t.to_lowercase().as_bytes()));
+        }
+        if !lowers_to_itself(c) {
             if !changed {
                 scratch.clear();
                 changed = true;
@@ -202,6 +295,46 @@ fn non_ascii_line(raw: &str, lowered: &[u8], scratch: &mut Vec<u8>) -> Option<u6
     }
     scratch.extend_from_slice(lo.get(copied..).unwrap_or(&[]));
     Some(xxhash_rust::xxh3::xxh3_64(scratch))
+}
+
+/// Blocks of characters none of which has a lower-case mapping
+/// (punctuation, symbols, arrows, box drawing, dingbats, CJK, emoji): the
+/// characters an agent's output is full of are found here without a look
+/// in the case tables. A test checks every one against `char::to_lowercase`.
+const CASELESS: [(u32, u32); 6] = [
+    (0xA0, 0xBF),
+    (0x2000, 0x20FF),
+    (0x2190, 0x23FF),
+    (0x2500, 0x2BFF),
+    (0x3000, 0x9FFF),
+    (0x1F000, 0x1FAFF),
+];
+
+/// True when `c.to_lowercase()` is `c` itself.
+#[inline]
+fn lowers_to_itself(c: char) -> bool {
+    let u = c as u32;
+    if CASELESS.iter().any(|&(lo, hi)| (lo..=hi).contains(&u)) {
+        return true;
+    }
+    let mut lc = c.to_lowercase();
+    lc.len() == 1 && lc.next() == Some(c)
+}
+
+/// The index of the first byte of `b` at or above `0x80`, eight at a time.
+#[inline]
+fn first_non_ascii(b: &[u8]) -> Option<usize> {
+    let mut i = 0usize;
+    while let Some(w) = b.get(i..i + 8) {
+        let x = u64::from_le_bytes(w.try_into().unwrap_or([0; 8])) & 0x8080_8080_8080_8080;
+        if x != 0 {
+            return Some(i + (x.trailing_zeros() / 8) as usize);
+        }
+        i += 8;
+    }
+    b.get(i..)
+        .and_then(|r| r.iter().position(|&x| x >= 0x80))
+        .map(|k| i + k)
 }
 
 /// Jaccard similarity of two line sets (1.0 for two empty sets).
@@ -288,125 +421,260 @@ impl UnionFind {
 /// No posting: the end of a posting list.
 const NIL: u32 = u32::MAX;
 
-/// Every pair `(earlier, later, similarity)` of texts with similarity at or
-/// above `limits.threshold` that candidate generation finds, plus the number
-/// of similarity computations made.
+/// The line sets of many texts over one table of distinct lines.
 ///
-/// Each distinct line gets a slot (one hash lookup per line of each text);
-/// its document frequency and the head of its posting list are arrays by
-/// slot. A line no other text holds finds nothing and is found by nothing,
-/// so it is neither probed nor indexed. A posting list is a chain, newest entry first, through one arena;
-/// only its first `max_postings` entries are read, which are the entries a
-/// list that drops its oldest beyond `max_postings` would hold.
-pub fn similar_pairs(sets: &[LineSet], limits: Limits) -> (Vec<(usize, usize, f64)>, u64) {
-    let total: usize = sets.iter().map(|s| s.sorted.len()).sum();
-    let mut slot_of: LineMap<u32> = LineMap::default();
-    slot_of.reserve(total);
-    // Per distinct line: document frequency and posting-list head.
-    let mut df: Vec<u32> = Vec::new();
-    let mut heads: Vec<u32> = Vec::new();
-    // The slot of every line of every text, text after text.
-    let mut slots: Vec<u32> = Vec::with_capacity(total);
-    for s in sets {
-        for h in &s.sorted {
-            let slot = *slot_of.entry(*h).or_insert_with(|| {
-                df.push(0);
-                heads.push(NIL);
-                (df.len() - 1) as u32
-            });
-            if let Some(n) = df.get_mut(slot as usize) {
-                *n += 1;
-            }
-            slots.push(slot);
+/// Every distinct line hash gets a slot (one hash lookup per line); a text is
+/// the list of the slots of its distinct lines, in the order they first occur
+/// in it, all texts in one array. The line sets are the same as
+/// [`LineHasher::hashes_into`] gives, without a sort or a vector per text:
+/// repeats within a text are dropped by a per-slot mark, and a similarity
+/// marks the lines of one text and counts the other's marked lines.
+#[derive(Debug, Clone, Default)]
+pub struct LineIndex {
+    /// The slot of each line hash.
+    slot_of: LineMap<u32>,
+    /// Per slot: its line hash.
+    hash: Vec<u64>,
+    /// Per slot: the number of texts holding it (document frequency).
+    df: Vec<u32>,
+    /// Per slot: the stamp of the last text that marked it.
+    mark: Vec<u32>,
+    /// The stamp of the latest marking (0 marks nothing).
+    stamp: u32,
+    /// The slots of every text, text after text.
+    slots: Vec<u32>,
+    /// Where each text's slots end in `slots`.
+    ends: Vec<usize>,
+}
+
+impl LineIndex {
+    /// An empty index with room for `lines` line hashes of `texts` texts.
+    pub fn with_capacity(lines: usize, texts: usize) -> Self {
+        let mut slot_of = LineMap::default();
+        slot_of.reserve(lines);
+        LineIndex {
+            slot_of,
+            hash: Vec::with_capacity(lines),
+            df: Vec::with_capacity(lines),
+            mark: Vec::with_capacity(lines),
+            stamp: 0,
+            slots: Vec::with_capacity(lines),
+            ends: Vec::with_capacity(texts),
         }
     }
-    drop(slot_of);
-    // The arena of `(text, next)` posting entries.
-    let mut arena: Vec<(u32, u32)> = Vec::new();
-    let mut keyed: Vec<(u32, u64, u32)> = Vec::new();
-    let mut seen: Vec<usize> = vec![usize::MAX; sets.len()];
-    let mut pairs = Vec::new();
-    let mut comparisons = 0u64;
-    let mut offset = 0usize;
-    for (c, s) in sets.iter().enumerate() {
-        let own = slots.get(offset..offset + s.sorted.len()).unwrap_or(&[]);
-        offset += s.sorted.len();
-        if s.sorted.is_empty() {
-            continue;
-        }
-        // The prefix is the first `p` lines by (document frequency, hash),
-        // which is unique within a text, so the slot never decides the order.
-        // It starts with the lines of this text alone (frequency 1): their
-        // lists are read and written by this text only, so they are left out
-        // (and no text is indexed or probed when they fill the prefix).
-        let p = prefix_len(s.sorted.len(), limits.threshold).min(s.sorted.len());
-        keyed.clear();
-        let mut alone = 0usize;
-        for (h, &slot) in s.sorted.iter().zip(own) {
-            let f = df.get(slot as usize).copied().unwrap_or(0);
-            if f <= 1 {
-                alone += 1;
-            } else {
-                keyed.push((f, *h, slot));
+
+    /// Add the next text, given the hashes of its lines in any order,
+    /// repeats allowed.
+    pub fn push_text(&mut self, hashes: &[u64]) {
+        self.stamp += 1;
+        let stamp = self.stamp;
+        for &h in hashes {
+            let next = self.hash.len() as u32;
+            let slot = *self.slot_of.entry(h).or_insert(next);
+            if slot == next {
+                self.hash.push(h);
+                self.df.push(0);
+                self.mark.push(0);
             }
-        }
-        if alone >= p {
-            continue;
-        }
-        let q = (p - alone).min(keyed.len());
-        if q > 0 && q < keyed.len() {
-            keyed.select_nth_unstable(q - 1);
-        }
-        let head = keyed.get_mut(..q).unwrap_or_default();
-        head.sort_unstable();
-        let mut compared = 0usize;
-        let mut probing = true;
-        for &(_, _, slot) in head.iter() {
-            let Some(first) = heads.get_mut(slot as usize) else {
+            let Some(m) = self.mark.get_mut(slot as usize) else {
                 continue;
             };
-            // `c` joins this list only after it is read, and the other lists
-            // it joins are other lines', so it never meets itself.
-            let mut node = *first;
-            let mut read = 0usize;
-            while probing && node != NIL && read < limits.max_postings {
-                let Some(&(d, next)) = arena.get(node as usize) else {
-                    break;
-                };
-                node = next;
-                read += 1;
-                let d = d as usize;
-                let Some(slot) = seen.get_mut(d) else {
-                    continue;
-                };
-                if *slot == c {
-                    continue;
-                }
-                *slot = c;
-                let Some(other) = sets.get(d) else { continue };
-                let (lo, hi) = (
-                    s.sorted.len().min(other.sorted.len()),
-                    s.sorted.len().max(other.sorted.len()),
-                );
-                if (lo as f64) < limits.threshold * hi as f64 - 1e-9 {
-                    continue;
-                }
-                if compared >= limits.max_candidates {
-                    probing = false;
-                    break;
-                }
-                compared += 1;
-                comparisons += 1;
-                let j = jaccard(s, other);
-                if j >= limits.threshold {
-                    pairs.push((d, c, j));
+            if *m == stamp {
+                continue;
+            }
+            *m = stamp;
+            if let Some(n) = self.df.get_mut(slot as usize) {
+                *n += 1;
+            }
+            self.slots.push(slot);
+        }
+        self.ends.push(self.slots.len());
+    }
+
+    /// Number of texts.
+    pub fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    /// True when there is no text.
+    pub fn is_empty(&self) -> bool {
+        self.ends.is_empty()
+    }
+
+    /// Jaccard similarity of the line sets of texts `a` and `b` (equal to
+    /// [`jaccard`] of their [`LineSet`]s).
+    pub fn jaccard(&mut self, a: usize, b: usize) -> f64 {
+        self.stamp += 1;
+        let stamp = self.stamp;
+        let (x, y) = (
+            text_of(&self.slots, &self.ends, a),
+            text_of(&self.slots, &self.ends, b),
+        );
+        if x.is_empty() && y.is_empty() {
+            return 1.0;
+        }
+        mark_all(&mut self.mark, x, stamp);
+        let inter = count_marked(&self.mark, y, stamp);
+        ratio(inter, x.len(), y.len())
+    }
+
+    /// Every pair `(earlier, later, similarity)` of texts with similarity
+    /// at or above `limits.threshold` that candidate generation finds, plus
+    /// the number of similarity computations made (see [`similar_pairs`]).
+    ///
+    /// A line's document frequency and the head of its posting list are
+    /// arrays by slot. A line no other text holds finds nothing and is found
+    /// by nothing, so it is neither probed nor indexed. A posting list is a
+    /// chain, newest entry first, through one arena; only its first
+    /// `max_postings` entries are read, which are the entries a list that
+    /// drops its oldest beyond `max_postings` would hold.
+    pub fn similar_pairs(&mut self, limits: Limits) -> (Vec<(usize, usize, f64)>, u64) {
+        let n = self.len();
+        let mut heads: Vec<u32> = vec![NIL; self.hash.len()];
+        // The arena of `(text, next)` posting entries.
+        let mut arena: Vec<(u32, u32)> = Vec::new();
+        let mut keyed: Vec<(u32, u64, u32)> = Vec::new();
+        let mut seen: Vec<usize> = vec![usize::MAX; n];
+        let mut pairs = Vec::new();
+        let mut comparisons = 0u64;
+        for c in 0..n {
+            let own = text_of(&self.slots, &self.ends, c);
+            if own.is_empty() {
+                continue;
+            }
+            // The prefix is the first `p` lines by (document frequency, hash),
+            // which is unique within a text, so the slot never decides the
+            // order. It starts with the lines of this text alone (frequency
+            // 1): their lists are read and written by this text only, so they
+            // are left out (and no text is indexed or probed when they fill
+            // the prefix).
+            let p = prefix_len(own.len(), limits.threshold).min(own.len());
+            keyed.clear();
+            let mut alone = 0usize;
+            for &slot in own {
+                let f = self.df.get(slot as usize).copied().unwrap_or(0);
+                if f <= 1 {
+                    alone += 1;
+                } else {
+                    let h = self.hash.get(slot as usize).copied().unwrap_or(0);
+                    keyed.push((f, h, slot));
                 }
             }
-            arena.push((c as u32, *first));
-            *first = (arena.len() - 1) as u32;
+            if alone >= p {
+                continue;
+            }
+            let q = (p - alone).min(keyed.len());
+            if q > 0 && q < keyed.len() {
+                keyed.select_nth_unstable(q - 1);
+            }
+            let head = keyed.get_mut(..q).unwrap_or_default();
+            head.sort_unstable();
+            let mut compared = 0usize;
+            let mut probing = true;
+            // The stamp `c`'s lines carry once they are marked for a
+            // similarity.
+            let mut marked = None;
+            for &(_, _, slot) in head.iter() {
+                let Some(first) = heads.get_mut(slot as usize) else {
+                    continue;
+                };
+                // `c` joins this list only after it is read, and the other
+                // lists it joins are other lines', so it never meets itself.
+                let mut node = *first;
+                let mut read = 0usize;
+                while probing && node != NIL && read < limits.max_postings {
+                    let Some(&(d, next)) = arena.get(node as usize) else {
+                        break;
+                    };
+                    node = next;
+                    read += 1;
+                    let d = d as usize;
+                    let Some(slot) = seen.get_mut(d) else {
+                        continue;
+                    };
+                    if *slot == c {
+                        continue;
+                    }
+                    *slot = c;
+                    let other = text_of(&self.slots, &self.ends, d);
+                    let (lo, hi) = (own.len().min(other.len()), own.len().max(other.len()));
+                    if (lo as f64) < limits.threshold * hi as f64 - 1e-9 {
+                        continue;
+                    }
+                    if compared >= limits.max_candidates {
+                        probing = false;
+                        break;
+                    }
+                    compared += 1;
+                    comparisons += 1;
+                    let stamp = match marked {
+                        Some(s) => s,
+                        None => {
+                            self.stamp += 1;
+                            mark_all(&mut self.mark, own, self.stamp);
+                            marked = Some(self.stamp);
+                            self.stamp
+                        }
+                    };
+                    let inter = count_marked(&self.mark, other, stamp);
+                    let j = ratio(inter, own.len(), other.len());
+                    if j >= limits.threshold {
+                        pairs.push((d, c, j));
+                    }
+                }
+                arena.push((c as u32, *first));
+                *first = (arena.len() - 1) as u32;
+            }
+        }
+        (pairs, comparisons)
+    }
+}
+
+/// The slots of text `i` of a [`LineIndex`].
+fn text_of<'a>(slots: &'a [u32], ends: &[usize], i: usize) -> &'a [u32] {
+    let start = match i.checked_sub(1) {
+        Some(k) => ends.get(k).copied().unwrap_or(0),
+        None => 0,
+    };
+    let end = ends.get(i).copied().unwrap_or(start);
+    slots.get(start..end).unwrap_or(&[])
+}
+
+/// Give every slot of `slots` the mark `stamp`.
+fn mark_all(mark: &mut [u32], slots: &[u32], stamp: u32) {
+    for &s in slots {
+        if let Some(m) = mark.get_mut(s as usize) {
+            *m = stamp;
         }
     }
-    (pairs, comparisons)
+}
+
+/// The number of slots of `slots` marked `stamp`.
+fn count_marked(mark: &[u32], slots: &[u32], stamp: u32) -> usize {
+    slots
+        .iter()
+        .filter(|&&s| mark.get(s as usize) == Some(&stamp))
+        .count()
+}
+
+/// `inter / union` for sets of `a` and `b` elements sharing `inter`, as
+/// [`jaccard`] computes it.
+fn ratio(inter: usize, a: usize, b: usize) -> f64 {
+    let union = a + b - inter;
+    inter as f64 / union as f64
+}
+
+/// Every pair `(earlier, later, similarity)` of texts with similarity at or
+/// above `limits.threshold` that candidate generation finds, plus the number
+/// of similarity computations made ([`LineIndex::similar_pairs`] over these
+/// line sets).
+pub fn similar_pairs(sets: &[LineSet], limits: Limits) -> (Vec<(usize, usize, f64)>, u64) {
+    let total: usize = sets.iter().map(|s| s.sorted.len()).sum();
+    let mut index = LineIndex::with_capacity(total, sets.len());
+    for s in sets {
+        index.push_text(&s.sorted);
+    }
+    index.similar_pairs(limits)
 }
 
 #[cfg(test)]
@@ -467,6 +735,88 @@ mod tests {
                     t
                 );
             }
+        }
+    }
+
+    /// Every call of a line callback: the range, the ASCII flag and the
+    /// lower-cased bytes of the line.
+    type Calls = Vec<(usize, usize, bool, Vec<u8>)>;
+
+    fn lane_calls(text: &str) -> (Calls, Calls, Vec<u8>, Vec<u8>) {
+        let (mut lanes, mut scalar) = (Vec::new(), Vec::new());
+        let (mut lower_a, mut lower_b) = (b"stale".to_vec(), Vec::new());
+        lower_lines(text.as_bytes(), &mut lower_a, |l, a, b, ascii| {
+            lanes.push((a, b, ascii, l[a..b].to_vec()))
+        });
+        lower_lines_scalar(text.as_bytes(), &mut lower_b, |l, a, b, ascii| {
+            scalar.push((a, b, ascii, l[a..b].to_vec()))
+        });
+        // A longer buffer from before keeps its tail.
+        assert!(lower_a.len() >= text.len());
+        lower_a.truncate(text.len());
+        (lanes, scalar, lower_a, lower_b)
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn lane_lines_match_the_scalar_pass(picks in proptest::collection::vec(0usize..PIECES.len(), 0..90)) {
+            let text = text_of(&picks);
+            let (lanes, scalar, lower_a, lower_b) = lane_calls(&text);
+            proptest::prop_assert_eq!(lanes, scalar);
+            proptest::prop_assert_eq!(lower_a, lower_b);
+        }
+
+        #[test]
+        fn lane_lines_match_on_any_bytes(text in "[a-zA-Z@\\[`{\n\r é\u{100}✓]{0,70}") {
+            let (lanes, scalar, lower_a, lower_b) = lane_calls(&text);
+            proptest::prop_assert_eq!(lanes, scalar);
+            proptest::prop_assert_eq!(lower_a, lower_b);
+        }
+    }
+
+    #[test]
+    fn caseless_blocks_lower_to_themselves() {
+        for &(lo, hi) in &CASELESS {
+            for c in (lo..=hi).filter_map(char::from_u32) {
+                let mut lc = c.to_lowercase();
+                assert!(lc.len() == 1 && lc.next() == Some(c), "{c:?}");
+            }
+        }
+        for c in [
+            'A', 'É', 'Ω', 'İ', 'Σ', 'Ǆ', '\u{2126}', '\u{212A}', '\u{24B6}', '\u{2C00}',
+        ] {
+            assert!(!lowers_to_itself(c), "{c:?}");
+        }
+        for c in ['a', 'é', 'ß', '─', '✓', '→', '…', '中', '🚀', '\u{a0}'] {
+            assert!(lowers_to_itself(c), "{c:?}");
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn first_non_ascii_is_position(text in "[ax\u{e9}\u{2500}]{0,40}") {
+            let b = text.as_bytes();
+            proptest::prop_assert_eq!(first_non_ascii(b), b.iter().position(|&x| x >= 0x80));
+        }
+    }
+
+    #[test]
+    fn lane_lines_edge_cases() {
+        let long = "x".repeat(15);
+        for t in [
+            String::new(),
+            "\n".into(),
+            "A".repeat(16),
+            format!("{long}\n"),
+            format!("{long}é\nZ"),
+            format!("{long}\né"),
+            "é\n".repeat(9),
+            format!("{}\n{}", "Q".repeat(31), "ü".repeat(20)),
+            "@[`{AZaz".repeat(5),
+        ] {
+            let (lanes, scalar, lower_a, lower_b) = lane_calls(&t);
+            assert_eq!(lanes, scalar, "{t:?}");
+            assert_eq!(lower_a, lower_b, "{t:?}");
         }
     }
 
@@ -659,6 +1009,61 @@ mod tests {
                     similar_pairs(&sets, limits),
                     reference_similar_pairs(&sets, limits)
                 );
+            }
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn line_index_of_raw_hashes_matches_sorted_sets(
+            texts in proptest::collection::vec(
+                proptest::collection::vec(0u8..12, 0..16), 1..24),
+            t in 0.3f64..1.0,
+            max_postings in 1usize..6,
+            max_candidates in 1usize..6,
+        ) {
+            // Lines repeat within a text, in any order, some blank or only
+            // differing in case and indentation.
+            let texts: Vec<String> = texts
+                .iter()
+                .map(|ls| {
+                    ls.iter()
+                        .map(|l| match l % 4 {
+                            0 => format!("  Line {}", l / 4),
+                            1 => format!("line {}", l / 4),
+                            2 => String::new(),
+                            _ => format!("other {l}"),
+                        })
+                        .collect::<Vec<_>>()
+                        .join("\n")
+                })
+                .collect();
+            let sets: Vec<LineSet> = texts.iter().map(|t| line_set(t)).collect();
+            let mut hasher = LineHasher::default();
+            let mut raw = Vec::new();
+            let mut index = LineIndex::default();
+            for text in &texts {
+                raw.clear();
+                hasher.push_hashes(text, &mut raw);
+                index.push_text(&raw);
+            }
+            proptest::prop_assert_eq!(index.len(), sets.len());
+            for limits in [
+                Limits { threshold: t, max_postings, max_candidates },
+                Limits { threshold: t, max_postings: 1000, max_candidates: 1000 },
+            ] {
+                proptest::prop_assert_eq!(
+                    index.similar_pairs(limits),
+                    reference_similar_pairs(&sets, limits)
+                );
+            }
+            for a in 0..sets.len() {
+                for b in 0..sets.len() {
+                    proptest::prop_assert_eq!(
+                        index.jaccard(a, b).to_bits(),
+                        jaccard(&sets[a], &sets[b]).to_bits()
+                    );
+                }
             }
         }
     }

@@ -274,68 +274,73 @@ impl Dedup {
         if units.is_empty() || !(self.cfg.exact || self.cfg.fuzzy || self.cfg.delta) {
             return an;
         }
-        // Exact classes: djb2 buckets split by full comparison.
-        let mut buckets: HashMap<u32, Vec<usize>> = HashMap::new();
+        // Exact classes: djb2 buckets split by full comparison. A bucket is
+        // a chain of classes, newest first (a text equals at most one class,
+        // so the order never decides its class); a class is known by its
+        // first unit.
+        let mut buckets: HashMap<u32, usize> = HashMap::with_capacity(units.len());
         let mut class_of = vec![0usize; units.len()];
-        let mut classes: Vec<Vec<usize>> = Vec::new();
+        // Per class: its first unit and the next class of its bucket.
+        let mut reps: Vec<usize> = Vec::with_capacity(units.len());
+        let mut next_in_bucket: Vec<usize> = Vec::with_capacity(units.len());
         for (u, unit) in units.iter().enumerate() {
-            let bucket = buckets.entry((self.hash)(&unit.text)).or_default();
+            let head = buckets.entry((self.hash)(&unit.text)).or_insert(usize::MAX);
             let mut found = None;
-            for &c in bucket.iter() {
-                let rep = classes.get(c).and_then(|v| v.first()).copied();
-                if let Some(rep) = rep {
-                    an.string_compares += 1;
-                    if units.get(rep).is_some_and(|r| r.text == unit.text) {
-                        found = Some(c);
-                        break;
-                    }
+            let mut c = *head;
+            while let (Some(&rep), Some(&next)) = (reps.get(c), next_in_bucket.get(c)) {
+                an.string_compares += 1;
+                if units.get(rep).is_some_and(|r| r.text == unit.text) {
+                    found = Some(c);
+                    break;
                 }
+                c = next;
             }
             let c = match found {
                 Some(c) => c,
                 None => {
-                    classes.push(Vec::new());
-                    bucket.push(classes.len() - 1);
-                    classes.len() - 1
+                    reps.push(u);
+                    next_in_bucket.push(*head);
+                    *head = reps.len() - 1;
+                    reps.len() - 1
                 }
             };
-            if let Some(v) = classes.get_mut(c) {
-                v.push(u);
-            }
             if let Some(slot) = class_of.get_mut(u) {
                 *slot = c;
             }
         }
         // `uf` joins every accepted pair; `uf_near` only pairs at or above
         // `threshold`, whose members may take a plain near-dup reference.
-        let mut uf = fuzzy::UnionFind::new(classes.len());
-        let mut uf_near = fuzzy::UnionFind::new(classes.len());
+        let mut uf = fuzzy::UnionFind::new(reps.len());
+        let mut uf_near = fuzzy::UnionFind::new(reps.len());
         let near = self.cfg.fuzzy || self.cfg.delta;
-        let mut sets: Vec<fuzzy::LineSet> = Vec::new();
+        // The line sets of the classes (of their first text), when needed.
+        let mut sets = fuzzy::LineIndex::default();
         if near {
             let mut hasher = fuzzy::LineHasher::default();
-            sets = classes
-                .iter()
-                .map(|c| {
-                    c.first()
-                        .and_then(|&u| units.get(u))
-                        .map(|u| hasher.line_set(&u.text))
-                        .unwrap_or_default()
-                })
-                .collect();
+            let mut hashes: Vec<u64> = Vec::new();
+            let mut ends: Vec<usize> = Vec::with_capacity(reps.len());
+            for &rep in &reps {
+                if let Some(u) = units.get(rep) {
+                    hasher.push_hashes(&u.text, &mut hashes);
+                }
+                ends.push(hashes.len());
+            }
+            sets = fuzzy::LineIndex::with_capacity(hashes.len(), reps.len());
+            let mut start = 0usize;
+            for end in ends {
+                sets.push_text(hashes.get(start..end).unwrap_or(&[]));
+                start = end;
+            }
             let t = match (self.cfg.fuzzy, self.cfg.delta) {
                 (true, true) => self.cfg.threshold.min(self.cfg.delta_threshold),
                 (false, true) => self.cfg.delta_threshold,
                 _ => self.cfg.threshold,
             };
-            let (pairs, comparisons) = fuzzy::similar_pairs(
-                &sets,
-                fuzzy::Limits {
-                    threshold: t,
-                    max_postings: self.cfg.max_postings,
-                    max_candidates: self.cfg.max_candidates,
-                },
-            );
+            let (pairs, comparisons) = sets.similar_pairs(fuzzy::Limits {
+                threshold: t,
+                max_postings: self.cfg.max_postings,
+                max_candidates: self.cfg.max_candidates,
+            });
             an.comparisons += comparisons;
             for (a, b, j) in pairs {
                 uf.union(a, b);
@@ -344,14 +349,14 @@ impl Dedup {
                 }
             }
         }
-        // Groups of units, in unit (= message) order.
-        let mut groups: HashMap<usize, Vec<usize>> = HashMap::new();
-        for (u, &c) in class_of.iter().enumerate() {
-            groups.entry(uf.find(c)).or_default().push(u);
-        }
-        let mut groups: Vec<Vec<usize>> = groups.into_values().filter(|g| g.len() > 1).collect();
-        groups.sort_by_key(|g| g.first().copied());
-        for g in groups {
+        let (starts, members) = group_units(&class_of, reps.len(), |c| uf.find(c));
+        for w in starts.windows(2) {
+            let (Some(&a), Some(&b)) = (w.first(), w.get(1)) else {
+                continue;
+            };
+            let Some(g) = members.get(a..b).filter(|g| g.len() > 1) else {
+                continue;
+            };
             let keep = g
                 .iter()
                 .copied()
@@ -369,7 +374,7 @@ impl Dedup {
                 Slot::ToolResult(id) => id.clone(),
                 Slot::Text => keep_id.to_string(),
             };
-            for &u in &g {
+            for &u in g {
                 let Some(unit) = units.get(u) else { continue };
                 if u == keep || !unit.replaceable || unit.msg == ku.msg {
                     continue;
@@ -378,17 +383,16 @@ impl Dedup {
                 let r = if same_class && self.cfg.exact {
                     Some(self.exact_ref(&label, unit, &keep_id))
                 } else {
-                    let (Some(a), Some(b)) =
-                        (class_of.get(u).and_then(|&c| sets.get(c)), sets.get(kc))
-                    else {
+                    // Without line sets (neither fuzzy nor delta) a text
+                    // has no near reference.
+                    let Some(&a) = class_of.get(u).filter(|&&c| c < sets.len()) else {
                         continue;
                     };
+                    if kc >= sets.len() {
+                        continue;
+                    }
                     an.comparisons += 1;
-                    let s = if same_class {
-                        1.0
-                    } else {
-                        fuzzy::jaccard(a, b)
-                    };
+                    let s = if same_class { 1.0 } else { sets.jaccard(a, kc) };
                     let transitive = class_of
                         .get(u)
                         .is_some_and(|&c| uf_near.find(c) == uf_near.find(kc));
@@ -465,6 +469,52 @@ impl Dedup {
         }
         None
     }
+}
+
+/// The units of each group (the units whose classes have the same root), in
+/// unit order, the groups numbered by their first unit: `members` holds them
+/// group after group, group `g` at `starts[g]..starts[g + 1]`.
+fn group_units(
+    class_of: &[usize],
+    classes: usize,
+    mut root: impl FnMut(usize) -> usize,
+) -> (Vec<usize>, Vec<usize>) {
+    let mut group_of_root = vec![usize::MAX; classes];
+    let mut group_of = Vec::with_capacity(class_of.len());
+    let mut sizes: Vec<usize> = Vec::new();
+    for &c in class_of {
+        let g = match group_of_root.get_mut(root(c)) {
+            Some(g) if *g == usize::MAX => {
+                *g = sizes.len();
+                sizes.push(0);
+                *g
+            }
+            Some(g) => *g,
+            None => usize::MAX,
+        };
+        group_of.push(g);
+        if let Some(n) = sizes.get_mut(g) {
+            *n += 1;
+        }
+    }
+    let mut starts = Vec::with_capacity(sizes.len() + 1);
+    let mut at = 0usize;
+    for &n in &sizes {
+        starts.push(at);
+        at += n;
+    }
+    starts.push(at);
+    let mut fill = starts.clone();
+    let mut members = vec![0usize; at];
+    for (u, &g) in group_of.iter().enumerate() {
+        if let Some(f) = fill.get_mut(g) {
+            if let Some(m) = members.get_mut(*f) {
+                *m = u;
+            }
+            *f += 1;
+        }
+    }
+    (starts, members)
 }
 
 /// True when the Anthropic `tool_result` block for `id` holds text only, so

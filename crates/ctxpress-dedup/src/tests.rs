@@ -552,3 +552,64 @@ fn a_near_dup_whose_diff_is_too_long_stays_unless_bare_references_are_allowed() 
         "no reference that hides the lines that differ"
     );
 }
+
+/// Grouping as first written: a map from root to the units under it, the
+/// groups sorted by their first unit.
+fn reference_groups(class_of: &[usize], root: impl Fn(usize) -> usize) -> Vec<Vec<usize>> {
+    let mut groups: HashMap<usize, Vec<usize>> = HashMap::new();
+    for (u, &c) in class_of.iter().enumerate() {
+        groups.entry(root(c)).or_default().push(u);
+    }
+    let mut groups: Vec<Vec<usize>> = groups.into_values().collect();
+    groups.sort_by_key(|g| g.first().copied());
+    groups
+}
+
+proptest::proptest! {
+    #[test]
+    fn group_units_match_the_reference(
+        class_of in proptest::collection::vec(0usize..12, 0..40),
+        roots in proptest::collection::vec(0usize..12, 12),
+    ) {
+        let root = |c: usize| roots[c];
+        let (starts, members) = group_units(&class_of, 12, root);
+        let got: Vec<Vec<usize>> = starts
+            .windows(2)
+            .map(|w| members[w[0]..w[1]].to_vec())
+            .collect();
+        proptest::prop_assert_eq!(got, reference_groups(&class_of, root));
+    }
+
+    #[test]
+    fn exact_classes_do_not_depend_on_the_hash(
+        picks in proptest::collection::vec((0usize..5, 0usize..3), 2..24),
+    ) {
+        // Few distinct texts, some near each other; one hash puts them all
+        // in one bucket chain, another splits by length only.
+        let texts: Vec<String> = picks
+            .iter()
+            .map(|&(t, v)| format!("{}{}", file(12, &format!("t{t}")), "x".repeat(v)))
+            .collect();
+        let msgs: Vec<(&str, String)> = texts.iter().map(|t| ("user", t.clone())).collect();
+        let cfg = DedupConfig {
+            recency_window: 0,
+            fuzzy: true,
+            delta: true,
+            ..DedupConfig::default()
+        };
+        let c = conv(msgs);
+        let plain = dedup(cfg.clone()).analyze(&c);
+        for hash in [(|_: &str| 7u32) as fn(&str) -> u32, |t: &str| t.len() as u32, djb2] {
+            let other = dedup(cfg.clone()).with_hash(hash).analyze(&c);
+            proptest::prop_assert_eq!(other.units, plain.units);
+            proptest::prop_assert_eq!(other.comparisons, plain.comparisons);
+            let key = |a: &Analysis| -> Vec<(usize, String, String)> {
+                a.replacements
+                    .iter()
+                    .map(|r| (r.index, r.keep.to_string(), r.text.clone()))
+                    .collect()
+            };
+            proptest::prop_assert_eq!(key(&other), key(&plain));
+        }
+    }
+}
