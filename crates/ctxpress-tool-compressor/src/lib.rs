@@ -67,9 +67,7 @@
 pub mod lines;
 pub mod summary;
 
-use ctxpress_core::dialect::{
-    DialectTable, OpKind, Operation, ResultFacts, Status, command_family,
-};
+use ctxpress_core::dialect::{DialectTable, OpKind, Operation, Status, command_family};
 use ctxpress_core::text::bytes::fewer_chars_than;
 use ctxpress_core::tokens::count_message;
 use ctxpress_core::traffic::{self, MessageCalls, Traffic};
@@ -345,9 +343,6 @@ struct Candidate {
     call_id: String,
     kind: Kind,
     subject: Subject,
-    /// The facts of its result text (the text the stage found: only this
-    /// candidate's try changes it).
-    facts: ResultFacts,
 }
 
 /// Longer terms are never listed in a summary's `names:` line.
@@ -628,91 +623,61 @@ fn count_terms(counts: &mut TermCounts, text: &str, escaped: bool) {
 /// text of each of `cands`, and of the content argument of each of `inputs`
 /// (found in the raw JSON of the arguments when it reads the same, so that
 /// [`ToolCompressor::settle`] does not scan the content again).
-///
-/// The messages are scanned on all cores, each run of them into counts of
-/// its own, and the counts are added up: a sum, the same in any order.
 fn term_counts<'c>(
     conv: &Conversation,
     cands: &'c [Candidate],
     inputs: &[InputCandidate],
 ) -> Terms<'c> {
-    use rayon::prelude::*;
     let wanted_inputs: HashMap<(usize, usize), &InputCandidate> =
         inputs.iter().map(|c| ((c.msg, c.slot), c)).collect();
+    let mut input_locals: HashMap<(usize, usize), (Local, String)> = HashMap::new();
+    let mut input_builder = LocalBuilder::default();
     let mut wanted: HashMap<usize, Vec<&'c str>> = HashMap::new();
     for c in cands {
         wanted.entry(c.msg).or_default().push(c.call_id.as_str());
     }
-    let want = Wanted {
-        results: &wanted,
-        inputs: &wanted_inputs,
+    let mut counts = TermCounts::default();
+    let mut locals: HashMap<(usize, &'c str), Local> = HashMap::new();
+    let mut builder = LocalBuilder::default();
+    // The slot for the result answering `id` in message `i`, when a
+    // candidate wants it and no earlier result of the message took it.
+    let slot = |locals: &HashMap<(usize, &'c str), Local>, i: usize, id: &str| {
+        let want = wanted.get(&i)?.iter().copied().find(|w| *w == id)?;
+        (!locals.contains_key(&(i, want))).then_some((i, want))
     };
-    // Enough messages a run that the counts to add up stay few.
-    let min_run = (conv.messages.len() / 16).max(32);
-    let scanned = conv
-        .messages
-        .par_iter()
-        .enumerate()
-        .with_min_len(min_run)
-        .fold(Scan::default, |mut s, (i, m)| {
-            s.message(i, m, &want);
-            s
-        })
-        .reduce(Scan::default, Scan::merge);
-    Terms {
-        counts: scanned.counts,
-        locals: scanned.locals,
-        input_locals: scanned.input_locals,
-    }
-}
-
-/// What [`term_counts`] gathers besides the counts: the candidates' result
-/// texts (by message) and write inputs (by message and call slot).
-struct Wanted<'w, 'c> {
-    results: &'w HashMap<usize, Vec<&'c str>>,
-    inputs: &'w HashMap<(usize, usize), &'w InputCandidate>,
-}
-
-/// The terms of a run of messages (see [`term_counts`]).
-#[derive(Default)]
-struct Scan<'c> {
-    counts: TermCounts,
-    locals: HashMap<(usize, &'c str), Local>,
-    input_locals: HashMap<(usize, usize), (Local, String)>,
-    builder: LocalBuilder,
-    input_builder: LocalBuilder,
-}
-
-impl<'c> Scan<'c> {
-    /// Count the terms of message `i`, gathering what `want` asks of it.
-    fn message(&mut self, i: usize, m: &Message, want: &Wanted<'_, 'c>) {
-        // The slot for the result answering `id` in message `i`, when a
-        // candidate wants it and no earlier result of the message took it.
-        let slot = |locals: &HashMap<(usize, &'c str), Local>, id: &str| {
-            let w = want.results.get(&i)?.iter().copied().find(|w| *w == id)?;
-            (!locals.contains_key(&(i, w))).then_some((i, w))
-        };
+    // A result text: counted, and gathered when a candidate wants it.
+    let mut result = |locals: &mut HashMap<(usize, &'c str), Local>,
+                      counts: &mut TermCounts,
+                      key: Option<(usize, &'c str)>,
+                      text: &str| match key {
+        Some(k) => {
+            let local = builder.scan(text, false);
+            counts.add_local(&local);
+            locals.insert(k, local);
+        }
+        None => count_terms(counts, text, false),
+    };
+    for (i, m) in conv.messages.iter().enumerate() {
         let text = m.text();
         if matches!(m.role(), Role::Tool | Role::Function) {
             // A tool message's text is its one result's text.
             let key = m
                 .tool_result_ids()
                 .next()
-                .and_then(|id| slot(&self.locals, id));
-            self.result(key, &text);
+                .and_then(|id| slot(&locals, i, id));
+            result(&mut locals, &mut counts, key, &text);
         } else {
-            count_terms(&mut self.counts, &text, false);
+            count_terms(&mut counts, &text, false);
             for r in m.tool_results() {
-                let key = slot(&self.locals, &r.call_id);
-                self.result(key, &r.text);
+                let key = slot(&locals, i, &r.call_id);
+                result(&mut locals, &mut counts, key, &r.text);
             }
         }
         for (j, c) in m.tool_calls().into_iter().enumerate() {
-            count_terms(&mut self.counts, &c.name, false);
+            count_terms(&mut counts, &c.name, false);
             // Raw JSON: escapes separate terms, so no need to decode it.
             let args: &str = &c.arguments;
-            let content = want
-                .inputs
+            let content = wanted_inputs
                 .get(&(i, j))
                 .filter(|ic| ic.call_id == c.id)
                 .and_then(|ic| {
@@ -732,40 +697,20 @@ impl<'c> Scan<'c> {
                 Some((head, raw, tail)) => {
                     // The content's terms are those of its raw JSON (see
                     // `decodes_to_same_terms`): counted with the rest, once.
-                    count_terms(&mut self.counts, head, true);
-                    let local = self.input_builder.scan(raw, true);
-                    self.counts.add_local(&local);
-                    count_terms(&mut self.counts, tail, true);
-                    self.input_locals.insert((i, j), (local, raw.to_string()));
+                    count_terms(&mut counts, head, true);
+                    let local = input_builder.scan(raw, true);
+                    counts.add_local(&local);
+                    count_terms(&mut counts, tail, true);
+                    input_locals.insert((i, j), (local, raw.to_string()));
                 }
-                None => count_terms(&mut self.counts, args, true),
+                None => count_terms(&mut counts, args, true),
             }
         }
     }
-
-    /// A result text: counted, and gathered when a candidate wants it.
-    fn result(&mut self, key: Option<(usize, &'c str)>, text: &str) {
-        match key {
-            Some(k) => {
-                let local = self.builder.scan(text, false);
-                self.counts.add_local(&local);
-                self.locals.insert(k, local);
-            }
-            None => count_terms(&mut self.counts, text, false),
-        }
-    }
-
-    /// The two runs' terms together (the larger map takes the smaller).
-    fn merge(mut self, mut other: Scan<'c>) -> Scan<'c> {
-        if self.counts.0.len() < other.counts.0.len() {
-            std::mem::swap(&mut self.counts, &mut other.counts);
-        }
-        for (k, n) in other.counts.0 {
-            self.counts.add_key(k, n);
-        }
-        self.locals.extend(other.locals);
-        self.input_locals.extend(other.input_locals);
-        self
+    Terms {
+        counts,
+        locals,
+        input_locals,
     }
 }
 
@@ -805,7 +750,6 @@ impl ToolCompressor {
             display: Vec<String>,
             failed: bool,
             eligible: bool,
-            facts: ResultFacts,
         }
         let mut recs: Vec<Rec> = Vec::new();
         for cr in &traffic.calls {
@@ -867,7 +811,6 @@ impl ToolCompressor {
                 op,
                 failed,
                 eligible,
-                facts,
             });
         }
         // The last `keep_last` results stay.
@@ -962,76 +905,13 @@ impl ToolCompressor {
                     command,
                     exit: None,
                 },
-                facts: r.facts,
             });
         }
         (out, inputs, kept_errors)
     }
 
-    /// The summary of candidate `c`'s result as `conv` holds it now, with
-    /// the length of the text it summarizes; `None` when the result is gone.
-    fn summary_of(conv: &Conversation, c: &Candidate, limits: &Limits) -> Option<Summary> {
-        let m = conv.messages.get(c.msg)?;
-        let res = m
-            .tool_results()
-            .into_iter()
-            .find(|r| r.call_id == c.call_id)?;
-        Some(Summary {
-            text_len: res.text.len(),
-            summary: Self::summary_for(c, &res.text, limits),
-        })
-    }
-
-    /// The summary of `text`, candidate `c`'s result text.
-    fn summary_for(c: &Candidate, text: &str, limits: &Limits) -> String {
-        let facts = c.facts;
-        let mut subject = c.subject.clone();
-        subject.exit = facts.exit_code;
-        let body = if matches!(c.kind, Kind::Read | Kind::Command | Kind::Search) {
-            facts.payload(text)
-        } else {
-            text
-        };
-        summarize(c.kind, &subject, body, limits)
-    }
-
-    /// The summary of write input `c`'s content, with the content's length.
-    fn input_summary_of(c: &InputCandidate, limits: &Limits) -> Option<Summary> {
-        let text = c.calls.get(c.slot)?.args.get(&c.key)?.as_str()?;
-        Some(Summary {
-            text_len: text.len(),
-            summary: summarize_input(&c.subject, text, limits),
-        })
-    }
-
-    /// The summary of every item (results, then write inputs, as
-    /// [`Self::compress`] tries them), made on all cores: a summary depends
-    /// only on its own text, which no earlier item changes (a result or an
-    /// input is a candidate only when its call id is unique, and an item
-    /// changes only its own text). The order of the tries, the information
-    /// check and the edits stay sequential, so the output is the one a
-    /// sequential run gives.
-    fn presummarize(
-        &self,
-        conv: &Conversation,
-        cands: &[Candidate],
-        inputs: &[InputCandidate],
-        limits: &Limits,
-    ) -> Vec<Option<Summary>> {
-        use rayon::prelude::*;
-        let mut out: Vec<Option<Summary>> = cands
-            .par_iter()
-            .map(|c| Self::summary_of(conv, c, limits))
-            .collect();
-        out.par_extend(inputs.par_iter().map(|c| Self::input_summary_of(c, limits)));
-        out
-    }
-
     /// Summarize one candidate. With `terms`, apply the information check
-    /// and keep the term counts up to date. `pre` is its summary made
-    /// beforehand ([`Self::presummarize`]), used when the text it was made
-    /// of is still the result's text.
-    #[allow(clippy::too_many_arguments)]
+    /// and keep the term counts up to date.
     fn try_one(
         &self,
         conv: &mut Conversation,
@@ -1040,7 +920,6 @@ impl ToolCompressor {
         terms: Option<&mut Terms<'_>>,
         ctx: &StageContext,
         measure: bool,
-        pre: Option<Summary>,
     ) -> Attempt {
         // The result text is borrowed from the conversation (not copied)
         // until the summary is settled.
@@ -1056,10 +935,15 @@ impl ToolCompressor {
                 return Attempt::Skipped;
             };
             let text: &str = &res.text;
-            let mut s = match pre.filter(|p| p.text_len == text.len()) {
-                Some(p) => p.summary,
-                None => Self::summary_for(c, text, limits),
+            let facts = traffic::result_facts(conv, c.msg, &c.call_id, text);
+            let mut subject = c.subject.clone();
+            subject.exit = facts.exit_code;
+            let body = if matches!(c.kind, Kind::Read | Kind::Command | Kind::Search) {
+                facts.payload(text)
+            } else {
+                text
             };
+            let mut s = summarize(c.kind, &subject, body, limits);
             // Tried once, before its result changes: the scan's record of
             // the text's terms still holds.
             let (counts, locals) = match terms {
@@ -1084,7 +968,6 @@ impl ToolCompressor {
 
     /// Summarize the content argument of one write call, as [`Self::try_one`]
     /// does a result.
-    #[allow(clippy::too_many_arguments)]
     fn try_input(
         &self,
         conv: &mut Conversation,
@@ -1093,7 +976,6 @@ impl ToolCompressor {
         terms: Option<&mut Terms<'_>>,
         ctx: &StageContext,
         measure: bool,
-        pre: Option<Summary>,
     ) -> Attempt {
         let Some(m) = conv.messages.get(c.msg) else {
             return Attempt::Skipped;
@@ -1109,10 +991,7 @@ impl ToolCompressor {
         let Some(text) = call.args.get(&c.key).and_then(Value::as_str) else {
             return Attempt::Skipped;
         };
-        let mut s = match pre.filter(|p| p.text_len == text.len()) {
-            Some(p) => p.summary,
-            None => summarize_input(&c.subject, text, limits),
-        };
+        let mut s = summarize_input(&c.subject, text, limits);
         let (local, counts) = match terms {
             Some(Terms {
                 counts,
@@ -1233,12 +1112,6 @@ impl ToolCompressor {
     /// results that fail the information check come last, again oldest
     /// first, only if the others were not enough.
     pub fn compress(&self, conv: &mut Conversation, ctx: &StageContext) -> Counts {
-        self.compress_with(conv, ctx, true)
-    }
-
-    /// [`Self::compress`]; `ahead`: make the summaries beforehand on all
-    /// cores when there is no budget (tests compare it with `false`).
-    fn compress_with(&self, conv: &mut Conversation, ctx: &StageContext, ahead: bool) -> Counts {
         let mut counts = Counts::default();
         let (cands, inputs, kept_errors) = self.candidates(conv);
         counts.unresolved_errors_kept = kept_errors;
@@ -1251,20 +1124,8 @@ impl ToolCompressor {
             return counts;
         }
         let limits = self.cfg.limits();
-        // Without a budget every item is tried: its summary is made
-        // beforehand, on all cores, while the term counts are gathered.
-        // With one, the tries stop once the conversation fits, so each
-        // summary is made when its item is tried.
-        let (mut terms, mut pre) = {
-            let shared: &Conversation = conv;
-            rayon::join(
-                || (self.cfg.chars_per_lost_term > 0).then(|| term_counts(shared, &cands, &inputs)),
-                || match budget {
-                    None if ahead => self.presummarize(shared, &cands, &inputs, &limits),
-                    _ => Vec::new(),
-                },
-            )
-        };
+        let mut terms =
+            (self.cfg.chars_per_lost_term > 0).then(|| term_counts(conv, &cands, &inputs));
         // Results oldest first, then write inputs oldest first.
         let items = cands
             .iter()
@@ -1272,17 +1133,8 @@ impl ToolCompressor {
             .chain(inputs.iter().map(Item::Input));
         let mut dense: Vec<Item<'_>> = Vec::new();
         let mut fits = false;
-        for (i, item) in items.enumerate() {
-            let made = pre.get_mut(i).and_then(Option::take);
-            match self.try_item(
-                conv,
-                item,
-                &limits,
-                terms.as_mut(),
-                ctx,
-                budget.is_some(),
-                made,
-            ) {
+        for item in items {
+            match self.try_item(conv, item, &limits, terms.as_mut(), ctx, budget.is_some()) {
                 Attempt::Applied { saved, tokens } => {
                     counts.record(item, saved);
                     if let (Some(b), Some((tb, ta))) = (budget, tokens) {
@@ -1302,7 +1154,7 @@ impl ToolCompressor {
             let mut rest = dense.into_iter();
             for item in rest.by_ref() {
                 if let Attempt::Applied { saved, tokens } =
-                    self.try_item(conv, item, &limits, None, ctx, true, None)
+                    self.try_item(conv, item, &limits, None, ctx, true)
                 {
                     counts.record(item, saved);
                     if let Some((tb, ta)) = tokens {
@@ -1320,7 +1172,6 @@ impl ToolCompressor {
         counts
     }
 
-    #[allow(clippy::too_many_arguments)]
     fn try_item(
         &self,
         conv: &mut Conversation,
@@ -1329,11 +1180,10 @@ impl ToolCompressor {
         terms: Option<&mut Terms<'_>>,
         ctx: &StageContext,
         measure: bool,
-        pre: Option<Summary>,
     ) -> Attempt {
         match item {
-            Item::Result(c) => self.try_one(conv, c, limits, terms, ctx, measure, pre),
-            Item::Input(c) => self.try_input(conv, c, limits, terms, ctx, measure, pre),
+            Item::Result(c) => self.try_one(conv, c, limits, terms, ctx, measure),
+            Item::Input(c) => self.try_input(conv, c, limits, terms, ctx, measure),
         }
     }
 }
@@ -1367,13 +1217,6 @@ fn edit(
 enum Item<'a> {
     Result(&'a Candidate),
     Input(&'a InputCandidate),
-}
-
-/// A summary made before its item is tried, with the length of the text it
-/// summarizes (the try uses it only for a text of that length).
-struct Summary {
-    text_len: usize,
-    summary: String,
 }
 
 /// What happened to one candidate.
