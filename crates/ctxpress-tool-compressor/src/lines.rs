@@ -1120,8 +1120,11 @@ static ZERO_FAIL: LazyLock<Regex> = LazyLock::new(|| {
 });
 
 /// True when the line reports an error (and not "0 failed" / "errors: 0").
+/// Both alternatives of [`ZERO_FAIL`] hold the literal `0` (which case
+/// folding maps to nothing else): a line without one is not searched.
 pub fn is_error_line(line: &str) -> bool {
-    ERROR_LINE.is_match(line) && !ZERO_FAIL.is_match(line)
+    ERROR_LINE.is_match(line)
+        && !(memchr::memchr(b'0', line.as_bytes()).is_some() && ZERO_FAIL.is_match(line))
 }
 
 /// What every alternative of [`ERROR_LINE`] holds but its first-column
@@ -2480,6 +2483,43 @@ mod tests {
             text in "( {0,2}[0-9]{0,3}(\t|:|\\||→|x)?[a é]{0,2}(\n|\r\n))*[0-9a ]{0,3}",
         ) {
             proptest::prop_assert_eq!(split_numbered(&text), split_numbered_reference(&text));
+        }
+    }
+
+    #[test]
+    fn error_lines_are_the_two_regexes() {
+        let old = |l: &str| ERROR_LINE.is_match(l) && !ZERO_FAIL.is_match(l);
+        let cases = [
+            "error: build failed",
+            "0 failed, 3 passed",
+            "Tests: 0 failures",
+            "errors: 0",
+            "FAILED (errors=0)",
+            "failed 10",
+            "failures: 00",
+            "0\u{a0}failed",
+            "ERRORS:\t0",
+            "error\u{2003}0 error",
+            "TypeError: x is 0",
+        ];
+        for l in cases
+            .into_iter()
+            .chain(include_str!("lines.rs").lines())
+            .chain(include_str!("summary.rs").lines())
+        {
+            assert_eq!(is_error_line(l), old(l), "{l:?}");
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn error_lines_on_random_texts(
+            l in "(0|1|failed|Failures|error|ERRORS|s|:|=|\\(| |\t|\u{a0}|x){0,12}",
+        ) {
+            proptest::prop_assert_eq!(
+                is_error_line(&l),
+                ERROR_LINE.is_match(&l) && !ZERO_FAIL.is_match(&l)
+            );
         }
     }
 
