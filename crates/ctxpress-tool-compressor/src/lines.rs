@@ -114,7 +114,67 @@ pub(crate) fn is_blank(s: &str) -> bool {
 /// Split a read's text into lines, removing line-number prefixes (`12\t`,
 /// `    12→`, `12:`) when at least four in five non-empty lines carry one with
 /// increasing numbers (Claude Code, OpenHands, `cat -n`, SWE-agent).
+///
+/// Each line is pushed as it is if the text is numbered (prefix cut, number
+/// kept): a numbered text, and a text none of whose lines has a prefix (a
+/// line without one has no number either way), take one pass; only a text
+/// with prefixes that is not numbered has its lines put back as they were.
 pub fn split_numbered(text: &str) -> Vec<Line<'_>> {
+    let mut lines: Vec<Line<'_>> = Vec::with_capacity(text.len() / 32 + 1);
+    // Whether a line had a prefix.
+    let mut prefixed = false;
+    let mut hits = 0usize;
+    let mut nonempty = 0usize;
+    let mut last: Option<u64> = None;
+    for l in ctxpress_core::text::lines::lines(text) {
+        // The leading white space, counted once for `is_blank` and the
+        // number prefix.
+        let ws = l.bytes().take_while(|c| ascii_space(*c)).count();
+        let blank = match l.as_bytes().get(ws) {
+            None => true,
+            Some(c) if c.is_ascii() => false,
+            Some(_) => l.trim().is_empty(),
+        };
+        let mut line = Line {
+            number: None,
+            body: l,
+        };
+        if !blank {
+            nonempty += 1;
+            if let Some((number, end)) = number_prefix_after(l, ws) {
+                if let Some(n) = number
+                    && last.is_none_or(|p| n > p)
+                {
+                    hits += 1;
+                    last = Some(n);
+                }
+                prefixed = true;
+                line = Line {
+                    number,
+                    body: l.get(end..).unwrap_or(""),
+                };
+            }
+        }
+        lines.push(line);
+    }
+    let numbered = nonempty > 0 && hits * 5 >= nonempty * 4;
+    if prefixed && !numbered {
+        for (line, l) in lines
+            .iter_mut()
+            .zip(ctxpress_core::text::lines::lines(text))
+        {
+            *line = Line {
+                number: None,
+                body: l,
+            };
+        }
+    }
+    lines
+}
+
+/// The two-pass [`split_numbered`] it replaced (the reference of the tests).
+#[cfg(test)]
+fn split_numbered_reference(text: &str) -> Vec<Line<'_>> {
     let mut lines: Vec<Line<'_>> = Vec::with_capacity(text.len() / 32 + 1);
     // The end of each line's number prefix (0: none), its number in `lines`.
     let mut ends: Vec<usize> = Vec::with_capacity(text.len() / 32 + 1);
@@ -1060,8 +1120,11 @@ static ZERO_FAIL: LazyLock<Regex> = LazyLock::new(|| {
 });
 
 /// True when the line reports an error (and not "0 failed" / "errors: 0").
+/// Both alternatives of [`ZERO_FAIL`] hold the literal `0` (which case
+/// folding maps to nothing else): a line without one is not searched.
 pub fn is_error_line(line: &str) -> bool {
-    ERROR_LINE.is_match(line) && !ZERO_FAIL.is_match(line)
+    ERROR_LINE.is_match(line)
+        && !(memchr::memchr(b'0', line.as_bytes()).is_some() && ZERO_FAIL.is_match(line))
 }
 
 /// What every alternative of [`ERROR_LINE`] holds but its first-column
@@ -2411,6 +2474,75 @@ mod tests {
                     "max {max}"
                 );
             }
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn split_numbered_is_the_two_pass_split(
+            text in "( {0,2}[0-9]{0,3}(\t|:|\\||→|x)?[a é]{0,2}(\n|\r\n))*[0-9a ]{0,3}",
+        ) {
+            proptest::prop_assert_eq!(split_numbered(&text), split_numbered_reference(&text));
+        }
+    }
+
+    #[test]
+    fn error_lines_are_the_two_regexes() {
+        let old = |l: &str| ERROR_LINE.is_match(l) && !ZERO_FAIL.is_match(l);
+        let cases = [
+            "error: build failed",
+            "0 failed, 3 passed",
+            "Tests: 0 failures",
+            "errors: 0",
+            "FAILED (errors=0)",
+            "failed 10",
+            "failures: 00",
+            "0\u{a0}failed",
+            "ERRORS:\t0",
+            "error\u{2003}0 error",
+            "TypeError: x is 0",
+        ];
+        for l in cases
+            .into_iter()
+            .chain(include_str!("lines.rs").lines())
+            .chain(include_str!("summary.rs").lines())
+        {
+            assert_eq!(is_error_line(l), old(l), "{l:?}");
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn error_lines_on_random_texts(
+            l in "(0|1|failed|Failures|error|ERRORS|s|:|=|\\(| |\t|\u{a0}|x){0,12}",
+        ) {
+            proptest::prop_assert_eq!(
+                is_error_line(&l),
+                ERROR_LINE.is_match(&l) && !ZERO_FAIL.is_match(&l)
+            );
+        }
+    }
+
+    #[test]
+    fn split_numbered_is_the_two_pass_split_on_sources() {
+        for text in [
+            include_str!("lines.rs"),
+            include_str!("summary.rs"),
+            "",
+            "\n\n",
+            "1\ta\n2\tb\n",
+            "1\ta\n2\tb\nc\n3\td\n4\te\n5\tf\n",
+            "1\ta\n2\tb\nc\nd\n3\te\n",
+            "     1→use std;\n     2→\n     3→fn main() {}\n",
+            "12:30 started\n08:15 done\nno number here\n",
+            "3\tx\n2\ty\n1\tz\n",
+            "\u{663}\tarabic digit\n2\tb\n",
+        ] {
+            assert_eq!(
+                split_numbered(text),
+                split_numbered_reference(text),
+                "{text:?}"
+            );
         }
     }
 

@@ -82,7 +82,7 @@ pub struct Subject {
 impl Subject {
     fn head(&self, kind: Kind, max: usize) -> String {
         let mut h = String::from(PREFIX);
-        push_clip(&mut h, &one_line(&self.tool), 40);
+        push_clip_one_line(&mut h, &self.tool, 40);
         let file_op = matches!(kind, Kind::Read | Kind::Write | Kind::Edit);
         if let (true, None) = (file_op, &self.command) {
             let lower = self.tool.to_lowercase();
@@ -104,7 +104,7 @@ impl Subject {
             }
         } else if let Some(c) = &self.command {
             h.push_str(" `");
-            push_clip(&mut h, &one_line(c), 80);
+            push_clip_one_line(&mut h, c, 80);
             h.push('`');
         }
         if let Some(code) = self.exit {
@@ -114,8 +114,32 @@ impl Subject {
     }
 }
 
+/// `s` on one line: its words joined by single spaces (the reference of
+/// [`push_clip_one_line`]).
+#[cfg(test)]
 fn one_line(s: &str) -> String {
     s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// `push_clip(out, &one_line(s), max)`, joining only the words the clip
+/// can keep: once the joined words are over `max` characters, the clip is
+/// their first `max - 1` and `…` whatever follows (a command's heredoc, a
+/// long script), so the rest is not read.
+fn push_clip_one_line(out: &mut String, s: &str, max: usize) {
+    let mut line = String::new();
+    let mut chars = 0usize;
+    for w in s.split_whitespace() {
+        if !line.is_empty() {
+            line.push(' ');
+            chars += 1;
+        }
+        line.push_str(w);
+        chars += w.chars().count();
+        if chars > max {
+            break;
+        }
+    }
+    push_clip(out, &line, max);
 }
 
 /// The summary of `text`, the result of a call described by `subject`.
@@ -143,7 +167,7 @@ fn plural(n: usize, one: &str, many: &str) -> String {
 /// (not its result): path, line count, outline and references, as for a read.
 pub fn summarize_input(subject: &Subject, text: &str, limits: &Limits) -> String {
     let mut head = String::from(PREFIX);
-    push_clip(&mut head, &one_line(&subject.tool), 40);
+    push_clip_one_line(&mut head, &subject.tool, 40);
     head.push_str(" input");
     file_outline(head, subject, text, limits, true)
 }
@@ -645,6 +669,46 @@ mod tests {
             paths: path.into_iter().map(String::from).collect(),
             command: cmd.map(String::from),
             exit,
+        }
+    }
+
+    /// [`push_clip_one_line`] and the clip of the whole joined line.
+    fn assert_clip_one_line_as_joined(s: &str, max: usize) {
+        let (mut new, mut old) = (String::from("x"), String::from("x"));
+        push_clip_one_line(&mut new, s, max);
+        push_clip(&mut old, &one_line(s), max);
+        assert_eq!(new, old, "{s:?} {max}");
+    }
+
+    #[test]
+    fn clipped_one_line_is_the_clip_of_the_joined_line() {
+        for s in [
+            "",
+            " ",
+            "a",
+            "  cargo   test \n -- --nocapture ",
+            "cat <<'EOF' > a.rs\nfn main() {}\nEOF",
+            "é é é é é é é é é é",
+            "\u{a0}a\u{2003}b\u{85}c",
+            "abcdefghijklmnopqrstuvwxyz0123456789",
+        ] {
+            for max in 0..40 {
+                assert_clip_one_line_as_joined(s, max);
+            }
+            assert_clip_one_line_as_joined(s, 80);
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn clipped_one_line_on_random_texts(
+            s in "(a|é|→| |\t|\n|\u{a0}|\u{2003}|bc){0,30}",
+            max in 0usize..24,
+        ) {
+            let (mut new, mut old) = (String::new(), String::new());
+            push_clip_one_line(&mut new, &s, max);
+            push_clip(&mut old, &one_line(&s), max);
+            proptest::prop_assert_eq!(new, old);
         }
     }
 
