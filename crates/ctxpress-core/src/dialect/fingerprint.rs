@@ -22,7 +22,7 @@ pub fn content_fingerprint(text: &str) -> u64 {
     if !t.is_empty() {
         let numbered = lines(t).all(|l| match strip_line_number(l) {
             Some(body) => {
-                buf.extend_from_slice(body.trim_end().as_bytes());
+                buf.extend_from_slice(trim_end(body).as_bytes());
                 buf.push(b'\n');
                 true
             }
@@ -34,14 +34,41 @@ pub fn content_fingerprint(text: &str) -> u64 {
         buf.clear();
     }
     for l in lines(t) {
-        buf.extend_from_slice(l.trim_end().as_bytes());
+        buf.extend_from_slice(trim_end(l).as_bytes());
         buf.push(b'\n');
     }
     xxhash_rust::xxh3::xxh3_64(&buf)
 }
 
+/// True for the ASCII characters [`char::is_whitespace`] accepts.
+fn ascii_blank(c: u8) -> bool {
+    matches!(c, b' ' | b'\t' | b'\n' | b'\x0b' | b'\x0c' | b'\r')
+}
+
+/// [`str::trim_end`], without decoding the last character when it is an
+/// ASCII one that is not white space (nearly every line).
+fn trim_end(l: &str) -> &str {
+    match l.as_bytes().last() {
+        Some(&c) if c.is_ascii() && !ascii_blank(c) => l,
+        _ => l.trim_end(),
+    }
+}
+
+/// [`str::trim_start`], skipping ASCII white space by byte (the first other
+/// byte, when not ASCII, leaves the rest to `trim_start`).
+fn trim_start(l: &str) -> &str {
+    let b = l.as_bytes();
+    let k = b.iter().position(|&c| !ascii_blank(c)).unwrap_or(b.len());
+    let rest = l.get(k..).unwrap_or("");
+    if rest.as_bytes().first().is_some_and(|c| !c.is_ascii()) {
+        rest.trim_start()
+    } else {
+        rest
+    }
+}
+
 fn strip_line_number(l: &str) -> Option<&str> {
-    let t = l.trim_start();
+    let t = trim_start(l);
     let digits = t.bytes().take_while(u8::is_ascii_digit).count();
     if digits == 0 {
         return None;
@@ -55,11 +82,24 @@ fn strip_line_number(l: &str) -> Option<&str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     /// The fingerprint as first written (a streaming hash line by line):
     /// the one-call hash must give the same values, which archives and
     /// caches may hold.
     fn streaming(text: &str) -> u64 {
+        // The number prefix as first stripped (with `str::trim_start`).
+        fn strip_line_number(l: &str) -> Option<&str> {
+            let t = l.trim_start();
+            let digits = t.bytes().take_while(u8::is_ascii_digit).count();
+            if digits == 0 {
+                return None;
+            }
+            let rest = t.get(digits..)?;
+            rest.strip_prefix('\t')
+                .or_else(|| rest.strip_prefix('→'))
+                .or(if rest.is_empty() { Some("") } else { None })
+        }
         let mut t = text;
         if let Some(p) = t.find("<system-reminder>") {
             t = t.get(..p).unwrap_or(t);
@@ -77,6 +117,21 @@ mod tests {
             h.update(b"\n");
         }
         h.digest()
+    }
+
+    proptest! {
+        #[test]
+        fn random_texts_hash_as_the_streaming_one(
+            t in "([ \t\u{a0}\u{3000}]{0,2}[0-9]{0,2}[\t→]?[a é\u{2003}\u{85}\x0b]{0,3}[\r\n]{0,2}){0,8}(<system-reminder>x)?"
+        ) {
+            prop_assert_eq!(content_fingerprint(&t), streaming(&t));
+        }
+
+        #[test]
+        fn the_byte_trims_trim_as_str_does(l in "[ a\t\x0b\x0c\r\u{a0}\u{85}\u{3000}é]{0,6}") {
+            prop_assert_eq!(trim_end(&l), l.trim_end());
+            prop_assert_eq!(trim_start(&l), l.trim_start());
+        }
     }
 
     #[test]

@@ -14,11 +14,17 @@ struct Seg<'a> {
 }
 
 pub(super) fn is_shell_program(w: &str) -> bool {
-    let base = w.rsplit(['/', '\\']).next().unwrap_or(w);
-    matches!(
-        base.to_ascii_lowercase().as_str(),
-        "bash" | "sh" | "zsh" | "dash" | "bash.exe" | "sh.exe"
-    )
+    // The last path component, compared ignoring ASCII case (no lower-case
+    // copy: nearly every program asked about is none of these).
+    let base = w
+        .bytes()
+        .rposition(|c| c == b'/' || c == b'\\')
+        .and_then(|k| w.get(k + 1..))
+        .unwrap_or(w);
+    base.len() <= 8
+        && ["bash", "sh", "zsh", "dash", "bash.exe", "sh.exe"]
+            .iter()
+            .any(|p| base.eq_ignore_ascii_case(p))
 }
 
 /// The word being lexed: pieces of the command (quoted parts, escaped
@@ -968,6 +974,16 @@ mod tests {
             let end = whole.iter().position(stop).map_or(whole.len(), |k| k + 1);
             let part = owned(split_shell_until(&c, stop));
             prop_assert_eq!(part, owned(whole).into_iter().take(end).collect::<Vec<_>>());
+        }
+
+        #[test]
+        fn shell_programs_are_found_as_by_a_lower_case_copy(w in "([a-z]{0,3}[/\\\\])?(bash|sh|zsh|dash|Bash|SH|ZsH|bash\\.exe|sh\\.EXE|[a-zA-Zé.]{0,9})") {
+            let base = w.rsplit(['/', '\\']).next().unwrap_or(&w);
+            let expect = matches!(
+                base.to_ascii_lowercase().as_str(),
+                "bash" | "sh" | "zsh" | "dash" | "bash.exe" | "sh.exe"
+            );
+            prop_assert_eq!(is_shell_program(&w), expect);
         }
 
         #[test]

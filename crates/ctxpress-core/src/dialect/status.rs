@@ -51,9 +51,73 @@ fn stated_exit(l: &str) -> Option<Option<i64>> {
     if l.len() > 200 || !may_state_exit(l) {
         return None;
     }
+    if l.is_ascii() {
+        return ascii_stated_exit(l);
+    }
+    regex_stated_exit(l)
+}
+
+/// [`stated_exit`] by [`EXIT_RE`] (lines with a non-ASCII character).
+fn regex_stated_exit(l: &str) -> Option<Option<i64>> {
     EXIT_RE
         .captures(l)
         .map(|c| c.get(1).and_then(|m| m.as_str().parse().ok()))
+}
+
+/// `b` starts with `p` (ASCII), ignoring ASCII case.
+fn starts_ci(b: &[u8], p: &[u8]) -> bool {
+    b.get(..p.len()).is_some_and(|h| h.eq_ignore_ascii_case(p))
+}
+
+/// A word character of an ASCII text (what Unicode `\w` is there).
+fn is_word(c: u8) -> bool {
+    c.is_ascii_alphanumeric() || c == b'_'
+}
+
+/// What [`EXIT_RE`] finds in the ASCII line `l`, without the regex: its
+/// match starts at the leftmost `exit` (in any ASCII case, the only case
+/// folding an ASCII text allows) that one of its phrases starts at and the
+/// code follows (`^exit code` is `exit code` at the start). `\W{0,3}` is
+/// greedy and what it takes decides: backing off leaves a non-word byte
+/// before the code, which only `-` followed by a digit could start, and a
+/// digit there would have stopped the greedy run.
+fn ascii_stated_exit(l: &str) -> Option<Option<i64>> {
+    let b = l.as_bytes();
+    for p in memchr::memchr2_iter(b'x', b'X', b) {
+        let Some(s) = p.checked_sub(1) else {
+            continue;
+        };
+        let rest = b.get(s..).unwrap_or(&[]);
+        let Some(k) = [
+            &b"exited with code"[..],
+            b"exit status",
+            b"exit code",
+            b"exit_code",
+        ]
+        .into_iter()
+        .find(|k| starts_ci(rest, k)) else {
+            continue;
+        };
+        let mut q = s + k.len();
+        let mut skipped = 0;
+        while skipped < 3 && b.get(q).is_some_and(|&c| !is_word(c)) {
+            q += 1;
+            skipped += 1;
+        }
+        let start = q;
+        if b.get(q) == Some(&b'-') && b.get(q + 1).is_some_and(u8::is_ascii_digit) {
+            q += 1;
+        }
+        let digits = q;
+        while b.get(q).is_some_and(u8::is_ascii_digit) {
+            q += 1;
+        }
+        if q == digits {
+            continue;
+        }
+        return Some(l.get(start..q).and_then(|c| c.parse().ok()));
+    }
+    None
 }
 
 /// False only when [`EXIT_RE`] cannot match `l`: every alternative holds
@@ -241,6 +305,7 @@ impl ResultFacts {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     #[test]
     fn facts_judge_as_result_status_does() {
@@ -279,6 +344,93 @@ mod tests {
                     );
                 }
             }
+        }
+    }
+
+    /// Lines made of the patterns' pieces, in any case, with the bytes
+    /// around them that decide a match.
+    fn pieces() -> impl Strategy<Value = String> {
+        let piece = prop_oneof![
+            Just("exit".to_string()),
+            Just("exited with code".to_string()),
+            Just("exit status".to_string()),
+            Just("exit code".to_string()),
+            Just("exit_code".to_string()),
+            Just("error:".to_string()),
+            Just("failed".to_string()),
+            Just("exception".to_string()),
+            Just("command not found".to_string()),
+            Just("permission denied".to_string()),
+            Just("no such file".to_string()),
+            Just("cannot".to_string()),
+            Just("fatal:".to_string()),
+            Just(" 0 ".to_string()),
+            Just("errors".to_string()),
+            "[-0-9 :_=x\\[\\]\"a-z]{0,4}",
+            "[ :=\t-]{1,4}",
+            "[ :=\t-]{1,4}-?[0-9]{1,3}",
+            "[-0-9]{1,25}",
+            "[a-z]{1,5}",
+            "canno[a-z]?",
+            "[é \u{212a}\u{17f}]{1,2}",
+        ];
+        prop::collection::vec((piece, any::<u32>()), 0..6).prop_map(|v| {
+            v.into_iter()
+                .map(|(p, mask)| {
+                    p.chars()
+                        .enumerate()
+                        .map(|(i, c)| {
+                            if mask >> (i % 32) & 1 == 1 {
+                                c.to_ascii_uppercase()
+                            } else {
+                                c
+                            }
+                        })
+                        .collect::<String>()
+                })
+                .collect()
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2000))]
+
+        #[test]
+        fn exit_codes_are_read_as_by_the_regex(l in pieces()) {
+            if l.is_ascii() && may_state_exit(&l) {
+                prop_assert_eq!(ascii_stated_exit(&l), regex_stated_exit(&l), "{:?}", l);
+            }
+            prop_assert_eq!(stated_exit(&l).is_some(), l.len() <= 200 && EXIT_RE.is_match(&l));
+        }
+    }
+
+    #[test]
+    fn lines_state_exit_codes_as_the_regex_reads_them() {
+        let lines = [
+            "Exit code 1",
+            "exit code -1",
+            "exit code  --5",
+            "exit code: - -1",
+            "EXIT CODE:   7",
+            "x exit code 99999999999999999999999",
+            "Process exited with code 0",
+            "exit statusx 3, exit status 4",
+            "exit_code=12",
+            "exit code\t\t\t8",
+            "exit code____9",
+            "3 passed, 0 failed",
+            "failed: 0",
+            "FAILED tests/x.py::t",
+            "unfailed",
+            "failed_x",
+            "0 errors, failed",
+            "Permission Denied",
+            "bash: foo: command not found",
+            "fatal: not a git repository",
+            "",
+        ];
+        for l in lines {
+            assert_eq!(stated_exit(l), regex_stated_exit(l), "{l:?}");
         }
     }
 
