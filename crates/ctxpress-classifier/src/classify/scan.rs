@@ -101,9 +101,10 @@ pub(super) fn scan_with(text: &str, m: &mut Masks) -> Scan {
     s.special -= markdown.min(s.special);
     digit_runs(b, m, &mut s);
     s.path = s.present.may(P_SLASH)
-        && memchr::memchr_iter(b'/', b).any(|p| masks::bit(&m.tok, p + 1) && path_at(b, &m.tok, p));
-    s.long_runs = long_token_runs(&m.tok);
-    s.sql = sql_keywords(b, &m.upper);
+        && memchr::memchr_iter(b'/', b)
+            .any(|p| masks::bit(m.tok(), p + 1) && path_at(b, m.tok(), p));
+    s.long_runs = long_token_runs(m.tok());
+    s.sql = sql_keywords(b, m.upper());
     s
 }
 
@@ -118,15 +119,15 @@ fn line_pass(text: &str, m: &mut Masks, stats: &mut LineStats, ascii: bool) -> u
     let mut ls = LineState::default();
     let mut start = 0usize;
     let mut ends = std::mem::take(&mut m.line_ends);
-    masks::positions(&m.nl, &mut ends);
+    masks::positions(m.nl(), &mut ends);
     ends.push(text.len());
     for &end in &ends {
         let cont = if ascii {
             0
         } else {
-            masks::count_in(&m.cont, start, end)
+            masks::count_in(m.cont(), start, end)
         };
-        markdown += ls.line(stats, text, (start, end), cont, &m.tok);
+        markdown += ls.line(stats, text, (start, end), cont, m.tok());
         start = end + 1;
     }
     m.line_ends = ends;
