@@ -418,13 +418,14 @@ const LINES: &[&str] = &[
     "Whose woods these are I think I know. ",
 ];
 
-/// The mask buffers only grow: a text classified after a longer one (whose
-/// words stay in the buffers past its own) gets the classification it gets
-/// alone, as the reference does.
+/// The mask buffers only grow, and the scan's buffers (gate spans, long
+/// runs, statement words) pass from text to text: a text classified after a
+/// longer one (whose words stay in the buffers past its own) gets the
+/// classification it gets alone, as the reference does.
 #[test]
 fn shorter_text_after_longer_sees_no_stale_words() {
     let long = format!(
-        "{}\nSELECT * FROM t WHERE a = 1\nsk-{}\n",
+        "{}\nSELECT * FROM t WHERE a = 1\nv1.2.3 192.168.0.1 +1 555-123-4567\nsk-{}\n",
         "Traceback (most recent call last): key: value 10 MB /usr/lib/x.so\n".repeat(40),
         "A1b2C3d4E5f6G7h8I9j0K1l2M3n4".repeat(2)
     );
@@ -435,6 +436,8 @@ fn shorter_text_after_longer_sees_no_stale_words() {
         "A short note\nwith two lines",
         "“Ein Zitat, das lang genug ist”",
         "«un texte entre guillemets»",
+        "update users set name = 'x' where id = 1",
+        "call +44 20 7946 0958 or see v2.0.1",
     ];
     for s in shorts {
         let _ = classify(&long);
