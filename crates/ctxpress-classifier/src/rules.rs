@@ -1,7 +1,7 @@
 //! The ordered message-level preservation rules (spec 000 section 1, spec 001)
 //! and the `classifier` strategy that records them as annotations.
 
-use crate::classify::{classify, is_valid_json, prose_chars};
+use crate::classify::{classify, fewer_chars_than, is_valid_json, prose_chars};
 use ctxpress_core::{
     Classification, ConfigError, Conversation, Decision, DecisionRule, Message, Role, StageContext,
     StageOutcome, Strategy, StrategyError,
@@ -63,7 +63,7 @@ pub fn message_text(m: &Message) -> Cow<'_, str> {
     if !m.is_tool_result() {
         return m.text();
     }
-    if matches!(m.role(), Role::Tool | Role::Function) {
+    if matches!(m.role_ref(), Role::Tool | Role::Function) {
         return m.text();
     }
     let own = m.text();
@@ -84,7 +84,7 @@ fn role_preserved(m: &Message, cfg: &ClassifierConfig) -> bool {
     let role = m.role_str();
     cfg.preserve
         .iter()
-        .any(|p| p == role || (p == "system" && m.role().is_system()))
+        .any(|p| p == role || (p == "system" && m.role_ref().is_system()))
 }
 
 /// Rules 1-6 (role, recency window, tool calls, short, already compressed,
@@ -133,7 +133,7 @@ fn rule_without_text(
 
 /// Rules 4 and 5 (short, already compressed), after [`rule_without_text`].
 fn text_rule(text: &str, cfg: &ClassifierConfig) -> Option<(Decision, DecisionRule)> {
-    if ctxpress_core::text::bytes::fewer_chars_than(text, cfg.min_chars) {
+    if fewer_chars_than(text, cfg.min_chars) {
         return Some((Decision::Preserve, DecisionRule::ShortContent));
     }
     let lead = text.trim_start();

@@ -468,3 +468,44 @@ fn direct_quotes_behind_their_lead_bytes() {
         }
     }
 }
+
+/// The classifier's character counts equal `chars().count()` and core's
+/// `fewer_chars_than`.
+#[test]
+fn char_len_counts_chars() {
+    use super::fences::{char_len, fewer_chars_than};
+    let pieces = [
+        "", "a", "é", "日本", "😀", "\u{80}", "\u{7ff}", "\u{800}", "\u{ffff}", "abcdefg", "—",
+    ];
+    let mut state = 11u64;
+    for n in 0..400 {
+        let t: String = (0..n % 97)
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                pieces[(state % pieces.len() as u64) as usize]
+            })
+            .collect();
+        assert_eq!(char_len(&t), t.chars().count(), "{t:?}");
+        for limit in [0, 1, 5, 40, 120, 200] {
+            assert_eq!(
+                fewer_chars_than(&t, limit),
+                ctxpress_core::text::bytes::fewer_chars_than(&t, limit),
+                "{t:?} {limit}"
+            );
+        }
+    }
+}
+
+proptest::proptest! {
+    #[test]
+    fn char_len_is_the_char_count(s in "\\PC{0,300}", n in 0usize..400) {
+        use super::fences::{char_len, fewer_chars_than};
+        proptest::prop_assert_eq!(char_len(&s), s.chars().count());
+        proptest::prop_assert_eq!(
+            fewer_chars_than(&s, n),
+            ctxpress_core::text::bytes::fewer_chars_than(&s, n)
+        );
+    }
+}
