@@ -7,19 +7,20 @@
 /// The class masks of one text, its class counts and its lower-cased copy.
 #[derive(Default)]
 pub(crate) struct Masks {
+    // the masks, read through the accessors of the same names
     /// ASCII digits.
-    pub(crate) dig: Vec<u64>,
+    dig: Vec<u64>,
     /// Token bytes `[A-Za-z0-9_.-]` (where secrets and hashes can be).
-    pub(crate) tok: Vec<u64>,
+    tok: Vec<u64>,
     /// ASCII upper-case letters.
-    pub(crate) upper: Vec<u64>,
+    upper: Vec<u64>,
     /// `\n`.
-    pub(crate) nl: Vec<u64>,
+    nl: Vec<u64>,
     /// UTF-8 continuation bytes (`0x80..=0xBF`).
-    pub(crate) cont: Vec<u64>,
+    cont: Vec<u64>,
     /// Bytes that make a digit run before them worth a look: token bytes,
     /// space and `0xC2` (the lead byte of `µ` and `°`).
-    pub(crate) num_next: Vec<u64>,
+    num_next: Vec<u64>,
     /// How many bytes are special characters (`{}[]<>|\;:@#$%^&*()=+`~`).
     pub(crate) special: usize,
     /// How many bytes are continuation bytes (the text's characters are
@@ -33,6 +34,9 @@ pub(crate) struct Masks {
     lower: Vec<[u8; 64]>,
     /// The length of the text.
     len: usize,
+    /// How many words of each mask (and blocks of `lower`) are the text's:
+    /// the buffers only grow, the words past these are stale.
+    words: usize,
     /// A buffer for the line pass: where each line ends.
     pub(crate) line_ends: Vec<usize>,
 }
@@ -55,41 +59,63 @@ impl Masks {
     /// Recomputes every mask and the lower-cased copy for `b`, reusing the
     /// buffers.
     pub(crate) fn fill(&mut self, b: &[u8]) {
-        for v in [
-            &mut self.dig,
-            &mut self.tok,
-            &mut self.upper,
-            &mut self.nl,
-            &mut self.cont,
-            &mut self.num_next,
-        ] {
-            v.clear();
-            v.reserve(b.len() / 64 + 1);
+        // every buffer sized first and written in place: a `push` per mask
+        // and block was a capacity check each, and the checks kept the
+        // block's lanes from staying in registers. The buffers only grow
+        // (to the longest text yet) and the first `words` words are
+        // overwritten below: sizing them to each text (clearing or
+        // truncating, then filling) cost a `memset` of every buffer
+        let n = b.len().div_ceil(64);
+        if self.dig.len() < n {
+            for v in [
+                &mut self.dig,
+                &mut self.tok,
+                &mut self.upper,
+                &mut self.nl,
+                &mut self.cont,
+                &mut self.num_next,
+            ] {
+                v.resize(n, 0);
+            }
+            self.lower.resize(n, [0u8; 64]);
         }
-        self.lower.clear();
-        self.lower.reserve(b.len() / 64 + 1);
+        self.words = n;
         self.len = b.len();
-        self.special = 0;
-        self.cont_count = 0;
-        self.nl_count = 0;
-        let mut lower = [0u8; 64];
+        let (mut special, mut cont_count, mut nl_count) = (0usize, 0usize, 0usize);
         let mut chunks = b.chunks_exact(64);
-        for chunk in &mut chunks {
-            if let Ok(block) = chunk.try_into() {
-                self.push(lanes::block_classes(block, &mut lower));
-                self.lower.push(lower);
-            }
-        }
+        let mut padded = [0u8; 64];
         let rest = chunks.remainder();
-        if !rest.is_empty() {
+        if let Some(d) = padded.get_mut(..rest.len()) {
             // zero padding is in no class
-            let mut block = [0u8; 64];
-            if let Some(d) = block.get_mut(..rest.len()) {
-                d.copy_from_slice(rest);
-            }
-            self.push(lanes::block_classes(&block, &mut lower));
-            self.lower.push(lower);
+            d.copy_from_slice(rest);
         }
+        let blocks = (&mut chunks)
+            .filter_map(|c| <&[u8; 64]>::try_from(c).ok())
+            .chain((!rest.is_empty()).then_some(&padded));
+        let outs = self
+            .dig
+            .iter_mut()
+            .zip(self.tok.iter_mut())
+            .zip(self.upper.iter_mut())
+            .zip(self.nl.iter_mut())
+            .zip(self.cont.iter_mut())
+            .zip(self.num_next.iter_mut())
+            .zip(self.lower.iter_mut());
+        for (block, ((((((dig, tok), upper), nl), cont), num_next), lower)) in blocks.zip(outs) {
+            let k = lanes::block_classes(block, lower);
+            *dig = k.dig;
+            *tok = k.tok;
+            *upper = k.upper;
+            *nl = k.nl;
+            *cont = k.cont;
+            *num_next = k.num_next;
+            special += k.special as usize;
+            cont_count += k.cont_count as usize;
+            nl_count += k.nl_count as usize;
+        }
+        self.special = special;
+        self.cont_count = cont_count;
+        self.nl_count = nl_count;
     }
 
     /// The text with ASCII letters lower-cased (other bytes as they are).
@@ -97,17 +123,39 @@ impl Masks {
         self.lower.as_flattened().get(..self.len).unwrap_or(&[])
     }
 
-    #[inline(always)]
-    fn push(&mut self, k: Block) {
-        self.dig.push(k.dig);
-        self.tok.push(k.tok);
-        self.upper.push(k.upper);
-        self.nl.push(k.nl);
-        self.cont.push(k.cont);
-        self.num_next.push(k.num_next);
-        self.special += k.special as usize;
-        self.cont_count += k.cont_count as usize;
-        self.nl_count += k.nl_count as usize;
+    /// The text's words of a mask buffer.
+    fn mask<'m>(&self, v: &'m [u64]) -> &'m [u64] {
+        v.get(..self.words).unwrap_or(&[])
+    }
+
+    /// ASCII digits.
+    pub(crate) fn dig(&self) -> &[u64] {
+        self.mask(&self.dig)
+    }
+
+    /// Token bytes `[A-Za-z0-9_.-]`.
+    pub(crate) fn tok(&self) -> &[u64] {
+        self.mask(&self.tok)
+    }
+
+    /// ASCII upper-case letters.
+    pub(crate) fn upper(&self) -> &[u64] {
+        self.mask(&self.upper)
+    }
+
+    /// `\n`.
+    pub(crate) fn nl(&self) -> &[u64] {
+        self.mask(&self.nl)
+    }
+
+    /// UTF-8 continuation bytes.
+    pub(crate) fn cont(&self) -> &[u64] {
+        self.mask(&self.cont)
+    }
+
+    /// Bytes that make a digit run before them worth a look.
+    pub(crate) fn num_next(&self) -> &[u64] {
+        self.mask(&self.num_next)
     }
 }
 
@@ -703,20 +751,31 @@ mod tests {
         let mut m = Masks::default();
         let text = "ab1\nZ-é{";
         m.fill(text.as_bytes());
-        assert_eq!(m.dig, [0b100]);
-        assert_eq!(m.tok, [0b11_0111]);
-        assert_eq!(m.upper, [0b1_0000]);
-        assert_eq!(m.nl, [0b1000]);
-        assert_eq!(m.cont, [0b1000_0000]);
-        assert_eq!(m.num_next, [0b11_0111]);
+        assert_eq!(m.dig(), [0b100]);
+        assert_eq!(m.tok(), [0b11_0111]);
+        assert_eq!(m.upper(), [0b1_0000]);
+        assert_eq!(m.nl(), [0b1000]);
+        assert_eq!(m.cont(), [0b1000_0000]);
+        assert_eq!(m.num_next(), [0b11_0111]);
         assert_eq!(m.special, 1);
         assert_eq!((m.cont_count, m.nl_count), (1, 1));
         assert_eq!(m.lower(), "ab1\nz-é{".as_bytes());
         // a second text reuses the buffers
         m.fill(&[b'Q'; 70]);
-        assert_eq!((m.dig.len(), m.lower().len()), (2, 70));
+        assert_eq!((m.dig().len(), m.lower().len()), (2, 70));
         assert!(m.lower().iter().all(|&c| c == b'q'));
-        assert_eq!(m.upper, [u64::MAX, 0b11_1111]);
+        assert_eq!(m.upper(), [u64::MAX, 0b11_1111]);
+        // a shorter text after a longer one sees only its own words
+        m.fill(b"x\n");
+        assert_eq!(
+            (m.dig(), m.tok(), m.nl(), m.upper()),
+            (&[0][..], &[1][..], &[2][..], &[0][..])
+        );
+        assert_eq!(
+            (m.cont(), m.num_next(), m.lower()),
+            (&[0][..], &[1][..], &b"x\n"[..])
+        );
+        assert_eq!((m.special, m.cont_count, m.nl_count), (0, 0, 1));
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! The ordered message-level preservation rules (spec 000 section 1, spec 001)
 //! and the `classifier` strategy that records them as annotations.
 
-use crate::classify::{classify, is_valid_json, prose_chars};
+use crate::classify::{classify, fewer_chars_than, is_valid_json, prose_chars};
 use ctxpress_core::{
     Classification, ConfigError, Conversation, Decision, DecisionRule, Message, Role, StageContext,
     StageOutcome, Strategy, StrategyError,
@@ -63,7 +63,7 @@ pub fn message_text(m: &Message) -> Cow<'_, str> {
     if !m.is_tool_result() {
         return m.text();
     }
-    if matches!(m.role(), Role::Tool | Role::Function) {
+    if matches!(m.role_ref(), Role::Tool | Role::Function) {
         return m.text();
     }
     let own = m.text();
@@ -84,7 +84,7 @@ fn role_preserved(m: &Message, cfg: &ClassifierConfig) -> bool {
     let role = m.role_str();
     cfg.preserve
         .iter()
-        .any(|p| p == role || (p == "system" && m.role().is_system()))
+        .any(|p| p == role || (p == "system" && m.role_ref().is_system()))
 }
 
 /// Rules 1-6 (role, recency window, tool calls, short, already compressed,
@@ -133,7 +133,7 @@ fn rule_without_text(
 
 /// Rules 4 and 5 (short, already compressed), after [`rule_without_text`].
 fn text_rule(text: &str, cfg: &ClassifierConfig) -> Option<(Decision, DecisionRule)> {
-    if ctxpress_core::text::bytes::fewer_chars_than(text, cfg.min_chars) {
+    if fewer_chars_than(text, cfg.min_chars) {
         return Some((Decision::Preserve, DecisionRule::ShortContent));
     }
     let lead = text.trim_start();
@@ -163,7 +163,9 @@ fn content_rule(
     if !cls.hard.is_empty() {
         return (Decision::Preserve, DecisionRule::HardT0);
     }
-    if is_valid_json(text) {
+    // valid JSON opening with `{` or `[` is a `json_structure` (a hard
+    // reason), so only a string literal can still be valid JSON here
+    if text.trim_start().starts_with('"') && is_valid_json(text) {
         return (Decision::Preserve, DecisionRule::ValidJson);
     }
     (Decision::Compress, DecisionRule::Compressible)
@@ -570,8 +572,85 @@ mod tests {
         c.messages.pop().unwrap_or_else(|| msg(i, role, &text))
     }
 
+    /// Rules 7-11 as written before the JSON shortcut: every text the
+    /// classifier finds no hard reason in is parsed as JSON.
+    fn content_rule_before(
+        text: &str,
+        cls: &Classification,
+        cfg: &ClassifierConfig,
+    ) -> (Decision, DecisionRule) {
+        if cls.hard.contains(&ctxpress_core::Reason::CodeFence) {
+            return if prose_chars(text) >= cfg.code_split_min_prose {
+                (Decision::CodeSplit, DecisionRule::CodeWithProse)
+            } else {
+                (Decision::Preserve, DecisionRule::CodeFences)
+            };
+        }
+        if !cls.hard.is_empty() {
+            return (Decision::Preserve, DecisionRule::HardT0);
+        }
+        if is_valid_json(text) {
+            return (Decision::Preserve, DecisionRule::ValidJson);
+        }
+        (Decision::Compress, DecisionRule::Compressible)
+    }
+
+    #[test]
+    fn json_shortcut_keeps_the_content_rules() {
+        let cfg = ClassifierConfig::default();
+        for t in [
+            "",
+            "  \"a JSON string literal that is long enough\"  ",
+            "\"unterminated",
+            "{\"a\": 1}",
+            " [1, 2, 3] ",
+            "[cce:near-dup of m3]",
+            "{not json}",
+            "[1, 2",
+            "{\"a\": [1, 2]} trailing",
+            "[]",
+            "{}",
+            "plain prose",
+            "\u{a0}\"x\"",
+            "\u{feff}[1]",
+        ] {
+            let cls = classify(t);
+            assert_eq!(
+                content_rule(t, &cls, &cfg),
+                content_rule_before(t, &cls, &cfg),
+                "{t:?}"
+            );
+        }
+    }
+
     proptest::proptest! {
         #![proptest_config(proptest::prelude::ProptestConfig::with_cases(300))]
+
+        #[test]
+        fn json_shortcut_on_random_texts(
+            parts in proptest::collection::vec(
+                proptest::prop_oneof![
+                    proptest::prelude::Just("{".to_string()),
+                    proptest::prelude::Just("}".to_string()),
+                    proptest::prelude::Just("[".to_string()),
+                    proptest::prelude::Just("]".to_string()),
+                    proptest::prelude::Just("\"".to_string()),
+                    proptest::prelude::Just(":".to_string()),
+                    proptest::prelude::Just(",".to_string()),
+                    proptest::prelude::Just(" ".to_string()),
+                    proptest::prelude::Just("\u{a0}".to_string()),
+                    proptest::prelude::Just("1".to_string()),
+                    "[a-z ]{0,12}",
+                    proptest::prelude::any::<String>(),
+                ],
+                0..16,
+            )
+        ) {
+            let t: String = parts.concat();
+            let cfg = ClassifierConfig::default();
+            let cls = classify(&t);
+            proptest::prop_assert_eq!(content_rule(&t, &cls, &cfg), content_rule_before(&t, &cls, &cfg));
+        }
 
         /// The lazy decisions, which build the text only after the rules
         /// that do not read it, equal `decide`'s, with a classification

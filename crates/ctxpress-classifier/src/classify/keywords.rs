@@ -80,10 +80,12 @@ fn trace_literal_at(text: &[u8], p: usize) -> bool {
 }
 
 impl LowerWords {
-    /// The keywords of `text`, given its lower-cased copy.
-    pub(super) fn find_in(text: &[u8], lower: &[u8]) -> LowerWords {
+    /// The keywords of `text`, given its lower-cased copy; `statements` is
+    /// a buffer to reuse (cleared first).
+    pub(super) fn find_in(text: &[u8], lower: &[u8], mut statements: Vec<usize>) -> LowerWords {
+        statements.clear();
         let mut w = LowerWords {
-            statements: Vec::new(),
+            statements,
             legal: false,
             trace: false,
         };

@@ -55,6 +55,7 @@ mod tokens;
 pub(crate) mod traceback;
 pub(crate) mod verse;
 
+pub(crate) use self::fences::fewer_chars_than;
 pub use self::fences::prose_chars;
 pub use self::json::is_valid_json;
 
@@ -68,7 +69,7 @@ use self::json::is_json_structure;
 use self::keywords::LowerWords;
 use self::math::{has_latex, has_unicode_math};
 use self::present::{P_E2, P_FENCE, P_MATH};
-use self::scan::{MASKS, count_words, scan_with};
+use self::scan::{MASKS, SPARE, Spare, count_words, scan_reusing};
 use self::soft::soft_reasons;
 use self::sql::is_sql;
 use self::tokens::TokenRuns;
@@ -92,9 +93,11 @@ pub fn classify(text: &str) -> Classification {
     let mut hard = Vec::new();
     let mut soft = Vec::new();
     let b = text.as_bytes();
+    let mut spare = SPARE.take();
+    let statements = std::mem::take(&mut spare.statements);
     let (s, words) = MASKS.with_borrow_mut(|m| {
-        let s = scan_with(text, m);
-        (s, LowerWords::find_in(b, m.lower()))
+        let s = scan_reusing(text, m, spare);
+        (s, LowerWords::find_in(b, m.lower(), statements))
     });
     let runs = TokenRuns::find(text, &s);
 
@@ -137,6 +140,12 @@ pub fn classify(text: &str) -> Classification {
         hard.push(Reason::ErrorTraceback);
     }
     soft_reasons(text, &s, &runs, &words, &mut soft);
+    // the buffers go to the next text
+    SPARE.set(Spare {
+        spans: s.spans,
+        long_runs: s.long_runs,
+        statements: words.statements,
+    });
 
     hard.sort();
     soft.sort();

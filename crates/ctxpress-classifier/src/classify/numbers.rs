@@ -34,7 +34,7 @@ const fn unit_table(bytes: &[u8]) -> [bool; 256] {
 pub(super) fn digit_runs(b: &[u8], m: &Masks, s: &mut Scan) {
     let [phone, dotnum] = &mut s.spans;
     let mut carry = 0u64;
-    for (w, (&x, &next_ok)) in m.dig.iter().zip(&m.num_next).enumerate() {
+    for (w, (&x, &next_ok)) in m.dig().iter().zip(m.num_next()).enumerate() {
         // bit `e`: the first byte after a run
         let ends = !x & ((x << 1) | carry);
         carry = x >> 63;
@@ -42,7 +42,7 @@ pub(super) fn digit_runs(b: &[u8], m: &Masks, s: &mut Scan) {
         while candidates != 0 {
             let e = w * 64 + candidates.trailing_zeros() as usize;
             candidates &= candidates - 1;
-            let a = masks::run_start(&m.dig, e - 1);
+            let a = masks::run_start(m.dig(), e - 1);
             let next = b.get(e).copied().unwrap_or(0);
             let after = b.get(e + 1).copied().unwrap_or(0);
             let before = a.checked_sub(1).and_then(|i| b.get(i)).copied();

@@ -35,6 +35,9 @@ pub(super) const P_STAR: u16 = 1 << 6;
 /// `/` (paths).
 pub(super) const P_SLASH: u16 = 1 << 7;
 
+/// `0xC2`, the lead byte of the guillemets.
+pub(super) const P_C2: u16 = 1 << 8;
+
 /// Texts shorter than this get a presence pass.
 const PRESENCE_MAX: usize = 256;
 
@@ -45,6 +48,7 @@ static PRESENT_BITS: [u16; 256] = {
     t[b'$' as usize] = P_MATH;
     t[b'\\' as usize] = P_MATH;
     t[0xE2] = P_E2;
+    t[0xC2] = P_C2;
     t[b'"' as usize] = P_QUOTE;
     t[b'@' as usize] = P_AT;
     t[b':' as usize] = P_COLON;

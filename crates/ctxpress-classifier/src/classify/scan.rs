@@ -10,11 +10,23 @@ use super::numbers::digit_runs;
 use super::paths::path_at;
 use super::present::{P_SLASH, P_STAR, Present};
 use super::sql::{SqlKeywords, sql_keywords};
-use super::tokens::long_token_runs;
+use super::tokens::long_token_runs_into;
 
 thread_local! {
     /// Reused class masks and lower-cased copy.
     pub(super) static MASKS: std::cell::RefCell<Masks> = std::cell::RefCell::new(Masks::default());
+    /// The buffers of the last text's [`Scan`] and keywords, for the next
+    /// text (a `Vec` per text was an allocation and a free each).
+    pub(super) static SPARE: std::cell::RefCell<Spare> = std::cell::RefCell::new(Spare::default());
+}
+
+/// Buffers handed from one classification to the next (their contents are
+/// stale: each user clears its own).
+#[derive(Default)]
+pub(super) struct Spare {
+    pub(super) spans: [Vec<(usize, usize)>; GATES],
+    pub(super) long_runs: Vec<(usize, usize)>,
+    pub(super) statements: Vec<usize>,
 }
 
 /// Line gates: which lines a single-line pattern must look at.
@@ -74,7 +86,21 @@ pub(super) fn mark_line(spans: &mut Vec<(usize, usize)>, b: &[u8], p: usize) {
 
 /// Line statistics, special characters net of Markdown formatting, and the
 /// lines each gate passes (filling `m` for the text on the way).
+#[cfg(test)]
 pub(super) fn scan_with(text: &str, m: &mut Masks) -> Scan {
+    scan_reusing(text, m, Spare::default())
+}
+
+/// [`scan_with`], with buffers for the [`Scan`] (see [`Spare`]).
+pub(super) fn scan_reusing(text: &str, m: &mut Masks, spare: Spare) -> Scan {
+    let Spare {
+        mut spans,
+        mut long_runs,
+        ..
+    } = spare;
+    for v in &mut spans {
+        v.clear();
+    }
     let b = text.as_bytes();
     m.fill(b);
     let cont = m.cont_count;
@@ -84,7 +110,7 @@ pub(super) fn scan_with(text: &str, m: &mut Masks) -> Scan {
         chars: b.len() - cont,
         special: m.special,
         lines: LineStats::default(),
-        spans: Default::default(),
+        spans,
         units: false,
         path: false,
         ascii,
@@ -101,9 +127,11 @@ pub(super) fn scan_with(text: &str, m: &mut Masks) -> Scan {
     s.special -= markdown.min(s.special);
     digit_runs(b, m, &mut s);
     s.path = s.present.may(P_SLASH)
-        && memchr::memchr_iter(b'/', b).any(|p| masks::bit(&m.tok, p + 1) && path_at(b, &m.tok, p));
-    s.long_runs = long_token_runs(&m.tok);
-    s.sql = sql_keywords(b, &m.upper);
+        && memchr::memchr_iter(b'/', b)
+            .any(|p| masks::bit(m.tok(), p + 1) && path_at(b, m.tok(), p));
+    long_token_runs_into(m.tok(), &mut long_runs);
+    s.long_runs = long_runs;
+    s.sql = sql_keywords(b, m.upper());
     s
 }
 
@@ -118,15 +146,15 @@ fn line_pass(text: &str, m: &mut Masks, stats: &mut LineStats, ascii: bool) -> u
     let mut ls = LineState::default();
     let mut start = 0usize;
     let mut ends = std::mem::take(&mut m.line_ends);
-    masks::positions(&m.nl, &mut ends);
+    masks::positions(m.nl(), &mut ends);
     ends.push(text.len());
     for &end in &ends {
         let cont = if ascii {
             0
         } else {
-            masks::count_in(&m.cont, start, end)
+            masks::count_in(m.cont(), start, end)
         };
-        markdown += ls.line(stats, text, (start, end), cont, &m.tok);
+        markdown += ls.line(stats, text, (start, end), cont, m.tok());
         start = end + 1;
     }
     m.line_ends = ends;

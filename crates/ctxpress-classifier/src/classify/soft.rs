@@ -9,7 +9,7 @@ use std::sync::LazyLock;
 use std::sync::OnceLock;
 
 use super::keywords::LowerWords;
-use super::present::{P_AT, P_COLON, P_QUOTE, has};
+use super::present::{P_AT, P_C2, P_COLON, P_E2, P_QUOTE, Present, has};
 use super::re;
 use super::scan::{Gate, Scan};
 use super::tokens::TokenRuns;
@@ -150,7 +150,10 @@ pub(super) fn soft_reasons(
             Reason::LegalTerm,
             words.legal && soft_re(const { soft_index(Reason::LegalTerm) }).is_match(text),
         ),
-        (Reason::DirectQuote, has_direct_quote(b, quote, s.ascii)),
+        (
+            Reason::DirectQuote,
+            has_direct_quote(b, quote, s.ascii, s.present),
+        ),
         (Reason::NumericWithUnits, s.units),
     ];
     out.extend(found.iter().filter(|f| f.1).map(|f| f.0));
@@ -202,9 +205,14 @@ fn has_quoted_key(b: &[u8]) -> bool {
 }
 
 /// A quotation of 11+ characters on one line: `"..."`, curly or guillemets.
-fn has_direct_quote(b: &[u8], quote: bool, ascii: bool) -> bool {
+/// Curly quotes are searched for only where a `0xE2` byte may occur, and
+/// guillemets where a `0xC2` byte may (their lead bytes; `present`).
+fn has_direct_quote(b: &[u8], quote: bool, ascii: bool, present: Present) -> bool {
     let [plain, curly, guillemets] = &FINDERS.quotes;
-    (quote && quoted(b, plain)) || (!ascii && (quoted(b, curly) || quoted(b, guillemets)))
+    (quote && quoted(b, plain))
+        || (!ascii
+            && ((present.may(P_E2) && quoted(b, curly))
+                || (present.may(P_C2) && quoted(b, guillemets))))
 }
 
 /// Some `open`, then 11+ characters without `close` or a newline, then

@@ -6,6 +6,7 @@ use super::fences::prose_chars;
 use super::lines::trim_start;
 use super::scan::{MASKS, Scan, count_words, scan_with};
 use super::tokens::long_token_runs;
+use ctxpress_core::Reason;
 
 fn scan(text: &str) -> Scan {
     MASKS.with_borrow_mut(|m| scan_with(text, m))
@@ -416,3 +417,95 @@ const LINES: &[&str] = &[
     "Whose woods these are I think I know.\u{a0}",
     "Whose woods these are I think I know. ",
 ];
+
+/// The mask buffers only grow, and the scan's buffers (gate spans, long
+/// runs, statement words) pass from text to text: a text classified after a
+/// longer one (whose words stay in the buffers past its own) gets the
+/// classification it gets alone, as the reference does.
+#[test]
+fn shorter_text_after_longer_sees_no_stale_words() {
+    let long = format!(
+        "{}\nSELECT * FROM t WHERE a = 1\nv1.2.3 192.168.0.1 +1 555-123-4567\nsk-{}\n",
+        "Traceback (most recent call last): key: value 10 MB /usr/lib/x.so\n".repeat(40),
+        "A1b2C3d4E5f6G7h8I9j0K1l2M3n4".repeat(2)
+    );
+    let shorts = [
+        "",
+        "x",
+        "plain words only here",
+        "A short note\nwith two lines",
+        "“Ein Zitat, das lang genug ist”",
+        "«un texte entre guillemets»",
+        "update users set name = 'x' where id = 1",
+        "call +44 20 7946 0958 or see v2.0.1",
+    ];
+    for s in shorts {
+        let _ = classify(&long);
+        assert_eq!(classify(s), crate::reference::classify(s), "{s:?}");
+        let _ = classify(&long[..long.len() / 2]);
+        assert_eq!(classify(s), crate::reference::classify(s), "{s:?}");
+    }
+}
+
+/// Curly quotes and guillemets in short texts (where the presence pass
+/// gates their searches by their lead bytes) and in long ones.
+#[test]
+fn direct_quotes_behind_their_lead_bytes() {
+    let pad = "word ".repeat(60);
+    for (t, want) in [
+        ("“a quotation of enough length”", true),
+        ("«une citation assez longue»", true),
+        ("“short”", false),
+        ("«court»", false),
+        ("ascii only \"a quotation of enough\"", true),
+        ("dash — and ° but “no close", false),
+        ("« and “ unclosed for a while", false),
+    ] {
+        for text in [t.to_string(), format!("{pad}{t}")] {
+            let got = classify(&text);
+            assert_eq!(got, crate::reference::classify(&text), "{text:?}");
+            assert_eq!(got.soft.contains(&Reason::DirectQuote), want, "{text:?}");
+        }
+    }
+}
+
+/// The classifier's character counts equal `chars().count()` and core's
+/// `fewer_chars_than`.
+#[test]
+fn char_len_counts_chars() {
+    use super::fences::{char_len, fewer_chars_than};
+    let pieces = [
+        "", "a", "é", "日本", "😀", "\u{80}", "\u{7ff}", "\u{800}", "\u{ffff}", "abcdefg", "—",
+    ];
+    let mut state = 11u64;
+    for n in 0..400 {
+        let t: String = (0..n % 97)
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                pieces[(state % pieces.len() as u64) as usize]
+            })
+            .collect();
+        assert_eq!(char_len(&t), t.chars().count(), "{t:?}");
+        for limit in [0, 1, 5, 40, 120, 200] {
+            assert_eq!(
+                fewer_chars_than(&t, limit),
+                ctxpress_core::text::bytes::fewer_chars_than(&t, limit),
+                "{t:?} {limit}"
+            );
+        }
+    }
+}
+
+proptest::proptest! {
+    #[test]
+    fn char_len_is_the_char_count(s in "\\PC{0,300}", n in 0usize..400) {
+        use super::fences::{char_len, fewer_chars_than};
+        proptest::prop_assert_eq!(char_len(&s), s.chars().count());
+        proptest::prop_assert_eq!(
+            fewer_chars_than(&s, n),
+            ctxpress_core::text::bytes::fewer_chars_than(&s, n)
+        );
+    }
+}

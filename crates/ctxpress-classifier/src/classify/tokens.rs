@@ -53,8 +53,16 @@ fn runs_of_20(lo: u64, hi: u64) -> u64 {
 }
 
 /// Maximal runs of 20+ token bytes, from the token mask.
+#[cfg(test)]
 pub(super) fn long_token_runs(tok: &[u64]) -> Vec<(usize, usize)> {
     let mut out = Vec::new();
+    long_token_runs_into(tok, &mut out);
+    out
+}
+
+/// [`long_token_runs`] into `out` (cleared first; a reused buffer).
+pub(super) fn long_token_runs_into(tok: &[u64], out: &mut Vec<(usize, usize)>) {
+    out.clear();
     let mut from = 0usize;
     let mut w = 0usize;
     while let Some(&x) = tok.get(w) {
@@ -70,5 +78,4 @@ pub(super) fn long_token_runs(tok: &[u64]) -> Vec<(usize, usize)> {
         from = end;
         w = end / 64;
     }
-    out
 }
