@@ -1,7 +1,8 @@
 //! The ordered message-level preservation rules (spec 000 section 1, spec 001)
 //! and the `classifier` strategy that records them as annotations.
 
-use crate::classify::{classify, fewer_chars_than, is_valid_json, prose_chars};
+use crate::classify::{classify, is_valid_json, prose_chars};
+use ctxpress_core::text::bytes::fewer_chars_than;
 use ctxpress_core::{
     Classification, ConfigError, Conversation, Decision, DecisionRule, Message, Role, StageContext,
     StageOutcome, Strategy, StrategyError,

@@ -55,7 +55,6 @@ mod tokens;
 pub(crate) mod traceback;
 pub(crate) mod verse;
 
-pub(crate) use self::fences::fewer_chars_than;
 pub use self::fences::prose_chars;
 pub use self::json::is_valid_json;
 

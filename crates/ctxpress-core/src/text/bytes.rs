@@ -46,11 +46,28 @@ pub fn is_term_edge(b: u8) -> bool {
     CLASS[b as usize] & TERM_EDGE != 0
 }
 
-/// Characters of a UTF-8 text, counted as the bytes that are not
-/// continuation bytes (the same as `s.chars().count()`).
-#[inline]
+/// Characters of a UTF-8 text (the same as `s.chars().count()`): the length
+/// of ASCII text (checked a word at a time), otherwise the bytes that are
+/// not continuation bytes, counted eight at a time.
 pub fn char_count(s: &str) -> usize {
-    s.bytes().filter(|b| b & 0xC0 != 0x80).count()
+    if s.is_ascii() {
+        return s.len();
+    }
+    let b = s.as_bytes();
+    let mut chunks = b.chunks_exact(8);
+    let mut cont = 0usize;
+    for c in &mut chunks {
+        let w = c.try_into().map(u64::from_le_bytes).unwrap_or(0);
+        // continuation bytes are 0b10xxxxxx: bit 7 set, bit 6 (moved up
+        // to bit 7 by the shift) clear
+        cont += (w & !(w << 1) & 0x8080_8080_8080_8080).count_ones() as usize;
+    }
+    cont += chunks
+        .remainder()
+        .iter()
+        .filter(|&&c| c & 0xC0 == 0x80)
+        .count();
+    s.len() - cont
 }
 
 /// `s.chars().count() < n`, counting only when the length in bytes (one to
@@ -85,6 +102,36 @@ mod tests {
             for n in [0, 1, 2, 3, 4, 5, 8, 12, 59, 60, 61, 119, 120, 121, 200, 240] {
                 assert_eq!(fewer_chars_than(t, n), t.chars().count() < n, "{t:?} {n}");
             }
+        }
+    }
+
+    #[test]
+    fn char_count_counts_chars() {
+        let pieces = [
+            "", "a", "é", "日本", "😀", "\u{80}", "\u{7ff}", "\u{800}", "\u{ffff}", "abcdefg", "—",
+        ];
+        let mut state = 11u64;
+        for n in 0..400 {
+            let t: String = (0..n % 97)
+                .map(|_| {
+                    state ^= state << 13;
+                    state ^= state >> 7;
+                    state ^= state << 17;
+                    pieces[(state % pieces.len() as u64) as usize]
+                })
+                .collect();
+            assert_eq!(char_count(&t), t.chars().count(), "{t:?}");
+            for limit in [0, 1, 5, 40, 120, 200] {
+                assert_eq!(fewer_chars_than(&t, limit), t.chars().count() < limit);
+            }
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn char_count_is_chars_count(s in "\\PC{0,300}", n in 0usize..400) {
+            proptest::prop_assert_eq!(char_count(&s), s.chars().count());
+            proptest::prop_assert_eq!(fewer_chars_than(&s, n), s.chars().count() < n);
         }
     }
 
