@@ -729,13 +729,10 @@ impl Summarizer {
             out.count("cache_hits", 1);
             return match hit {
                 // The same text in messages of a larger size (other content
-                // blocks): make the text after all.
+                // blocks): make the text after all (`make` renders it, the
+                // bound being below this size).
                 Rendered::AtLeast(least) if least < size => {
-                    let text = Rendered::Text(render(
-                        unit,
-                        &deterministic(&self.extractive, unit, &self.cfg),
-                        &self.cfg,
-                    ));
+                    let text = self.make(unit, size);
                     self.cache.replace(&key, text.clone());
                     text
                 }
