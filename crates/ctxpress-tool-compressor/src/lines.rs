@@ -1294,6 +1294,7 @@ fn push_references<'a>(text: &'a str, max: usize, out: &mut Vec<&'a str>) -> boo
     false
 }
 
+#[cfg(test)]
 fn is_snake(w: &[u8]) -> bool {
     // [a-z][a-z0-9]*(_[a-z0-9]+)+, in one pass: lower-case letters and
     // digits, single underscores between them, at least one.
@@ -1318,6 +1319,7 @@ fn is_snake(w: &[u8]) -> bool {
     underscores > 0
 }
 
+#[cfg(test)]
 fn humps(w: &[u8]) -> usize {
     // Count [A-Z][a-z0-9]+ humps covering the rest of `w`; 0 when it does not fit.
     let mut n = 0;
@@ -1342,6 +1344,7 @@ fn humps(w: &[u8]) -> usize {
     n
 }
 
+#[cfg(test)]
 fn is_camel_or_pascal(w: &[u8]) -> bool {
     match w.first() {
         Some(c) if c.is_ascii_lowercase() => {
@@ -1352,6 +1355,129 @@ fn is_camel_or_pascal(w: &[u8]) -> bool {
         Some(c) if c.is_ascii_uppercase() => humps(w) >= 2,
         _ => false,
     }
+}
+
+/// The classes of bytes the identifier automaton reads ([`WORD_CLASS`]).
+const W_OTHER: u8 = 0;
+const W_LOWER: u8 = 1;
+const W_UPPER: u8 = 2;
+const W_DIGIT: u8 = 3;
+const W_UNDERSCORE: u8 = 4;
+/// `.`: ends a word of a run.
+const W_DOT: u8 = 5;
+/// `/` or `-`: ends a word and a segment of a run.
+const W_SEP: u8 = 6;
+
+/// The class of each byte for the identifier automaton ([`IDENT`]).
+static WORD_CLASS: [u8; 256] = {
+    let mut t = [W_OTHER; 256];
+    let mut i = 0;
+    while i < 256 {
+        let c = i as u8;
+        t[i] = if c.is_ascii_lowercase() {
+            W_LOWER
+        } else if c.is_ascii_uppercase() {
+            W_UPPER
+        } else if c.is_ascii_digit() {
+            W_DIGIT
+        } else if c == b'_' {
+            W_UNDERSCORE
+        } else if c == b'.' {
+            W_DOT
+        } else if c == b'/' || c == b'-' {
+            W_SEP
+        } else {
+            W_OTHER
+        };
+        i += 1;
+    }
+    t
+};
+
+/// States of the identifier automaton: no identifier whatever follows.
+const I_REJECT: u8 = 0;
+/// Nothing read.
+const I_START: u8 = 1;
+/// `[a-z]+`: the head of a snake_case or camelCase word.
+const I_LOWER: u8 = 2;
+/// `[a-z][a-z0-9]*` with a digit: only snake_case can follow.
+const I_SNAKE_HEAD: u8 = 3;
+/// snake_case just after an underscore.
+const I_SNAKE_MARK: u8 = 4;
+/// `[a-z][a-z0-9]*(_[a-z0-9]+)+`: snake_case (accepting).
+const I_SNAKE: u8 = 5;
+/// The capital of a hump after the first of camelCase or PascalCase.
+const I_HUMP_START: u8 = 6;
+/// `[a-z]+([A-Z][a-z0-9]+)+` or `([A-Z][a-z0-9]+){2,}`: camelCase or
+/// PascalCase (accepting).
+const I_HUMP: u8 = 7;
+/// The capital of the first hump of PascalCase.
+const I_FIRST_CAP: u8 = 8;
+/// The first hump of PascalCase, `[A-Z][a-z0-9]+`.
+const I_FIRST_HUMP: u8 = 9;
+
+/// The identifier automaton: the next state by state and [`WORD_CLASS`]
+/// (rows padded to sixteen states and eight classes, so that indexing
+/// needs no check). It reads snake_case, camelCase and PascalCase at
+/// once: [`is_identifier`] and the words of [`split_run`].
+static IDENT: [[u8; 8]; 16] = {
+    let mut t = [[I_REJECT; 8]; 16];
+    let (l, u, d, us) = (
+        W_LOWER as usize,
+        W_UPPER as usize,
+        W_DIGIT as usize,
+        W_UNDERSCORE as usize,
+    );
+    t[I_START as usize][l] = I_LOWER;
+    t[I_START as usize][u] = I_FIRST_CAP;
+    t[I_LOWER as usize][l] = I_LOWER;
+    t[I_LOWER as usize][u] = I_HUMP_START;
+    t[I_LOWER as usize][d] = I_SNAKE_HEAD;
+    t[I_LOWER as usize][us] = I_SNAKE_MARK;
+    t[I_SNAKE_HEAD as usize][l] = I_SNAKE_HEAD;
+    t[I_SNAKE_HEAD as usize][d] = I_SNAKE_HEAD;
+    t[I_SNAKE_HEAD as usize][us] = I_SNAKE_MARK;
+    t[I_SNAKE_MARK as usize][l] = I_SNAKE;
+    t[I_SNAKE_MARK as usize][d] = I_SNAKE;
+    t[I_SNAKE as usize][l] = I_SNAKE;
+    t[I_SNAKE as usize][d] = I_SNAKE;
+    t[I_SNAKE as usize][us] = I_SNAKE_MARK;
+    t[I_HUMP_START as usize][l] = I_HUMP;
+    t[I_HUMP_START as usize][d] = I_HUMP;
+    t[I_HUMP as usize][l] = I_HUMP;
+    t[I_HUMP as usize][d] = I_HUMP;
+    t[I_HUMP as usize][u] = I_HUMP_START;
+    t[I_FIRST_CAP as usize][l] = I_FIRST_HUMP;
+    t[I_FIRST_CAP as usize][d] = I_FIRST_HUMP;
+    t[I_FIRST_HUMP as usize][l] = I_FIRST_HUMP;
+    t[I_FIRST_HUMP as usize][d] = I_FIRST_HUMP;
+    t[I_FIRST_HUMP as usize][u] = I_HUMP_START;
+    t
+};
+
+/// One step of the identifier automaton.
+#[inline(always)]
+fn ident_step(state: u8, class: u8) -> u8 {
+    IDENT[(state & 15) as usize][(class & 7) as usize]
+}
+
+/// Whether the automaton accepts in `state`.
+#[inline(always)]
+fn ident_accepts(state: u8) -> bool {
+    state == I_SNAKE || state == I_HUMP
+}
+
+/// A compound identifier: snake_case, camelCase or PascalCase, read in one
+/// pass (a word's first byte that fits none ends the reading).
+fn is_identifier(w: &[u8]) -> bool {
+    let mut state = I_START;
+    for &c in w {
+        state = ident_step(state, WORD_CLASS[c as usize]);
+        if state == I_REJECT {
+            return false;
+        }
+    }
+    ident_accepts(state)
 }
 
 fn is_version(w: &[u8]) -> bool {
@@ -1469,41 +1595,67 @@ pub fn for_each_term<'a>(text: &'a str, json_escaped: bool, f: impl FnMut(&'a st
 #[inline(always)]
 fn next_trigger<const JSON_ESCAPED: bool>(bytes: &[u8], from: usize) -> Option<usize> {
     use ctxpress_core::text::sse2::{eq, in_range as range};
-    use safe_arch::{bitor_m128i, load_unaligned_m128i, m128i, move_mask_i8_m128i};
-    let bits = |v: m128i| move_mask_i8_m128i(v) as u32;
-    // Bit 0: the byte before the lane is a lower-case letter or a digit
-    // (`carry`), a digit (`digit_carry`).
-    let (mut carry, mut digit_carry) = (0u32, 0u32);
-    let mut found = |lane: &[u8; 16]| {
-        let v = load_unaligned_m128i(lane);
-        let digit = range(v, b'0', 10);
+    use safe_arch::{
+        bitand_m128i, bitor_m128i, byte_shl_imm_u128_m128i, load_unaligned_m128i, m128i,
+        move_mask_i8_m128i,
+    };
+    // The triggers of the lane `v`, whose bytes are preceded by those of
+    // `prev` (the lane one byte earlier): one mask, one move.
+    let hits = |v: m128i, prev: m128i| {
         let mut direct = bitor_m128i(eq(v, b'/'), eq(v, b'_'));
         if JSON_ESCAPED {
             direct = bitor_m128i(direct, eq(v, b'\\'));
         }
-        let before = bits(bitor_m128i(digit, range(v, b'a', 26)));
-        let digits = bits(digit);
-        let hit = bits(direct)
-            | (bits(range(v, b'A', 26)) & ((before << 1) | carry))
-            | (bits(eq(v, b'.')) & ((digits << 1) | digit_carry));
-        carry = (before >> 15) & 1;
-        digit_carry = (digits >> 15) & 1;
-        (hit != 0).then(|| hit.trailing_zeros() as usize)
+        let digit_before = range(prev, b'0', 10);
+        let word_before = bitor_m128i(digit_before, range(prev, b'a', 26));
+        let hit = bitor_m128i(
+            direct,
+            bitor_m128i(
+                bitand_m128i(range(v, b'A', 26), word_before),
+                bitand_m128i(eq(v, b'.'), digit_before),
+            ),
+        );
+        move_mask_i8_m128i(hit) as u32
     };
     let rest = bytes.get(from..)?;
-    let mut lanes = rest.chunks_exact(16);
-    let mut at = from;
-    for lane in &mut lanes {
-        if let Some(k) = lane.try_into().ok().and_then(&mut found) {
-            return Some(at + k);
+    if let Some(first) = rest.first_chunk::<16>() {
+        // The byte before `from` is not looked at: the first lane's
+        // previous bytes are its own, shifted, after a zero.
+        let v = load_unaligned_m128i(first);
+        let hit = hits(v, byte_shl_imm_u128_m128i::<1>(v));
+        if hit != 0 {
+            return Some(from + hit.trailing_zeros() as usize);
         }
-        at += 16;
+        let mut at = from + 16;
+        // Each lane with the sixteen bytes that end one byte later.
+        while let Some(pair) = bytes.get(at - 1..).and_then(|r| r.first_chunk::<17>()) {
+            let (Some(prev), Some(lane)) = (pair.first_chunk::<16>(), pair.last_chunk::<16>())
+            else {
+                break;
+            };
+            let hit = hits(load_unaligned_m128i(lane), load_unaligned_m128i(prev));
+            if hit != 0 {
+                return Some(at + hit.trailing_zeros() as usize);
+            }
+            at += 16;
+        }
+        // The last bytes (fewer than sixteen), after the byte before them,
+        // padded with zeros (no zero byte is a trigger).
+        let tail = bytes.get(at - 1..)?;
+        let mut pair = [0u8; 17];
+        pair.get_mut(..tail.len())?.copy_from_slice(tail);
+        let (Some(prev), Some(lane)) = (pair.first_chunk::<16>(), pair.last_chunk::<16>()) else {
+            return None;
+        };
+        let hit = hits(load_unaligned_m128i(lane), load_unaligned_m128i(prev));
+        return (hit != 0).then(|| at + hit.trailing_zeros() as usize);
     }
-    // The last bytes, padded with zeros (no zero byte is a trigger).
-    let tail = lanes.remainder();
+    // Fewer than sixteen bytes in all, padded with zeros.
     let mut lane = [0u8; 16];
-    lane.get_mut(..tail.len())?.copy_from_slice(tail);
-    found(&lane).map(|k| at + k)
+    lane.get_mut(..rest.len())?.copy_from_slice(rest);
+    let v = load_unaligned_m128i(&lane);
+    let hit = hits(v, byte_shl_imm_u128_m128i::<1>(v));
+    (hit != 0).then(|| from + hit.trailing_zeros() as usize)
 }
 
 /// [`next_trigger`] a byte at a time (elsewhere than on x86-64, and the
@@ -1581,11 +1733,7 @@ fn scan_terms<'a, const JSON_ESCAPED: bool, const FAST: bool>(
             // Without `/`, the mark is an underscore: only snake_case can
             // hold one, and only camelCase or PascalCase can do without.
             if let (Some(run), Some(run_str)) = (bytes.get(start..i), text.get(start..i))
-                && if seen & T_MARK != 0 {
-                    is_snake(run)
-                } else {
-                    is_camel_or_pascal(run)
-                }
+                && is_identifier(run)
             {
                 f(run_str);
             }
@@ -1626,8 +1774,69 @@ fn scan_terms<'a, const JSON_ESCAPED: bool, const FAST: bool>(
 /// The versions and identifiers of a trimmed run (which neither starts nor
 /// ends with `.`, `-` or `/`): its segments between `/` and `-`, each a
 /// version or split at dots into identifiers (only looked for with
-/// `identifiers`).
+/// `identifiers`). One pass: each word is read by the identifier automaton
+/// as the bytes go by, and reported when it ends (the words of a version,
+/// digits or `v` and digits, are never identifiers, so a segment reports
+/// either its version or its identifiers, as [`split_run_reference`] does).
 fn split_run<'a>(run: &[u8], run_str: &'a str, identifiers: bool, f: &mut impl FnMut(&'a str)) {
+    let mut seg = 0;
+    let mut word = 0;
+    let mut state = I_START;
+    // The segment `seg..end` ends: reported if a version.
+    fn end_segment<'a>(
+        run: &[u8],
+        run_str: &'a str,
+        seg: usize,
+        end: usize,
+        f: &mut impl FnMut(&'a str),
+    ) {
+        if let (Some(s), Some(s_str)) = (run.get(seg..end), run_str.get(seg..end))
+            && s.first().is_some_and(|c| c.is_ascii_digit() || *c == b'v')
+            && is_version(s)
+        {
+            f(s_str);
+        }
+    }
+    for (i, &c) in run.iter().enumerate() {
+        let class = WORD_CLASS[c as usize];
+        if class < W_DOT {
+            state = ident_step(state, class);
+            continue;
+        }
+        if identifiers
+            && ident_accepts(state)
+            && let Some(w) = run_str.get(word..i)
+        {
+            f(w);
+        }
+        state = I_START;
+        word = i + 1;
+        if class == W_SEP {
+            end_segment(run, run_str, seg, i, f);
+            seg = i + 1;
+        }
+    }
+    if identifiers
+        && ident_accepts(state)
+        && let Some(w) = run_str.get(word..)
+    {
+        f(w);
+    }
+    end_segment(run, run_str, seg, run.len(), f);
+}
+
+/// [`split_run`] as it was before its one pass (the tests compare the
+/// two): the versions and identifiers of a trimmed run (which neither starts nor
+/// ends with `.`, `-` or `/`): its segments between `/` and `-`, each a
+/// version or split at dots into identifiers (only looked for with
+/// `identifiers`).
+#[cfg(test)]
+fn split_run_reference<'a>(
+    run: &[u8],
+    run_str: &'a str,
+    identifiers: bool,
+    f: &mut impl FnMut(&'a str),
+) {
     let mut w0 = 0;
     while w0 < run.len() {
         let e = run
@@ -1992,7 +2201,9 @@ fn hex4(b: &[u8], i: usize) -> Option<u32> {
     u32::from_str_radix(h, 16).ok()
 }
 
-/// A compound identifier: snake_case, camelCase or PascalCase.
+/// A compound identifier: snake_case, camelCase or PascalCase (the
+/// reference for [`is_identifier`]).
+#[cfg(test)]
 fn identifier(w: &[u8]) -> bool {
     // Fast reject: plain words have no underscore and no capital after the first letter.
     let compound = w.first() == Some(&b'_')
@@ -2669,6 +2880,95 @@ mod tests {
                 }
                 assert_eq!(fast, slow);
             }
+        }
+    }
+
+    /// The terms [`split_run`] and [`split_run_reference`] report for `run`.
+    fn splits(run: &str, identifiers: bool) -> (Vec<&str>, Vec<&str>) {
+        let (mut new, mut old) = (Vec::new(), Vec::new());
+        split_run(run.as_bytes(), run, identifiers, &mut |t| new.push(t));
+        split_run_reference(run.as_bytes(), run, identifiers, &mut |t| old.push(t));
+        (new, old)
+    }
+
+    #[test]
+    fn the_identifier_automaton_is_the_three_patterns() {
+        let words = [
+            "",
+            "a",
+            "A",
+            "_",
+            "a_b",
+            "a__b",
+            "a_",
+            "_a",
+            "a1_b2",
+            "a_1",
+            "ab1c_d",
+            "a1B",
+            "fooBar",
+            "fooBAR",
+            "foo1Bar",
+            "fooBar1",
+            "fooB",
+            "FooBar",
+            "Foo",
+            "FOO",
+            "FooB",
+            "F1B2",
+            "F1Bar",
+            "HTTPServer",
+            "getX",
+            "getXml",
+            "x_Y",
+            "snake_Case",
+            "fooBar_baz",
+            "é",
+            "aé_b",
+            "a-b",
+            "a.b",
+            "v1",
+            "123",
+            "Ab1Cd2",
+        ];
+        for w in words {
+            assert_eq!(is_identifier(w.as_bytes()), identifier(w.as_bytes()), "{w}");
+        }
+        for run in [
+            "src/app_main.py",
+            "v1.2.3",
+            "v1.2.3-beta_one",
+            "1.2.3.4",
+            "a.b_c/fooBar-v2.0.1/x_y.Z_w",
+            "fooBar.bazQux.snake_case",
+            "a//b--c..d_e",
+            "vFoo.barBaz/v1.2.x",
+            "1.2.3/4.5.6",
+        ] {
+            for identifiers in [false, true] {
+                let (new, old) = splits(run, identifiers);
+                assert_eq!(new, old, "{run}");
+            }
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn is_identifier_is_the_reference(w in "[a-cA-C0-9_é]{0,12}") {
+            proptest::prop_assert_eq!(is_identifier(w.as_bytes()), identifier(w.as_bytes()));
+        }
+
+        #[test]
+        fn split_run_is_the_reference(run in "[a-cvA-C0-9_]{0,4}([./-][a-cvA-C0-9_]{1,5}){0,6}", identifiers in proptest::bool::ANY) {
+            let (new, old) = splits(&run, identifiers);
+            proptest::prop_assert_eq!(new, old);
+        }
+
+        #[test]
+        fn the_trigger_lanes_agree_on_long_texts(text in "[a-bzA-BZ09_./\\\\ :@é-]{0,200}", from in 0usize..210) {
+            let b = text.as_bytes();
+            proptest::prop_assert_eq!(next_trigger::<false>(b, from), next_trigger_bytes::<false>(b, from));
+            proptest::prop_assert_eq!(next_trigger::<true>(b, from), next_trigger_bytes::<true>(b, from));
         }
     }
 
