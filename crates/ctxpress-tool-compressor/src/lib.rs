@@ -575,15 +575,16 @@ impl LocalBuilder {
         let mut terms: Vec<LocalTerm> = Vec::new();
         lines::for_each_term(text, escaped, |t| {
             let key = term_key(t);
-            match self.index.get(&key) {
-                Some(&i) => {
-                    if let Some(lt) = terms.get_mut(i) {
+            // One probe a term: the slot found is the one filled.
+            match self.index.entry(key) {
+                std::collections::hash_map::Entry::Occupied(e) => {
+                    if let Some(lt) = terms.get_mut(*e.get()) {
                         lt.n += 1;
                     }
                 }
-                None => {
+                std::collections::hash_map::Entry::Vacant(e) => {
                     let start = t.as_ptr() as usize - base;
-                    self.index.insert(key, terms.len());
+                    e.insert(terms.len());
                     terms.push(LocalTerm {
                         key,
                         start,

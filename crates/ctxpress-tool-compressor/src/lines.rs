@@ -1455,10 +1455,40 @@ static IDENT: [[u8; 8]; 16] = {
     t
 };
 
-/// One step of the identifier automaton.
+/// Not a state: the byte read was `.` (a word of a run ends).
+const I_DOT_END: u8 = 14;
+/// Not a state: the byte read was `/` or `-` (a word and a segment end).
+const I_SEP_END: u8 = 15;
+
+/// [`IDENT`] by byte rather than class: one look-up a byte. `.`, `/` and
+/// `-` lead from every state to [`I_DOT_END`] or [`I_SEP_END`], which lead
+/// nowhere ([`I_REJECT`] on any byte).
+static IDENT_BYTES: [[u8; 256]; 16] = {
+    let mut t = [[I_REJECT; 256]; 16];
+    let mut state = 0;
+    while state < 14 {
+        let mut c = 0;
+        while c < 256 {
+            let class = WORD_CLASS[c];
+            t[state][c] = if class == W_DOT {
+                I_DOT_END
+            } else if class == W_SEP {
+                I_SEP_END
+            } else {
+                IDENT[state][class as usize]
+            };
+            c += 1;
+        }
+        state += 1;
+    }
+    t
+};
+
+/// One step of the identifier automaton: the state after `state` reads `c`
+/// (or [`I_DOT_END`], [`I_SEP_END`] at a word's end).
 #[inline(always)]
-fn ident_step(state: u8, class: u8) -> u8 {
-    IDENT[(state & 15) as usize][(class & 7) as usize]
+fn ident_step(state: u8, c: u8) -> u8 {
+    IDENT_BYTES[(state & 15) as usize][c as usize]
 }
 
 /// Whether the automaton accepts in `state`.
@@ -1472,7 +1502,7 @@ fn ident_accepts(state: u8) -> bool {
 fn is_identifier(w: &[u8]) -> bool {
     let mut state = I_START;
     for &c in w {
-        state = ident_step(state, WORD_CLASS[c as usize]);
+        state = ident_step(state, c);
         if state == I_REJECT {
             return false;
         }
@@ -1798,9 +1828,9 @@ fn split_run<'a>(run: &[u8], run_str: &'a str, identifiers: bool, f: &mut impl F
         }
     }
     for (i, &c) in run.iter().enumerate() {
-        let class = WORD_CLASS[c as usize];
-        if class < W_DOT {
-            state = ident_step(state, class);
+        let next = ident_step(state, c);
+        if next < I_DOT_END {
+            state = next;
             continue;
         }
         if identifiers
@@ -1811,7 +1841,7 @@ fn split_run<'a>(run: &[u8], run_str: &'a str, identifiers: bool, f: &mut impl F
         }
         state = I_START;
         word = i + 1;
-        if class == W_SEP {
+        if next == I_SEP_END {
             end_segment(run, run_str, seg, i, f);
             seg = i + 1;
         }
