@@ -494,7 +494,12 @@ impl<'r> LaterKeys<'r> {
 /// the term: no copy of a term is made, and a look-up compares one number.
 /// (Two terms would have to share all 64 bits to be counted as one.)
 #[derive(Default)]
-struct TermCounts(std::collections::HashMap<u64, u32, BuildHasherDefault<KeyHasher>>);
+struct TermCounts(
+    std::collections::HashMap<u64, u32, BuildHasherDefault<KeyHasher>>,
+    /// The keys of a summary's terms, for [`ToolCompressor::settle`]: one
+    /// buffer for every summary.
+    Vec<u64>,
+);
 
 /// The hasher of [`TermCounts`]: its keys are hashes already.
 #[derive(Default)]
@@ -561,18 +566,21 @@ struct LocalTerm {
     n: u32,
 }
 
-/// Builds [`Local`]s; its index is reused from text to text.
+/// Builds [`Local`]s; its index and term list are reused from text to text
+/// (each [`Local`] gets a copy of the list, allocated once at its size).
 #[derive(Default)]
 struct LocalBuilder {
     index: std::collections::HashMap<u64, usize, BuildHasherDefault<KeyHasher>>,
+    terms: Vec<LocalTerm>,
 }
 
 impl LocalBuilder {
     /// The terms of `text` (as [`lines::for_each_term`] finds them).
     fn scan(&mut self, text: &str, escaped: bool) -> Local {
         self.index.clear();
+        self.terms.clear();
         let base = text.as_ptr() as usize;
-        let mut terms: Vec<LocalTerm> = Vec::new();
+        let terms = &mut self.terms;
         lines::for_each_term(text, escaped, |t| {
             let key = term_key(t);
             // One probe a term: the slot found is the one filled.
@@ -596,7 +604,7 @@ impl LocalBuilder {
         });
         Local {
             len: text.len(),
-            terms,
+            terms: self.terms.as_slice().to_vec(),
         }
     }
 }
@@ -1054,9 +1062,13 @@ impl ToolCompressor {
         };
         // The keys of the bare summary's terms, found once: the `names:`
         // line is scanned on its own at the end (a line break ends every
-        // term).
-        let mut bare_terms: Vec<u64> = Vec::new();
+        // term). Sorted: looked up by bisection, and each key counted once
+        // with its number of occurrences (the order of the additions does
+        // not matter).
+        let mut bare_terms = std::mem::take(&mut global.1);
+        bare_terms.clear();
         lines::for_each_term(s, false, |t| bare_terms.push(term_key(t)));
+        bare_terms.sort_unstable();
         let scanned;
         let (local, source) = match local {
             Some(l) => l,
@@ -1065,13 +1077,11 @@ impl ToolCompressor {
                 (&scanned, text)
             }
         };
-        let summ: std::collections::HashSet<u64, BuildHasherDefault<KeyHasher>> =
-            bare_terms.iter().copied().collect();
         let mut names: Vec<&str> = Vec::new();
         let mut lost = 0usize;
         for lt in &local.terms {
             let total = global.get_key(lt.key);
-            if total.saturating_sub(lt.n) != 0 || summ.contains(&lt.key) {
+            if total.saturating_sub(lt.n) != 0 || bare_terms.binary_search(&lt.key).is_ok() {
                 continue;
             }
             let t = source.get(lt.start..lt.end).unwrap_or("");
@@ -1084,21 +1094,35 @@ impl ToolCompressor {
         let bare_len = s.len();
         if !names.is_empty() {
             s.push_str("\nnames: ");
-            s.push_str(&names.join(", "));
+            for (k, name) in names.iter().enumerate() {
+                if k > 0 {
+                    s.push_str(", ");
+                }
+                s.push_str(name);
+            }
         }
-        let after = s.chars().count();
-        if after >= before || after > max_after {
-            return Err(Attempt::Skipped);
-        }
-        if (before - after) < lost.saturating_mul(self.cfg.chars_per_lost_term) {
-            return Err(Attempt::Dense);
+        // The bare summary's characters were counted above.
+        let after = bare + s.get(bare_len..).map_or(0, |line| line.chars().count());
+        let verdict = if after >= before || after > max_after {
+            Err(Attempt::Skipped)
+        } else if (before - after) < lost.saturating_mul(self.cfg.chars_per_lost_term) {
+            Err(Attempt::Dense)
+        } else {
+            Ok(())
+        };
+        if let Err(a) = verdict {
+            global.1 = bare_terms;
+            return Err(a);
         }
         for lt in &local.terms {
             global.sub_key(lt.key, lt.n);
         }
-        for &k in &bare_terms {
-            global.add_key(k, 1);
+        for same in bare_terms.chunk_by(|a, b| a == b) {
+            if let Some(&k) = same.first() {
+                global.add_key(k, u32::try_from(same.len()).unwrap_or(u32::MAX));
+            }
         }
+        global.1 = bare_terms;
         if let Some(names_line) = s.get(bare_len..) {
             lines::for_each_term(names_line, false, |t| global.add_key(term_key(t), 1));
         }

@@ -1813,6 +1813,7 @@ fn split_run<'a>(run: &[u8], run_str: &'a str, identifiers: bool, f: &mut impl F
     let mut word = 0;
     let mut state = I_START;
     // The segment `seg..end` ends: reported if a version.
+    #[inline(always)]
     fn end_segment<'a>(
         run: &[u8],
         run_str: &'a str,
