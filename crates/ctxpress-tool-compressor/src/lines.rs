@@ -1811,7 +1811,6 @@ fn scan_terms<'a, const JSON_ESCAPED: bool, const FAST: bool>(
 fn split_run<'a>(run: &[u8], run_str: &'a str, identifiers: bool, f: &mut impl FnMut(&'a str)) {
     let mut seg = 0;
     let mut word = 0;
-    let mut state = I_START;
     // The segment `seg..end` ends: reported if a version.
     #[inline(always)]
     fn end_segment<'a>(
@@ -1828,30 +1827,34 @@ fn split_run<'a>(run: &[u8], run_str: &'a str, identifiers: bool, f: &mut impl F
             f(s_str);
         }
     }
-    for (i, &c) in run.iter().enumerate() {
-        let next = ident_step(state, c);
-        if next < I_DOT_END {
-            state = next;
-            continue;
-        }
+    loop {
+        // The word from `word`: read to its end, or to the run's.
+        let mut state = I_START;
+        let len = run.get(word..).and_then(|rest| {
+            rest.iter().position(|&c| {
+                let next = ident_step(state, c);
+                if next >= I_DOT_END {
+                    return true;
+                }
+                state = next;
+                false
+            })
+        });
+        let end = len.map_or(run.len(), |k| word + k);
         if identifiers
             && ident_accepts(state)
-            && let Some(w) = run_str.get(word..i)
+            && let Some(w) = run_str.get(word..end)
         {
             f(w);
         }
-        state = I_START;
-        word = i + 1;
-        if next == I_SEP_END {
-            end_segment(run, run_str, seg, i, f);
-            seg = i + 1;
+        if len.is_none() {
+            break;
         }
-    }
-    if identifiers
-        && ident_accepts(state)
-        && let Some(w) = run_str.get(word..)
-    {
-        f(w);
+        if matches!(run.get(end), Some(b'/' | b'-')) {
+            end_segment(run, run_str, seg, end, f);
+            seg = end + 1;
+        }
+        word = end + 1;
     }
     end_segment(run, run_str, seg, run.len(), f);
 }
