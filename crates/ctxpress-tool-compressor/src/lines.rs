@@ -593,18 +593,23 @@ pub fn declaration(body: &str, lang: Lang, st: &mut OutlineState) -> Option<Rank
             if t.starts_with('#') {
                 return None;
             }
-            let c = YAML_KEY.captures(body)?;
-            let ind = c.get(1).map_or(0, |m| indent_of(m.as_str()));
-            match ind {
+            if !YAML_KEY.is_match(body) {
+                return None;
+            }
+            // The key's group `(\s*)` is all the leading white space (what
+            // follows it is no white space): the line's indentation.
+            match indent_of(body) {
                 0 => Some(Rank::Structure),
                 1..=4 => Some(Rank::Member),
                 _ => None,
             }
         }
         Lang::Json => {
-            let c = JSON_KEY.captures(body)?;
-            let ind = c.get(1).map_or(0, |m| indent_of(m.as_str()));
-            match ind {
+            if !JSON_KEY.is_match(body) {
+                return None;
+            }
+            // As for YAML: the group is all the leading white space.
+            match indent_of(body) {
                 0..=2 => Some(Rank::Structure),
                 3..=4 => Some(Rank::Member),
                 _ => None,
@@ -2474,6 +2479,83 @@ mod tests {
                     "max {max}"
                 );
             }
+        }
+    }
+
+    /// The YAML and JSON ranks by the indentation [`YAML_KEY`] and
+    /// [`JSON_KEY`] capture (what [`declaration`] read before it took the
+    /// line's own indentation).
+    fn key_rank_by_capture(body: &str, lang: Lang) -> Option<Rank> {
+        let t = trim(body);
+        if t.is_empty() || t.len() > 400 {
+            return None;
+        }
+        if t.starts_with("/*")
+            || t.starts_with("//")
+            || t.starts_with("* ")
+            || t == "*"
+            || t.starts_with("--")
+        {
+            return None;
+        }
+        let (key, ranks): (&Regex, [usize; 2]) = match lang {
+            Lang::Yaml if t.starts_with('#') => return None,
+            Lang::Yaml => (&YAML_KEY, [0, 4]),
+            _ => (&JSON_KEY, [2, 4]),
+        };
+        let c = key.captures(body)?;
+        let ind = c.get(1).map_or(0, |m| indent_of(m.as_str()));
+        if ind <= ranks[0] {
+            Some(Rank::Structure)
+        } else if ind <= ranks[1] {
+            Some(Rank::Member)
+        } else {
+            None
+        }
+    }
+
+    fn assert_key_ranks(body: &str) {
+        for lang in [Lang::Yaml, Lang::Json] {
+            let mut st = OutlineState::default();
+            assert_eq!(
+                declaration(body, lang, &mut st),
+                key_rank_by_capture(body, lang),
+                "{lang:?} {body:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn key_ranks_are_the_captured_indentation() {
+        for body in [
+            "a: 1",
+            "  a: 1",
+            "\ta: 1",
+            "\t\ta: 1",
+            "     a: 1",
+            "  - name: x",
+            "\u{a0}\u{2003}key: v",
+            "\u{85}key:",
+            "\"a\": 1",
+            "  \"a\": {",
+            "\t\"a\" : [",
+            "      \"deep\": 2",
+            "\u{a0}\"x\":",
+            "# comment: x",
+            "- a",
+            "",
+            "   ",
+        ] {
+            assert_key_ranks(body);
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn key_ranks_of_random_lines(
+            body in "( |\t|\u{a0}|\u{2003}|\u{85}){0,6}(- )?(\"|')?[a-z_.é ]{0,4}(\"|')?( |\t)?:?( |x)?",
+        ) {
+            assert_key_ranks(&body);
         }
     }
 
