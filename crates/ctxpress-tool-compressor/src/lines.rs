@@ -1277,6 +1277,86 @@ pub fn references_in_lines<'a>(
     out
 }
 
+/// [`references_in_lines`] of the bodies of `lines` but those whose
+/// indices `shown` holds (in increasing order), found from `text`, the text
+/// [`split_numbered`] cut `lines` from: a line without a `/`, a `\` or an
+/// `E` holds no reference (the bytes [`reference_search_start`] looks for),
+/// so the search goes from one such byte of `text` to the next, and only
+/// the lines it lands in (not shown) are searched, each once. Lines that
+/// are not slices of `text` in increasing order are searched one by one.
+pub fn references_outside<'a>(
+    text: &str,
+    lines: &[Line<'a>],
+    shown: &[usize],
+    max: usize,
+) -> Vec<&'a str> {
+    let mut out: Vec<&str> = Vec::new();
+    if max == 0 {
+        return out;
+    }
+    let base = text.as_ptr() as usize;
+    // Where each line's body starts in `text`, and where it ends.
+    let span = |l: &Line<'_>| {
+        let start = (l.body.as_ptr() as usize).checked_sub(base)?;
+        let end = start + l.body.len();
+        (end <= text.len()).then_some((start, end))
+    };
+    let mut last_end = 0;
+    let in_order = lines.iter().all(|l| match span(l) {
+        Some((start, end)) if start >= last_end => {
+            last_end = end;
+            true
+        }
+        _ => false,
+    });
+    if !in_order {
+        let mut shown = shown.iter().copied().peekable();
+        let rest = lines
+            .iter()
+            .enumerate()
+            .filter(move |(i, _)| {
+                while shown.next_if(|s| s < i).is_some() {}
+                shown.next_if_eq(i).is_none()
+            })
+            .map(|(_, l)| l.body);
+        return references_in_lines(rest, max);
+    }
+    let b = text.as_bytes();
+    let mut shown = shown.iter().copied().peekable();
+    let (mut at, mut i) = (0usize, 0usize);
+    while let Some(hit) = b
+        .get(at..)
+        .and_then(|r| memchr::memchr3(b'/', b'\\', b'E', r))
+        .map(|k| at + k)
+    {
+        // The line whose body ends after the hit.
+        while lines
+            .get(i)
+            .and_then(span)
+            .is_some_and(|(_, end)| end <= hit)
+        {
+            i += 1;
+        }
+        let Some((l, (start, end))) = lines.get(i).and_then(|l| Some((l, span(l)?))) else {
+            break;
+        };
+        if hit < start {
+            // Between bodies (a line break, a number prefix).
+            at = hit + 1;
+            continue;
+        }
+        at = end;
+        while shown.next_if(|s| *s < i).is_some() {}
+        if shown.next_if_eq(&i).is_some() {
+            continue;
+        }
+        if push_references(l.body, max, &mut out) {
+            break;
+        }
+    }
+    out
+}
+
 /// Add the references of `text` to `out` (see [`references`]); true once
 /// `out` holds `max`. The matches of [`REF`] in order, each searched from
 /// [`reference_search_start`] (the regex runs only where a match can be).
@@ -2479,6 +2559,74 @@ mod tests {
                     "max {max}"
                 );
             }
+        }
+    }
+
+    /// [`references_outside`] of the lines of `text` against
+    /// [`references_in_lines`] of the lines not shown, for a few sets of
+    /// shown lines (none, every third, the first and last, out of range).
+    fn assert_refs_outside_as_by_line(text: &str) {
+        let lines = split_numbered(text);
+        let n = lines.len();
+        let every_third: Vec<usize> = (0..n).filter(|i| i % 3 == 1).collect();
+        let ends: Vec<usize> = vec![0, n.saturating_sub(1), n + 2];
+        let twice: Vec<usize> = vec![1, 1, 2];
+        for shown in [&[][..], &every_third, &ends, &twice] {
+            let rest = || {
+                lines
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, _)| !shown.contains(i))
+                    .map(|(_, l)| l.body)
+            };
+            for max in [0, 1, 2, 3, 12, 1000] {
+                assert_eq!(
+                    references_outside(text, &lines, shown, max),
+                    references_in_lines(rest(), max),
+                    "max {max} shown {shown:?} {text:?}"
+                );
+            }
+        }
+        // Lines that are not slices of `text`: searched one by one.
+        let copy = text.to_string();
+        let other = split_numbered(&copy);
+        assert_eq!(
+            references_outside(text, &other, &every_third, 12),
+            references_in_lines(
+                other
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, _)| !every_third.contains(i))
+                    .map(|(_, l)| l.body),
+                12
+            ),
+        );
+    }
+
+    #[test]
+    fn references_outside_shown_lines_are_those_of_the_other_lines() {
+        for text in [
+            include_str!("lines.rs"),
+            include_str!("summary.rs"),
+            include_str!("lib.rs"),
+            "",
+            "\n\n",
+            "E",
+            "see https://example.com/a/b.html and C:\\dir\\x.txt\nValueError: at ~/src/app.py\n\
+             x/y.rs:3 FooException, http://h/p?q=1\nplain line\nBarError.\n",
+            "     1\tuse a/b.rs;\n     2\t\n     3\tE\n     4\tan Error: x/y.zz\n",
+            "1→a/b.rs\r\n2→\r\n3→c\\d.txt TypeError\r\n",
+        ] {
+            assert_refs_outside_as_by_line(text);
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn references_outside_on_random_texts(
+            text in "([ 0-9]{0,3}(\t|→|:)?(a|é|/|\\\\|E|rror|xception|\\.|:|rs| |-|Ab)*(\n|\r\n))*",
+        ) {
+            assert_refs_outside_as_by_line(&text);
         }
     }
 

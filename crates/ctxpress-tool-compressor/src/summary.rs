@@ -4,7 +4,7 @@
 
 use crate::lines::{
     Lang, OutlineState, Rank, declaration, error_line_candidates, is_blank, is_count_line,
-    is_diagnostic, is_error_line, is_heading, lang_of, push_clip, references_in_lines, shape,
+    is_diagnostic, is_error_line, is_heading, lang_of, push_clip, references_outside, shape,
     split_numbered, trim,
 };
 use foldhash::HashSet;
@@ -284,7 +284,7 @@ fn file_outline(
             }
         }
     }
-    push_refs(&mut out, &lines, &kept, limits);
+    push_refs(&mut out, text, &lines, &kept, limits);
     out
 }
 
@@ -367,21 +367,19 @@ fn push_lines(
 }
 
 /// Append `refs:` with the paths, URLs and error names of the lines not
-/// shown (`shown`: their indices, in increasing order).
-fn push_refs(out: &mut String, lines: &[crate::lines::Line<'_>], shown: &[usize], limits: &Limits) {
+/// shown (`shown`: their indices, in increasing order); `lines` are cut
+/// from `text` by [`split_numbered`].
+fn push_refs(
+    out: &mut String,
+    text: &str,
+    lines: &[crate::lines::Line<'_>],
+    shown: &[usize],
+    limits: &Limits,
+) {
     if limits.max_refs == 0 {
         return;
     }
-    let mut shown = shown.iter().copied().peekable();
-    let rest = lines
-        .iter()
-        .enumerate()
-        .filter(move |(i, _)| {
-            while shown.next_if(|s| s < i).is_some() {}
-            shown.next_if_eq(i).is_none()
-        })
-        .map(|(_, l)| l.body);
-    let refs: Vec<&str> = references_in_lines(rest, limits.max_refs)
+    let refs: Vec<&str> = references_outside(text, lines, shown, limits.max_refs)
         .into_iter()
         .filter(|r| !out.contains(r))
         .collect();
@@ -542,7 +540,7 @@ fn output(kind: Kind, subject: &Subject, text: &str, limits: &Limits) -> String 
     picked.sort_unstable();
     picked.dedup();
     push_lines(&mut out, &lines, &picked, limits);
-    push_refs(&mut out, &lines, &picked, limits);
+    push_refs(&mut out, text, &lines, &picked, limits);
     out
 }
 
