@@ -593,18 +593,23 @@ pub fn declaration(body: &str, lang: Lang, st: &mut OutlineState) -> Option<Rank
             if t.starts_with('#') {
                 return None;
             }
-            let c = YAML_KEY.captures(body)?;
-            let ind = c.get(1).map_or(0, |m| indent_of(m.as_str()));
-            match ind {
+            if !YAML_KEY.is_match(body) {
+                return None;
+            }
+            // The key's group `(\s*)` is all the leading white space (what
+            // follows it is no white space): the line's indentation.
+            match indent_of(body) {
                 0 => Some(Rank::Structure),
                 1..=4 => Some(Rank::Member),
                 _ => None,
             }
         }
         Lang::Json => {
-            let c = JSON_KEY.captures(body)?;
-            let ind = c.get(1).map_or(0, |m| indent_of(m.as_str()));
-            match ind {
+            if !JSON_KEY.is_match(body) {
+                return None;
+            }
+            // As for YAML: the group is all the leading white space.
+            match indent_of(body) {
                 0..=2 => Some(Rank::Structure),
                 3..=4 => Some(Rank::Member),
                 _ => None,
@@ -1266,6 +1271,86 @@ pub fn references_in_lines<'a>(
     }
     for l in lines {
         if push_references(l, max, &mut out) {
+            break;
+        }
+    }
+    out
+}
+
+/// [`references_in_lines`] of the bodies of `lines` but those whose
+/// indices `shown` holds (in increasing order), found from `text`, the text
+/// [`split_numbered`] cut `lines` from: a line without a `/`, a `\` or an
+/// `E` holds no reference (the bytes [`reference_search_start`] looks for),
+/// so the search goes from one such byte of `text` to the next, and only
+/// the lines it lands in (not shown) are searched, each once. Lines that
+/// are not slices of `text` in increasing order are searched one by one.
+pub fn references_outside<'a>(
+    text: &str,
+    lines: &[Line<'a>],
+    shown: &[usize],
+    max: usize,
+) -> Vec<&'a str> {
+    let mut out: Vec<&str> = Vec::new();
+    if max == 0 {
+        return out;
+    }
+    let base = text.as_ptr() as usize;
+    // Where each line's body starts in `text`, and where it ends.
+    let span = |l: &Line<'_>| {
+        let start = (l.body.as_ptr() as usize).checked_sub(base)?;
+        let end = start + l.body.len();
+        (end <= text.len()).then_some((start, end))
+    };
+    let mut last_end = 0;
+    let in_order = lines.iter().all(|l| match span(l) {
+        Some((start, end)) if start >= last_end => {
+            last_end = end;
+            true
+        }
+        _ => false,
+    });
+    if !in_order {
+        let mut shown = shown.iter().copied().peekable();
+        let rest = lines
+            .iter()
+            .enumerate()
+            .filter(move |(i, _)| {
+                while shown.next_if(|s| s < i).is_some() {}
+                shown.next_if_eq(i).is_none()
+            })
+            .map(|(_, l)| l.body);
+        return references_in_lines(rest, max);
+    }
+    let b = text.as_bytes();
+    let mut shown = shown.iter().copied().peekable();
+    let (mut at, mut i) = (0usize, 0usize);
+    while let Some(hit) = b
+        .get(at..)
+        .and_then(|r| memchr::memchr3(b'/', b'\\', b'E', r))
+        .map(|k| at + k)
+    {
+        // The line whose body ends after the hit.
+        while lines
+            .get(i)
+            .and_then(span)
+            .is_some_and(|(_, end)| end <= hit)
+        {
+            i += 1;
+        }
+        let Some((l, (start, end))) = lines.get(i).and_then(|l| Some((l, span(l)?))) else {
+            break;
+        };
+        if hit < start {
+            // Between bodies (a line break, a number prefix).
+            at = hit + 1;
+            continue;
+        }
+        at = end;
+        while shown.next_if(|s| *s < i).is_some() {}
+        if shown.next_if_eq(&i).is_some() {
+            continue;
+        }
+        if push_references(l.body, max, &mut out) {
             break;
         }
     }
@@ -2719,6 +2804,151 @@ mod tests {
                     "max {max}"
                 );
             }
+        }
+    }
+
+    /// [`references_outside`] of the lines of `text` against
+    /// [`references_in_lines`] of the lines not shown, for a few sets of
+    /// shown lines (none, every third, the first and last, out of range).
+    fn assert_refs_outside_as_by_line(text: &str) {
+        let lines = split_numbered(text);
+        let n = lines.len();
+        let every_third: Vec<usize> = (0..n).filter(|i| i % 3 == 1).collect();
+        let ends: Vec<usize> = vec![0, n.saturating_sub(1), n + 2];
+        let twice: Vec<usize> = vec![1, 1, 2];
+        for shown in [&[][..], &every_third, &ends, &twice] {
+            let rest = || {
+                lines
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, _)| !shown.contains(i))
+                    .map(|(_, l)| l.body)
+            };
+            for max in [0, 1, 2, 3, 12, 1000] {
+                assert_eq!(
+                    references_outside(text, &lines, shown, max),
+                    references_in_lines(rest(), max),
+                    "max {max} shown {shown:?} {text:?}"
+                );
+            }
+        }
+        // Lines that are not slices of `text`: searched one by one.
+        let copy = text.to_string();
+        let other = split_numbered(&copy);
+        assert_eq!(
+            references_outside(text, &other, &every_third, 12),
+            references_in_lines(
+                other
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, _)| !every_third.contains(i))
+                    .map(|(_, l)| l.body),
+                12
+            ),
+        );
+    }
+
+    #[test]
+    fn references_outside_shown_lines_are_those_of_the_other_lines() {
+        for text in [
+            include_str!("lines.rs"),
+            include_str!("summary.rs"),
+            include_str!("lib.rs"),
+            "",
+            "\n\n",
+            "E",
+            "see https://example.com/a/b.html and C:\\dir\\x.txt\nValueError: at ~/src/app.py\n\
+             x/y.rs:3 FooException, http://h/p?q=1\nplain line\nBarError.\n",
+            "     1\tuse a/b.rs;\n     2\t\n     3\tE\n     4\tan Error: x/y.zz\n",
+            "1→a/b.rs\r\n2→\r\n3→c\\d.txt TypeError\r\n",
+        ] {
+            assert_refs_outside_as_by_line(text);
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn references_outside_on_random_texts(
+            text in "([ 0-9]{0,3}(\t|→|:)?(a|é|/|\\\\|E|rror|xception|\\.|:|rs| |-|Ab)*(\n|\r\n))*",
+        ) {
+            assert_refs_outside_as_by_line(&text);
+        }
+    }
+
+    /// The YAML and JSON ranks by the indentation [`YAML_KEY`] and
+    /// [`JSON_KEY`] capture (what [`declaration`] read before it took the
+    /// line's own indentation).
+    fn key_rank_by_capture(body: &str, lang: Lang) -> Option<Rank> {
+        let t = trim(body);
+        if t.is_empty() || t.len() > 400 {
+            return None;
+        }
+        if t.starts_with("/*")
+            || t.starts_with("//")
+            || t.starts_with("* ")
+            || t == "*"
+            || t.starts_with("--")
+        {
+            return None;
+        }
+        let (key, ranks): (&Regex, [usize; 2]) = match lang {
+            Lang::Yaml if t.starts_with('#') => return None,
+            Lang::Yaml => (&YAML_KEY, [0, 4]),
+            _ => (&JSON_KEY, [2, 4]),
+        };
+        let c = key.captures(body)?;
+        let ind = c.get(1).map_or(0, |m| indent_of(m.as_str()));
+        if ind <= ranks[0] {
+            Some(Rank::Structure)
+        } else if ind <= ranks[1] {
+            Some(Rank::Member)
+        } else {
+            None
+        }
+    }
+
+    fn assert_key_ranks(body: &str) {
+        for lang in [Lang::Yaml, Lang::Json] {
+            let mut st = OutlineState::default();
+            assert_eq!(
+                declaration(body, lang, &mut st),
+                key_rank_by_capture(body, lang),
+                "{lang:?} {body:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn key_ranks_are_the_captured_indentation() {
+        for body in [
+            "a: 1",
+            "  a: 1",
+            "\ta: 1",
+            "\t\ta: 1",
+            "     a: 1",
+            "  - name: x",
+            "\u{a0}\u{2003}key: v",
+            "\u{85}key:",
+            "\"a\": 1",
+            "  \"a\": {",
+            "\t\"a\" : [",
+            "      \"deep\": 2",
+            "\u{a0}\"x\":",
+            "# comment: x",
+            "- a",
+            "",
+            "   ",
+        ] {
+            assert_key_ranks(body);
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn key_ranks_of_random_lines(
+            body in "( |\t|\u{a0}|\u{2003}|\u{85}){0,6}(- )?(\"|')?[a-z_.é ]{0,4}(\"|')?( |\t)?:?( |x)?",
+        ) {
+            assert_key_ranks(&body);
         }
     }
 

@@ -4,7 +4,7 @@
 
 use crate::lines::{
     Lang, OutlineState, Rank, declaration, error_line_candidates, is_blank, is_count_line,
-    is_diagnostic, is_error_line, is_heading, lang_of, push_clip, references_in_lines, shape,
+    is_diagnostic, is_error_line, is_heading, lang_of, push_clip, references_outside, shape,
     split_numbered, trim,
 };
 use foldhash::HashSet;
@@ -163,6 +163,30 @@ fn plural(n: usize, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })
 }
 
+/// Append `n` in decimal (as `write!(out, "{n}")` does, without the
+/// formatting machinery).
+fn push_num(out: &mut String, n: u64) {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    let mut n = n;
+    for d in digits.iter_mut().rev() {
+        *d = b'0' + (n % 10) as u8;
+        at -= 1;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.push_str(std::str::from_utf8(digits.get(at..).unwrap_or(&[])).unwrap_or(""));
+}
+
+/// Append [`plural`] of `n`.
+fn push_plural(out: &mut String, n: usize, one: &str, many: &str) {
+    push_num(out, n as u64);
+    out.push(' ');
+    out.push_str(if n == 1 { one } else { many });
+}
+
 /// The summary of the file content a write call carried in its arguments
 /// (not its result): path, line count, outline and references, as for a read.
 pub fn summarize_input(subject: &Subject, text: &str, limits: &Limits) -> String {
@@ -194,7 +218,8 @@ fn file_outline(
         .first()
         .map_or(Lang::Code, |p| lang_of(p.as_str()));
     let mut st = OutlineState::default();
-    let mut decls: Vec<(usize, Rank)> = Vec::new();
+    // Room for the declarations of most files (about one line in five).
+    let mut decls: Vec<(usize, Rank)> = Vec::with_capacity(lines.len() / 4 + 1);
     for (i, l) in lines.iter().enumerate() {
         if let Some(r) = declaration(l.body, lang, &mut st) {
             decls.push((i, r));
@@ -202,16 +227,30 @@ fn file_outline(
     }
     let total = decls.len();
     let kept: Vec<usize> = pick_by_rank(&decls, limits.max_outline);
+    // The summary's room, reserved once: the kept lines (clipped, with
+    // their numbers), the header's counts and most `refs:` lines.
+    let clip_bytes = limits.max_line_chars.saturating_mul(4).saturating_add(4);
+    let room: usize = kept
+        .iter()
+        .filter_map(|&i| lines.get(i))
+        .map(|l| l.body.len().min(clip_bytes) + 24)
+        .sum();
+    out.reserve(room + 320);
     let first = lines.iter().find_map(|l| l.number);
     let last = lines.iter().rev().find_map(|l| l.number);
     // Count the file's lines, not a tool's header or footer around them.
     let numbered = lines.iter().filter(|l| l.number.is_some()).count();
     let count = if numbered > 0 { numbered } else { lines.len() };
-    let _ = write!(out, ": {}", plural(count, "line", "lines"));
+    out.push_str(": ");
+    push_plural(&mut out, count, "line", "lines");
     if let (Some(a), Some(b)) = (first, last)
         && (a != 1 || b as usize != count)
     {
-        let _ = write!(out, " ({a}-{b})");
+        out.push_str(" (");
+        push_num(&mut out, a);
+        out.push('-');
+        push_num(&mut out, b);
+        out.push(')');
     }
     if kept.is_empty() {
         // No declarations: keep the first and last lines.
@@ -219,13 +258,12 @@ fn file_outline(
         let picked = head_tail(&lines, limits.head_lines, limits.tail_lines);
         push_lines(&mut out, &lines, &picked, limits);
     } else {
-        let _ = write!(
-            out,
-            "; outline: {}",
-            plural(total, "declaration", "declarations")
-        );
+        out.push_str("; outline: ");
+        push_plural(&mut out, total, "declaration", "declarations");
         if kept.len() < total {
-            let _ = write!(out, ", {} shown", kept.len());
+            out.push_str(", ");
+            push_num(&mut out, kept.len() as u64);
+            out.push_str(" shown");
         }
         out.push(']');
         for &i in &kept {
@@ -233,10 +271,12 @@ fn file_outline(
                 out.push('\n');
                 match l.number {
                     Some(n) => {
-                        let _ = write!(out, "{n}: ");
+                        push_num(&mut out, n);
+                        out.push_str(": ");
                     }
                     None if count_lines => {
-                        let _ = write!(out, "{}: ", i + 1);
+                        push_num(&mut out, i as u64 + 1);
+                        out.push_str(": ");
                     }
                     None => {}
                 }
@@ -244,7 +284,7 @@ fn file_outline(
             }
         }
     }
-    push_refs(&mut out, &lines, &kept, limits);
+    push_refs(&mut out, text, &lines, &kept, limits);
     out
 }
 
@@ -305,38 +345,41 @@ fn push_lines(
     let mut next = 0usize;
     for &i in &sorted {
         if i > next {
-            let _ = write!(out, "\n[… {}]", plural(i - next, "line", "lines"));
+            out.push_str("\n[… ");
+            push_plural(out, i - next, "line", "lines");
+            out.push(']');
         }
         if let Some(l) = lines.get(i) {
             out.push('\n');
             if let Some(n) = l.number {
-                let _ = write!(out, "{n}: ");
+                push_num(out, n);
+                out.push_str(": ");
             }
             push_clip(out, l.body.trim_end(), limits.max_line_chars);
         }
         next = i + 1;
     }
     if next < lines.len() && !sorted.is_empty() {
-        let _ = write!(out, "\n[… {}]", plural(lines.len() - next, "line", "lines"));
+        out.push_str("\n[… ");
+        push_plural(out, lines.len() - next, "line", "lines");
+        out.push(']');
     }
 }
 
 /// Append `refs:` with the paths, URLs and error names of the lines not
-/// shown (`shown`: their indices, in increasing order).
-fn push_refs(out: &mut String, lines: &[crate::lines::Line<'_>], shown: &[usize], limits: &Limits) {
+/// shown (`shown`: their indices, in increasing order); `lines` are cut
+/// from `text` by [`split_numbered`].
+fn push_refs(
+    out: &mut String,
+    text: &str,
+    lines: &[crate::lines::Line<'_>],
+    shown: &[usize],
+    limits: &Limits,
+) {
     if limits.max_refs == 0 {
         return;
     }
-    let mut shown = shown.iter().copied().peekable();
-    let rest = lines
-        .iter()
-        .enumerate()
-        .filter(move |(i, _)| {
-            while shown.next_if(|s| s < i).is_some() {}
-            shown.next_if_eq(i).is_none()
-        })
-        .map(|(_, l)| l.body);
-    let refs: Vec<&str> = references_in_lines(rest, limits.max_refs)
+    let refs: Vec<&str> = references_outside(text, lines, shown, limits.max_refs)
         .into_iter()
         .filter(|r| !out.contains(r))
         .collect();
@@ -405,7 +448,9 @@ fn change(kind: Kind, subject: &Subject, text: &str, limits: &Limits) -> String 
         out.push_str(": ");
         push_clip(&mut out, f.body.trim(), limits.max_line_chars);
     }
-    let _ = write!(out, " ({})]", plural(lines.len(), "line", "lines"));
+    out.push_str(" (");
+    push_plural(&mut out, lines.len(), "line", "lines");
+    out.push_str(")]");
     let errors: Vec<usize> = lines
         .iter()
         .enumerate()
@@ -482,7 +527,8 @@ fn output(kind: Kind, subject: &Subject, text: &str, limits: &Limits) -> String 
         }
     }
     let mut out = subject.head(kind, 200);
-    let _ = write!(out, ": {}", plural(lines.len(), "line", "lines"));
+    out.push_str(": ");
+    push_plural(&mut out, lines.len(), "line", "lines");
     if more_errors > 0 {
         let _ = write!(
             out,
@@ -494,7 +540,7 @@ fn output(kind: Kind, subject: &Subject, text: &str, limits: &Limits) -> String 
     picked.sort_unstable();
     picked.dedup();
     push_lines(&mut out, &lines, &picked, limits);
-    push_refs(&mut out, &lines, &picked, limits);
+    push_refs(&mut out, text, &lines, &picked, limits);
     out
 }
 
@@ -561,7 +607,9 @@ fn search(subject: &Subject, text: &str, limits: &Limits, share: f64) -> Option<
         out.push('\n');
         push_clip(&mut out, f, limits.max_line_chars);
         if listing != matches {
-            let _ = write!(out, " ({n})");
+            out.push_str(" (");
+            push_num(&mut out, *n as u64);
+            out.push(')');
         }
     }
     if files.len() > shown {
@@ -709,6 +757,45 @@ mod tests {
             push_clip_one_line(&mut new, &s, max);
             push_clip(&mut old, &one_line(&s), max);
             proptest::prop_assert_eq!(new, old);
+        }
+    }
+
+    #[test]
+    fn pushed_numbers_are_the_formatted_ones() {
+        for n in [
+            0,
+            1,
+            9,
+            10,
+            11,
+            99,
+            100,
+            101,
+            999_999,
+            1_000_000,
+            u64::MAX - 1,
+            u64::MAX,
+        ] {
+            let mut out = String::from("x");
+            push_num(&mut out, n);
+            assert_eq!(out, format!("x{n}"));
+        }
+        for n in [0, 1, 2, 10] {
+            let mut out = String::new();
+            push_plural(&mut out, n, "line", "lines");
+            assert_eq!(out, plural(n, "line", "lines"));
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn pushed_random_numbers_are_the_formatted_ones(n in proptest::num::u64::ANY, k in 0usize..3000) {
+            let mut out = String::new();
+            push_num(&mut out, n);
+            proptest::prop_assert_eq!(out, n.to_string());
+            let mut out = String::new();
+            push_plural(&mut out, k, "file", "files");
+            proptest::prop_assert_eq!(out, plural(k, "file", "files"));
         }
     }
 
