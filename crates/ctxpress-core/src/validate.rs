@@ -61,21 +61,23 @@ fn v(index: usize, kind: ViolationKind, detail: impl Into<String>) -> Violation 
     }
 }
 
-/// A set of call ids: a list while small (most messages carry a few calls),
+/// A set of call ids: an inline array while small (most messages carry a
+/// few calls, and the set is built per message: no allocation for them),
 /// hashed beyond that.
 #[derive(Default)]
 struct Ids<'a> {
-    list: Vec<&'a str>,
+    small: [&'a str; Ids::SMALL],
+    len: usize,
     set: Option<HashSet<&'a str>>,
 }
 
 impl<'a> Ids<'a> {
-    const SMALL: usize = 16;
+    const SMALL: usize = 8;
 
     fn contains(&self, id: &str) -> bool {
         match &self.set {
             Some(s) => s.contains(id),
-            None => self.list.contains(&id),
+            None => self.small.iter().take(self.len).any(|x| *x == id),
         }
     }
 
@@ -88,12 +90,17 @@ impl<'a> Ids<'a> {
             Some(s) => {
                 s.insert(id);
             }
-            None => {
-                self.list.push(id);
-                if self.list.len() > Self::SMALL {
-                    self.set = Some(self.list.drain(..).collect());
+            None => match self.small.get_mut(self.len) {
+                Some(slot) => {
+                    *slot = id;
+                    self.len += 1;
                 }
-            }
+                None => {
+                    let mut s: HashSet<&'a str> = self.small.iter().copied().collect();
+                    s.insert(id);
+                    self.set = Some(s);
+                }
+            },
         }
         true
     }
@@ -260,6 +267,41 @@ mod tests {
             kinds(&format!("[{user},{res}]")),
             vec![ViolationKind::OrphanResult]
         );
+    }
+
+    proptest::proptest! {
+        /// The inline set answers as a hash set does, below and past its
+        /// inline size.
+        #[test]
+        fn ids_answer_as_a_hash_set(ops in proptest::collection::vec((proptest::bool::ANY, 0u8..24), 0..60)) {
+            let names: Vec<String> = (0..24).map(|k| format!("call_{k}")).collect();
+            let mut ids = Ids::default();
+            let mut model: HashSet<&str> = HashSet::new();
+            for (insert, k) in ops {
+                let id = names[usize::from(k)].as_str();
+                if insert {
+                    proptest::prop_assert_eq!(ids.insert(id), model.insert(id));
+                } else {
+                    proptest::prop_assert_eq!(ids.contains(id), model.contains(id));
+                }
+            }
+            for n in &names {
+                proptest::prop_assert_eq!(ids.contains(n), model.contains(n.as_str()));
+            }
+        }
+    }
+
+    #[test]
+    fn ids_hold_many_calls() {
+        let names: Vec<String> = (0..40).map(|k| format!("c{k}")).collect();
+        let mut ids = Ids::default();
+        for n in &names {
+            assert!(ids.insert(n));
+            assert!(!ids.insert(n));
+        }
+        assert!(names.iter().all(|n| ids.contains(n)));
+        assert!(!ids.contains("c40"));
+        assert!(!ids.contains(""));
     }
 
     #[test]

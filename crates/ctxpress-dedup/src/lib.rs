@@ -120,11 +120,28 @@ pub enum Slot {
     ToolResult(String),
 }
 
+/// Where a unit's text lives: [`Slot`] with the call id borrowed from the
+/// message (a [`Slot`] is made only for a replacement).
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum UnitSlot<'a> {
+    Text,
+    ToolResult(Cow<'a, str>),
+}
+
+impl UnitSlot<'_> {
+    fn to_slot(&self) -> Slot {
+        match self {
+            UnitSlot::Text => Slot::Text,
+            UnitSlot::ToolResult(id) => Slot::ToolResult(id.to_string()),
+        }
+    }
+}
+
 /// One text taking part in dedup (borrowed from its message when it can be).
 #[derive(Debug, Clone)]
 struct Unit<'a> {
     msg: usize,
-    slot: Slot,
+    slot: UnitSlot<'a>,
     text: Cow<'a, str>,
     /// False inside the recency window: a keep target only.
     replaceable: bool,
@@ -225,7 +242,7 @@ impl Dedup {
                 continue;
             }
             let replaceable = i < window_start;
-            let mut push = |slot: Slot, text: Cow<'a, str>| {
+            let mut push = |slot: UnitSlot<'a>, text: Cow<'a, str>| {
                 if !ctxpress_core::text::bytes::fewer_chars_than(&text, self.cfg.min_chars)
                     && !self.already_compressed(&text)
                 {
@@ -238,27 +255,33 @@ impl Dedup {
                 }
             };
             if m.is_tool_result() {
-                let results = m.tool_results();
+                let mut results = m.tool_results();
                 let is_openai = matches!(
                     role,
                     ctxpress_core::Role::Tool | ctxpress_core::Role::Function
                 );
-                let ids: Vec<String> = results.iter().map(|r| r.call_id.to_string()).collect();
-                for (r, id) in results.into_iter().zip(&ids) {
-                    let unique = ids.iter().filter(|x| *x == id).count() == 1;
-                    if id.is_empty() || !unique || (!is_openai && !text_only_result(m, id)) {
+                // The ids are compared in place (a message carries a few
+                // results) and each text is moved out once judged.
+                for k in 0..results.len() {
+                    let Some(id) = results.get(k).map(|r| r.call_id.clone()) else {
+                        continue;
+                    };
+                    let unique = results.iter().filter(|x| x.call_id == id).count() == 1;
+                    if id.is_empty() || !unique || (!is_openai && !text_only_result(m, &id)) {
                         continue;
                     }
-                    push(Slot::ToolResult(id.clone()), r.text);
+                    if let Some(r) = results.get_mut(k) {
+                        push(UnitSlot::ToolResult(id), std::mem::take(&mut r.text));
+                    }
                 }
                 if !is_openai {
                     let t = m.text();
                     if !t.is_empty() {
-                        push(Slot::Text, t);
+                        push(UnitSlot::Text, t);
                     }
                 }
             } else {
-                push(Slot::Text, m.text());
+                push(UnitSlot::Text, m.text());
             }
         }
         out
@@ -371,8 +394,8 @@ impl Dedup {
             };
             let keep_id = keep_msg.id().clone();
             let label = match &ku.slot {
-                Slot::ToolResult(id) => id.clone(),
-                Slot::Text => keep_id.to_string(),
+                UnitSlot::ToolResult(id) => id.to_string(),
+                UnitSlot::Text => keep_id.to_string(),
             };
             for &u in g {
                 let Some(unit) = units.get(u) else { continue };
@@ -411,7 +434,7 @@ impl Dedup {
         let chars = unit.text.chars().count();
         Replacement {
             index: unit.msg,
-            slot: unit.slot.clone(),
+            slot: unit.slot.to_slot(),
             keep: keep.clone(),
             similarity: 1.0,
             kind: Kind::Exact,
@@ -437,7 +460,7 @@ impl Dedup {
         );
         let mk = |kind, text: String| Replacement {
             index: unit.msg,
-            slot: unit.slot.clone(),
+            slot: unit.slot.to_slot(),
             keep: keep.clone(),
             similarity: s,
             kind,

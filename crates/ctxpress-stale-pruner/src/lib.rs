@@ -245,18 +245,22 @@ pub fn is_display_only(m: &ctxpress_core::Message) -> bool {
 impl StalePruner {
     fn collect<'t>(&self, conv: &Conversation, traffic: &'t Traffic) -> Vec<Rec<'t>> {
         let tail = conv.tail_start(self.cfg.protected_tail);
-        let mut recs = Vec::new();
-        let mut current_file: Option<String> = None;
+        let mut recs = Vec::with_capacity(traffic.calls.len());
+        // The open file (SWE-agent): borrowed from the operation that named
+        // it, so no path is copied per file operation.
+        let mut current_file: Option<&'t str> = None;
         for r in &traffic.calls {
             let call = traffic.call(r);
-            let Some(op) = call.op.as_ref() else {
+            let Some(given) = call.op.as_ref() else {
                 continue;
             };
-            let mut op = Cow::Borrowed(op);
+            let mut op = Cow::Borrowed(given);
+            let mut filled = false;
             if op.paths.is_empty() && op.current_file {
-                match &current_file {
+                match current_file {
                     Some(f) if matches!(op.kind, OpKind::Read | OpKind::Edit) => {
-                        op.to_mut().paths = vec![f.clone()]
+                        op.to_mut().paths = vec![f.to_string()];
+                        filled = true;
                     }
                     _ => {}
                 }
@@ -265,8 +269,9 @@ impl StalePruner {
                 if op.paths.is_empty() {
                     continue;
                 }
-                if op.paths.len() == 1 {
-                    current_file = op.paths.first().cloned();
+                // A filled-in path is the open file already.
+                if !filled && given.paths.len() == 1 {
+                    current_file = given.paths.first().map(String::as_str);
                 }
             }
             let result = r.result.and_then(|ri| {
@@ -297,7 +302,7 @@ impl StalePruner {
                 && call_msg < tail
                 && result_msg.is_some_and(|ri| ri < tail && !conv.is_protected(ri))
                 && !conv.is_protected(call_msg)
-                && conv.messages[call_msg].role() == Role::Assistant
+                && *conv.messages[call_msg].role_ref() == Role::Assistant
                 && !protected(call_msg)
                 && !result_msg.is_some_and(protected);
             recs.push(Rec {
@@ -313,10 +318,11 @@ impl StalePruner {
         recs
     }
 
-    /// Decide removals; returns (index into recs -> rule).
-    fn decide(&self, recs: &[Rec<'_>]) -> HashMap<usize, Rule> {
+    /// Decide removals: the rule that removes each record, if any (indexed
+    /// as `recs`).
+    fn decide(&self, recs: &[Rec<'_>]) -> Vec<Option<Rule>> {
         let cfg = &self.cfg;
-        let mut out: HashMap<usize, Rule> = HashMap::new();
+        let mut out: Vec<Option<Rule>> = vec![None; recs.len()];
         // Walk backwards, remembering what happens later.
         let mut later_modified: HashSet<&str> = HashSet::new();
         let mut later_full_write: HashSet<&str> = HashSet::new();
@@ -365,8 +371,8 @@ impl StalePruner {
                         && cmd.is_some_and(|c| later_family.contains(&(cwd, command_family(c)))))
                     .then_some(Rule::FailedCommand)
                 });
-                if let Some(rule) = rule {
-                    out.insert(i, rule);
+                if let Some(slot) = out.get_mut(i) {
+                    *slot = rule;
                 }
             }
             if !answered {
@@ -395,6 +401,140 @@ impl StalePruner {
         }
         out
     }
+}
+
+/// A read or write that read references look at: a kept, successful
+/// operation on one path.
+#[derive(Debug, Clone, Copy)]
+struct RefOp<'a> {
+    path: &'a str,
+    /// A read (else a write).
+    read: bool,
+    /// Its result may be rewritten.
+    mutable: bool,
+    call_id: &'a str,
+}
+
+/// The reference to an earlier operation that returned or wrote the same
+/// content.
+fn reference_text(path: &str, what: &str, src: &str) -> String {
+    format!("[ctxpress: {path} unchanged: same content as {what} call {src}]")
+}
+
+/// The reference is worth it when the result has more than twice its
+/// characters.
+fn worth_referencing(result: &str, text: &str) -> bool {
+    !fewer_chars_than(result, text.chars().count() * 2 + 1)
+}
+
+/// The read references among `ops` (in order): (index into `ops`, the
+/// reference that replaces that read's result). `hash(k)` is the content
+/// fingerprint of op `k` (`None`: it has none) with what `worth` needs to
+/// judge a reference to it.
+///
+/// An op can only match, or be matched by, another op on its path, so a
+/// fingerprint is worked out only where it can matter: a write's when a
+/// read of its path follows, a read's when one follows or (when it may be
+/// rewritten) an op of its path came before. [`plan_refs_every_hash`], which
+/// fingerprints every op of a path with two or more, gives the same answer.
+fn plan_refs<T>(
+    ops: &[RefOp<'_>],
+    mut hash: impl FnMut(usize) -> Option<(u64, T)>,
+    mut worth: impl FnMut(&T, &str) -> bool,
+) -> Vec<(usize, String)> {
+    /// The ops of one path: how many, the first, the last read.
+    struct PathOps {
+        n: usize,
+        first: usize,
+        last_read: Option<usize>,
+    }
+    let mut refs = Vec::new();
+    let mut per_path: HashMap<&str, PathOps> = HashMap::new();
+    for (k, op) in ops.iter().enumerate() {
+        let p = per_path.entry(op.path).or_insert(PathOps {
+            n: 0,
+            first: k,
+            last_read: None,
+        });
+        p.n += 1;
+        if op.read {
+            p.last_read = Some(k);
+        }
+    }
+    // (path, fingerprint) -> (call id, what)
+    let mut known: HashMap<(&str, u64), (&str, &'static str)> = HashMap::new();
+    for (k, op) in ops.iter().enumerate() {
+        let Some(p) = per_path.get(op.path).filter(|p| p.n >= 2) else {
+            continue;
+        };
+        // A later read may look this op's content up.
+        let looked_up = p.last_read.is_some_and(|l| l > k);
+        if !op.read {
+            // A later write or edit of the path invalidates older entries by
+            // content only, so nothing to clear: equal content is equal.
+            if looked_up && let Some((h, _)) = hash(k) {
+                known.insert((op.path, h), (op.call_id, "written by"));
+            }
+            continue;
+        }
+        // Only a read that may be rewritten looks up, and only an earlier
+        // op of its path can be found.
+        let looks = op.mutable && k != p.first;
+        if !looks && !looked_up {
+            continue;
+        }
+        let Some((h, result)) = hash(k) else {
+            continue;
+        };
+        if looks && let Some((src, what)) = known.get(&(op.path, h)) {
+            let text = reference_text(op.path, what, src);
+            if worth(&result, &text) {
+                refs.push((k, text));
+                continue;
+            }
+        }
+        known.insert((op.path, h), (op.call_id, "returned by"));
+    }
+    refs
+}
+
+/// [`plan_refs`] as first written: every op of a path with two or more is
+/// fingerprinted (the reference the tests hold it to).
+#[cfg(test)]
+fn plan_refs_every_hash<T>(
+    ops: &[RefOp<'_>],
+    mut hash: impl FnMut(usize) -> Option<(u64, T)>,
+    mut worth: impl FnMut(&T, &str) -> bool,
+) -> Vec<(usize, String)> {
+    let mut refs = Vec::new();
+    let mut known: HashMap<(&str, u64), (&str, &'static str)> = HashMap::new();
+    let mut per_path: HashMap<&str, usize> = HashMap::new();
+    for op in ops {
+        *per_path.entry(op.path).or_default() += 1;
+    }
+    for (k, op) in ops.iter().enumerate() {
+        if per_path.get(op.path).is_none_or(|n| *n < 2) {
+            continue;
+        }
+        if !op.read {
+            if let Some((h, _)) = hash(k) {
+                known.insert((op.path, h), (op.call_id, "written by"));
+            }
+            continue;
+        }
+        let Some((h, result)) = hash(k) else {
+            continue;
+        };
+        if let Some((src, what)) = known.get(&(op.path, h)) {
+            let text = reference_text(op.path, what, src);
+            if op.mutable && worth(&result, &text) {
+                refs.push((k, text));
+                continue;
+            }
+        }
+        known.insert((op.path, h), (op.call_id, "returned by"));
+    }
+    refs
 }
 
 fn summary(c: &Counts, display_only: bool) -> String {
@@ -465,7 +605,7 @@ impl StalePruner {
             display_data_deleted,
             ..Counts::default()
         };
-        for rule in removed.values() {
+        for rule in removed.iter().flatten() {
             match rule {
                 Rule::StaleRead => counts.stale_reads += 1,
                 Rule::SupersededEdit => counts.superseded_edits += 1,
@@ -476,18 +616,23 @@ impl StalePruner {
         // Read references: point at a kept earlier read or write of the same content.
         let mut refs: Vec<(usize, String)> = Vec::new();
         if self.cfg.read_references {
-            // (path, fingerprint) -> (call id, what)
-            let mut known: HashMap<(&str, u64), (&str, &'static str)> = HashMap::new();
-            // A read can only match, or be matched by, another operation on
-            // its path: the fingerprint of a path's only read is not needed.
-            let mut per_path: HashMap<&str, usize> = HashMap::new();
+            // The kept successful reads and writes of one path, in order
+            // (with the record each is).
+            let mut ops: Vec<RefOp<'_>> = Vec::new();
+            let mut of_rec: Vec<usize> = Vec::new();
             for (i, r) in recs.iter().enumerate() {
                 if let [path] = r.op.paths.as_slice()
                     && matches!(r.op.kind, OpKind::Read | OpKind::Write)
-                    && !removed.contains_key(&i)
+                    && removed.get(i).is_some_and(Option::is_none)
                     && r.succeeded()
                 {
-                    *per_path.entry(path.as_str()).or_default() += 1;
+                    ops.push(RefOp {
+                        path: path.as_str(),
+                        read: r.op.kind == OpKind::Read,
+                        mutable: r.mutable,
+                        call_id: r.call_id,
+                    });
+                    of_rec.push(i);
                 }
             }
             // A successful read's payload fingerprint, with its result text.
@@ -512,45 +657,18 @@ impl StalePruner {
                     .write_content(&call.name, &call.args)
                     .map(content_fingerprint)
             };
-            for (i, r) in recs.iter().enumerate() {
-                if removed.contains_key(&i) || !r.succeeded() {
-                    continue;
+            let hash = |k: usize| {
+                let r = recs.get(*of_rec.get(k)?)?;
+                if r.op.kind == OpKind::Read {
+                    read_hash(r)
+                } else {
+                    write_hash(r).map(|h| (h, Cow::Borrowed("")))
                 }
-                let [path] = r.op.paths.as_slice() else {
-                    continue;
-                };
-                if per_path.get(path.as_str()).is_none_or(|n| *n < 2) {
-                    continue;
-                }
-                match r.op.kind {
-                    OpKind::Write => {
-                        // A later write or edit of the path invalidates older entries by
-                        // content only, so nothing to clear: equal content is equal.
-                        if let Some(h) = write_hash(r) {
-                            known.insert((path.as_str(), h), (r.call_id, "written by"));
-                        }
-                    }
-                    OpKind::Read => {
-                        let Some((h, result)) = read_hash(r) else {
-                            continue;
-                        };
-                        if let Some((src, what)) = known.get(&(path.as_str(), h)) {
-                            let text = format!(
-                                "[ctxpress: {path} unchanged: same content as {what} call {src}]"
-                            );
-                            // The reference is worth it when the result has
-                            // more than twice its characters.
-                            if r.mutable && !fewer_chars_than(&result, text.chars().count() * 2 + 1)
-                            {
-                                refs.push((i, text));
-                                continue;
-                            }
-                        }
-                        known.insert((path.as_str(), h), (r.call_id, "returned by"));
-                    }
-                    _ => {}
-                }
-            }
+            };
+            refs = plan_refs(&ops, hash, |r: &Cow<'_, str>, t| worth_referencing(r, t))
+                .into_iter()
+                .filter_map(|(k, text)| Some((*of_rec.get(k)?, text)))
+                .collect();
         }
         counts.read_references = refs.len() as u64;
         // Apply: rewrite reference results, then remove calls and results.
@@ -564,8 +682,7 @@ impl StalePruner {
         }
         let mut by_msg: HashMap<usize, std::collections::HashSet<&str>> = HashMap::new();
         let mut drop_msgs: HashSet<usize> = HashSet::new();
-        for i in removed.keys() {
-            let Some(r) = recs.get(*i) else { continue };
+        for (r, _) in recs.iter().zip(&removed).filter(|(_, rule)| rule.is_some()) {
             by_msg.entry(r.call.msg).or_default().insert(r.call_id);
             if let Some(ri) = r.result_msg {
                 by_msg.entry(ri).or_default().insert(r.call_id);

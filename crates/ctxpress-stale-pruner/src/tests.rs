@@ -501,3 +501,106 @@ fn display_only_counter_only_when_enabled() {
         o.notes[0]
     );
 }
+
+/// References planned: (op index, reference text).
+type Plan = Vec<(usize, String)>;
+
+/// An op as (path, read, mutable).
+type OpSpec = (usize, bool, bool);
+
+/// `plan_refs` and its reference on `ops` given as (path, read, mutable),
+/// with fingerprints `hashes` (`None`: none) and `worth` per op.
+fn both_plans(
+    ops: &[OpSpec],
+    hashes: &[Option<u64>],
+    worth: &[bool],
+) -> (Plan, Plan, usize, usize) {
+    let paths = ["/r/a.rs", "/r/b.rs", "/r/c.rs"];
+    let ids: Vec<String> = (0..ops.len()).map(|k| format!("c{k}")).collect();
+    let ops: Vec<RefOp<'_>> = ops
+        .iter()
+        .zip(&ids)
+        .map(|(&(p, read, mutable), id)| RefOp {
+            path: paths[p % paths.len()],
+            read,
+            mutable,
+            call_id: id,
+        })
+        .collect();
+    let (mut fast_calls, mut every_calls) = (0, 0);
+    let hash = |calls: &mut usize, k: usize| {
+        *calls += 1;
+        hashes
+            .get(k)
+            .copied()
+            .flatten()
+            .map(|h| (h, worth.get(k).copied().unwrap_or(true)))
+    };
+    let fast = plan_refs(&ops, |k| hash(&mut fast_calls, k), |w, _| *w);
+    let every = plan_refs_every_hash(&ops, |k| hash(&mut every_calls, k), |w, _| *w);
+    (fast, every, fast_calls, every_calls)
+}
+
+#[test]
+fn read_references_fingerprint_only_what_can_match() {
+    // (path, read, mutable)
+    let r = |p| (p, true, true);
+    let w = |p| (p, false, true);
+    let cases: Vec<(Vec<OpSpec>, Vec<Option<u64>>)> = vec![
+        // read, read again: the second becomes a reference
+        (vec![r(0), r(0)], vec![Some(1), Some(1)]),
+        // write then read of the same content
+        (vec![w(0), r(0)], vec![Some(7), Some(7)]),
+        // read then write: nothing to look up, nothing fingerprinted
+        (vec![r(0), w(0)], vec![Some(7), Some(7)]),
+        // changed content in between
+        (
+            vec![r(0), w(0), r(0), r(0)],
+            vec![Some(1), Some(2), Some(1), Some(2)],
+        ),
+        // a read without a fingerprint
+        (vec![r(0), r(0), r(0)], vec![Some(1), None, Some(1)]),
+        // interleaved paths, a path with one op
+        (
+            vec![r(0), r(1), r(2), w(1), r(0), r(1)],
+            vec![Some(1), Some(2), Some(3), Some(4), Some(1), Some(4)],
+        ),
+        // a kept read that may not be rewritten still answers later ones
+        (
+            vec![r(0), (0, true, false), r(0)],
+            vec![Some(5), Some(5), Some(5)],
+        ),
+    ];
+    for (ops, hashes) in cases {
+        let worth = vec![true; ops.len()];
+        let (fast, every, fast_calls, every_calls) = both_plans(&ops, &hashes, &worth);
+        assert_eq!(fast, every, "{ops:?} {hashes:?}");
+        assert!(fast_calls <= every_calls);
+    }
+    // Read then write of a path: neither is fingerprinted.
+    let (_, _, calls, _) = both_plans(&[r(0), w(0)], &[Some(1), Some(1)], &[true, true]);
+    assert_eq!(calls, 0);
+    let (refs, ..) = both_plans(&[w(0), r(0)], &[Some(7), Some(7)], &[true, true]);
+    assert_eq!(
+        refs,
+        vec![(
+            1,
+            "[ctxpress: /r/a.rs unchanged: same content as written by call c0]".to_string()
+        )]
+    );
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2000))]
+
+    #[test]
+    fn lazy_fingerprints_plan_the_same_references(
+        ops in proptest::collection::vec((0usize..3, proptest::bool::ANY, proptest::bool::ANY), 0..14),
+        hashes in proptest::collection::vec(proptest::option::weighted(0.9, 0u64..3), 14),
+        worth in proptest::collection::vec(proptest::bool::weighted(0.8), 14),
+    ) {
+        let (fast, every, fast_calls, every_calls) = both_plans(&ops, &hashes, &worth);
+        proptest::prop_assert_eq!(fast, every);
+        proptest::prop_assert!(fast_calls <= every_calls);
+    }
+}
