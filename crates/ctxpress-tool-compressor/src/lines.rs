@@ -87,10 +87,39 @@ fn number_prefix_slow(l: &str) -> Option<(Option<u64>, usize)> {
     Some((t.get(..n)?.parse().ok(), ws + n + sep))
 }
 
+/// The count of ASCII white space bytes `b` starts with
+/// (`b.iter().take_while(|c| ascii_space(**c)).count()`), eight spaces at
+/// a time over an indentation of spaces.
+fn leading_space(b: &[u8]) -> usize {
+    const SPACES: u64 = u64::from_ne_bytes(*b"        ");
+    let mut n = 0;
+    while let Some(chunk) = b.get(n..n + 8).and_then(|c| <[u8; 8]>::try_from(c).ok()) {
+        if u64::from_ne_bytes(chunk) != SPACES {
+            break;
+        }
+        n += 8;
+    }
+    n + b
+        .get(n..)
+        .map_or(0, |r| r.iter().take_while(|c| ascii_space(**c)).count())
+}
+
+/// The count of ASCII white space bytes `b` starts with, one by one (the
+/// reference of [`leading_space`]).
+#[cfg(test)]
+fn leading_space_reference(b: &[u8]) -> usize {
+    b.iter().take_while(|c| ascii_space(**c)).count()
+}
+
 /// `s.trim()`, reading ASCII ends byte by byte.
 pub(crate) fn trim(s: &str) -> &str {
+    trim_after(s, leading_space(s.as_bytes()))
+}
+
+/// [`trim`] of `s`, given `start`: the count of ASCII white space bytes
+/// `s` starts with ([`leading_space`]).
+fn trim_after(s: &str, start: usize) -> &str {
     let b = s.as_bytes();
-    let start = b.iter().take_while(|c| ascii_space(**c)).count();
     let end = b.len() - b.iter().rev().take_while(|c| ascii_space(**c)).count();
     if start >= end {
         // Every byte is ASCII white space.
@@ -129,7 +158,7 @@ pub fn split_numbered(text: &str) -> Vec<Line<'_>> {
     for l in ctxpress_core::text::lines::lines(text) {
         // The leading white space, counted once for `is_blank` and the
         // number prefix.
-        let ws = l.bytes().take_while(|c| ascii_space(*c)).count();
+        let ws = leading_space(l.as_bytes());
         let blank = match l.as_bytes().get(ws) {
             None => true,
             Some(c) if c.is_ascii() => false,
@@ -559,6 +588,23 @@ pub fn is_heading(line: &str) -> bool {
     line.trim_start().starts_with('#') && HEADING.is_match(line)
 }
 
+/// The first bytes (after ASCII white space) of a line of code that
+/// declares nothing and changes no [`OutlineState`] out of comment and
+/// style blocks: ASCII punctuation but `/` (a comment may open), `<` (a
+/// `<style>`, `<template>` or `<script>` tag), `#` (`#include`,
+/// `#define`) and what a declaration may start with (`_`, `$`, `@`).
+/// A blank line (every byte ASCII white space) declares nothing either.
+static NEVER_DECLARES: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut c = 0;
+    while c < 128 {
+        let b = c as u8;
+        t[c] = b.is_ascii_punctuation() && !matches!(b, b'/' | b'<' | b'#' | b'_' | b'$' | b'@');
+        c += 1;
+    }
+    t
+};
+
 /// Tracks multi-line state (style blocks, comment blocks) while scanning a file.
 #[derive(Debug, Default)]
 pub struct OutlineState {
@@ -569,7 +615,29 @@ pub struct OutlineState {
 /// The rank of `body` as a declaration in a file of kind `lang`, or `None`
 /// when it is not one.
 pub fn declaration(body: &str, lang: Lang, st: &mut OutlineState) -> Option<Rank> {
-    let t = trim(body);
+    let start = leading_space(body.as_bytes());
+    if lang == Lang::Code
+        && !st.in_block_comment
+        && !st.in_style
+        && body
+            .as_bytes()
+            .get(start)
+            .is_none_or(|c| NEVER_DECLARES[*c as usize])
+    {
+        return None;
+    }
+    declaration_of_trimmed(body, trim_after(body, start), lang, st)
+}
+
+/// [`declaration`] without its first-byte exit (the reference of the
+/// tests).
+#[cfg(test)]
+fn declaration_reference(body: &str, lang: Lang, st: &mut OutlineState) -> Option<Rank> {
+    declaration_of_trimmed(body, trim(body), lang, st)
+}
+
+/// [`declaration`] of `body`, `t` its [`trim`].
+fn declaration_of_trimmed(body: &str, t: &str, lang: Lang, st: &mut OutlineState) -> Option<Rank> {
     if t.is_empty() || t.len() > 400 {
         return None;
     }
@@ -2804,6 +2872,91 @@ mod tests {
                     "max {max}"
                 );
             }
+        }
+    }
+
+    /// [`declaration`] and [`declaration_reference`] line by line over
+    /// `text` (each with its own state), in every language.
+    fn assert_declarations_as_reference(text: &str) {
+        for lang in [
+            Lang::Code,
+            Lang::Doc,
+            Lang::Yaml,
+            Lang::Json,
+            Lang::Ini,
+            Lang::Sql,
+            Lang::Css,
+        ] {
+            let (mut st, mut st_ref) = (OutlineState::default(), OutlineState::default());
+            for l in split_numbered(text) {
+                assert_eq!(
+                    declaration(l.body, lang, &mut st),
+                    declaration_reference(l.body, lang, &mut st_ref),
+                    "{lang:?} {:?}",
+                    l.body
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn first_byte_exit_keeps_every_declaration() {
+        for text in [
+            include_str!("lines.rs"),
+            include_str!("summary.rs"),
+            include_str!("lib.rs"),
+            "<template>\n  <div/>\n</template>\n<style scoped>\n.a {\n}\n  .b > c {\n</style>\n{\n}\n",
+            "/* open\n{ x\n*/ fn a() {}\n  /** doc */\n  -- x\n  * y\n#include <a>\n#define X 1\n@Dec\n_x = 1\n$y = 2\n",
+            "   \n\t\n\u{a0}fn x() {}\n\u{a0}{\n\u{2003}) {\n",
+        ] {
+            assert_declarations_as_reference(text);
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn first_byte_exit_on_random_lines(
+            text in "(( |\t|\u{a0}){0,3}(/\\*|\\*/|<style>|</style>|<script>|[{}();,.:=*+/<>#@_$'`\x22-]|fn |pub |x|é| ){0,5}\n){0,12}",
+        ) {
+            assert_declarations_as_reference(&text);
+        }
+    }
+
+    fn assert_leading_space(text: &str) {
+        let b = text.as_bytes();
+        for from in 0..=b.len() + 1 {
+            let r = b.get(from..).unwrap_or(&[]);
+            assert_eq!(
+                leading_space(r),
+                leading_space_reference(r),
+                "{text:?} {from}"
+            );
+        }
+    }
+
+    #[test]
+    fn leading_space_is_the_byte_count() {
+        for text in [
+            "",
+            "a",
+            "\n",
+            "       ",
+            "        ",
+            "         x",
+            "        x",
+            "                \n",
+            "       \t        \u{a0}",
+            "\u{a0}  ",
+            "\x0b\x0c\r\n\t x",
+        ] {
+            assert_leading_space(text);
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn leading_space_on_random_texts(text in "( |\t|\n|\r|\x0b|\x0c|a|é|\u{a0}){0,40}") {
+            assert_leading_space(&text);
         }
     }
 

@@ -220,7 +220,15 @@ fn file_outline(
     let mut st = OutlineState::default();
     // Room for the declarations of most files (about one line in five).
     let mut decls: Vec<(usize, Rank)> = Vec::with_capacity(lines.len() / 4 + 1);
+    // The first and last line numbers and the count of numbered lines, in
+    // the same pass.
+    let (mut first, mut last, mut numbered) = (None, None, 0usize);
     for (i, l) in lines.iter().enumerate() {
+        if let Some(n) = l.number {
+            first = first.or(Some(n));
+            last = Some(n);
+            numbered += 1;
+        }
         if let Some(r) = declaration(l.body, lang, &mut st) {
             decls.push((i, r));
         }
@@ -236,10 +244,7 @@ fn file_outline(
         .map(|l| l.body.len().min(clip_bytes) + 24)
         .sum();
     out.reserve(room + 320);
-    let first = lines.iter().find_map(|l| l.number);
-    let last = lines.iter().rev().find_map(|l| l.number);
     // Count the file's lines, not a tool's header or footer around them.
-    let numbered = lines.iter().filter(|l| l.number.is_some()).count();
     let count = if numbered > 0 { numbered } else { lines.len() };
     out.push_str(": ");
     push_plural(&mut out, count, "line", "lines");

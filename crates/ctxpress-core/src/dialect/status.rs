@@ -121,17 +121,18 @@ fn ascii_stated_exit(l: &str) -> Option<Option<i64>> {
 }
 
 /// False only when [`EXIT_RE`] cannot match `l`: every alternative holds
-/// `exit` in some case. A line with a non-ASCII character goes to the regex
-/// (case folding may map one to an ASCII letter).
+/// `exit` in some case, and case folding maps no non-ASCII character onto
+/// `e`, `x`, `i` or `t` (a test checks all of Unicode), so a match holds
+/// those four ASCII bytes even in a line with other characters (which then
+/// goes to the regex).
 fn may_state_exit(l: &str) -> bool {
     let b = l.as_bytes();
     // An `exit` window is found at its `x`.
-    !l.is_ascii()
-        || memchr::memchr2_iter(b'x', b'X', b).any(|p| {
-            p >= 1
-                && b.get(p - 1..p + 3)
-                    .is_some_and(|w| w.eq_ignore_ascii_case(b"exit"))
-        })
+    memchr::memchr2_iter(b'x', b'X', b).any(|p| {
+        p >= 1
+            && b.get(p - 1..p + 3)
+                .is_some_and(|w| w.eq_ignore_ascii_case(b"exit"))
+    })
 }
 
 static FAIL_RE: LazyLock<Regex> = LazyLock::new(|| {
@@ -256,10 +257,8 @@ fn fail_words(b: &[u8]) -> FailWords {
     };
     let mut failed = false;
     let mut unsure = false;
-    for (i, &c) in b.iter().enumerate() {
-        if !FAIL_ANCHORS[usize::from(c)] {
-            continue;
-        }
+    let stop = each_anchor(b, |i| {
+        let c = *b.get(i)?;
         let other = match c | 0x20 {
             b':' => at(i.checked_sub(5), b"error:") || at(i.checked_sub(5), b"fatal:"),
             b'x' => at(i.checked_sub(1), b"exception"),
@@ -281,22 +280,85 @@ fn fail_words(b: &[u8]) -> FailWords {
             _ => {
                 // `ſ` (U+017F) folds to `s`.
                 if b.get(i + 1) == Some(&0xBF) {
-                    return FailWords::Unsure;
+                    return Some(FailWords::Unsure);
                 }
                 false
             }
         };
-        if other {
-            return FailWords::Other;
-        }
-    }
-    if failed {
+        other.then_some(FailWords::Other)
+    });
+    if let Some(w) = stop {
+        w
+    } else if failed {
         FailWords::Failed
     } else if unsure {
         FailWords::Unsure
     } else {
         FailWords::None
     }
+}
+
+/// Calls `f` with the index of every byte of `b` that [`FAIL_ANCHORS`]
+/// holds, in order, until it answers; 16 bytes at a time (a lane with none
+/// is passed over at once).
+#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+fn each_anchor<T>(b: &[u8], mut f: impl FnMut(usize) -> Option<T>) -> Option<T> {
+    use crate::text::sse2::{eq, splat};
+    use safe_arch::{bitor_m128i, load_unaligned_m128i, move_mask_i8_m128i};
+    let full = b.len() / 16 * 16;
+    let mut base = 0usize;
+    while base < full {
+        let Some(src) = b
+            .get(base..base + 16)
+            .and_then(|s| <&[u8; 16]>::try_from(s).ok())
+        else {
+            break;
+        };
+        let v = load_unaligned_m128i(src);
+        // ASCII letters lowered (and a few other bytes mapped onto the
+        // anchors: the table below is exact).
+        let lo = bitor_m128i(v, splat(0x20));
+        let m = bitor_m128i(
+            bitor_m128i(
+                bitor_m128i(eq(lo, b':'), eq(lo, b'x')),
+                bitor_m128i(eq(lo, b'f'), eq(lo, b'p')),
+            ),
+            bitor_m128i(eq(lo, b'c'), eq(v, 0xC5)),
+        );
+        let mut bits = move_mask_i8_m128i(m) as u32;
+        while bits != 0 {
+            let i = base + bits.trailing_zeros() as usize;
+            if b.get(i).is_some_and(|&c| FAIL_ANCHORS[usize::from(c)])
+                && let Some(x) = f(i)
+            {
+                return Some(x);
+            }
+            bits &= bits - 1;
+        }
+        base += 16;
+    }
+    each_anchor_scalar(b, base, f)
+}
+
+#[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
+fn each_anchor<T>(b: &[u8], f: impl FnMut(usize) -> Option<T>) -> Option<T> {
+    each_anchor_scalar(b, 0, f)
+}
+
+/// [`each_anchor`] from `from` on, a byte at a time.
+fn each_anchor_scalar<T>(
+    b: &[u8],
+    from: usize,
+    mut f: impl FnMut(usize) -> Option<T>,
+) -> Option<T> {
+    for (k, &c) in b.get(from..).unwrap_or(&[]).iter().enumerate() {
+        if FAIL_ANCHORS[usize::from(c)]
+            && let Some(x) = f(from + k)
+        {
+            return Some(x);
+        }
+    }
+    None
 }
 
 /// Judge a tool result: `is_error`, `<tool_use_error>`, a stated exit code,
@@ -515,6 +577,24 @@ mod tests {
         }
     }
 
+    proptest! {
+        /// The lanes find the anchors a byte-at-a-time walk finds.
+        #[test]
+        fn anchors_are_found_as_byte_by_byte(b in proptest::collection::vec(prop_oneof![
+            Just(b':'), Just(b'x'), Just(b'X'), Just(b'f'), Just(b'F'), Just(b'p'), Just(b'C'),
+            Just(0xC5u8), Just(0xE5u8), Just(0x1Au8), Just(0x58u8), any::<u8>(),
+        ], 0..70)) {
+            let mut lanes = Vec::new();
+            let none: Option<()> = each_anchor(&b, |i| { lanes.push(i); None });
+            prop_assert!(none.is_none());
+            let mut bytes = Vec::new();
+            let _: Option<()> = each_anchor_scalar(&b, 0, |i| { bytes.push(i); None });
+            prop_assert_eq!(&lanes, &bytes);
+            let first = each_anchor(&b, Some);
+            prop_assert_eq!(first, bytes.first().copied());
+        }
+    }
+
     /// `fail_words` knows one non-ASCII character that case folding maps
     /// onto a letter of the patterns: `ſ`. The only other one maps onto
     /// `k`, which no pattern holds.
@@ -526,6 +606,7 @@ mod tests {
             .filter(|c| letter.is_match(c.encode_utf8(&mut [0u8; 4])))
             .collect();
         assert_eq!(folding, vec!['\u{17f}', '\u{212a}']);
+        // (`may_state_exit` relies on it too: none folds onto e, x, i, t.)
         assert!(!FAIL_RE.as_str().to_ascii_lowercase().contains('k'));
     }
 
@@ -633,6 +714,8 @@ mod tests {
             }
         }
         assert!(!may_state_exit("no code here"));
+        assert!(!may_state_exit("     1→fn main() {}"));
+        assert!(may_state_exit("ünïcode exit code 5"));
         assert!(may_state_exit("Exit"));
     }
 }
