@@ -2,11 +2,11 @@
 //! that reason about tool calls (stale pruner, tool compressor).
 //!
 //! [`Traffic::of`] walks the conversation once: every tool call with its
-//! arguments parsed once (OpenAI `function.arguments` strings parsed, Anthropic
-//! `input` objects and object arguments used as they are, never stringified
-//! and parsed back), its [`Operation`] from a dialect table, the message
-//! holding its result, how many calls share its id, and the session's working
-//! directory.
+//! arguments ([`Args`]: OpenAI `function.arguments` strings scanned once and
+//! their members parsed on demand, Anthropic `input` objects and object
+//! arguments read in place, never stringified and parsed back), its
+//! [`Operation`] from a dialect table, the message holding its result, how
+//! many calls share its id, and the session's working directory.
 //!
 //! The parsed calls of each message are cached in the conversation, keyed by
 //! the message's shared allocation ([`Message::share_key`], with a clone held
@@ -25,6 +25,9 @@ use foldhash::{HashMap, HashMapExt};
 use serde_json::Value;
 use std::sync::{Arc, Mutex};
 
+mod args;
+pub use args::Args;
+
 /// One tool call, parsed.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ParsedCall {
@@ -33,8 +36,9 @@ pub struct ParsedCall {
     /// Tool name.
     pub name: String,
     /// The arguments: OpenAI's string parsed (`Value::Null` when it is not
-    /// valid JSON), an object given as is, Anthropic's `input`.
-    pub args: Value,
+    /// valid JSON), an object given as is, Anthropic's `input`; worked out on
+    /// demand (see [`Args`]).
+    pub args: Args,
     /// Its operation under the table and working directory the index was
     /// built with; `None` for tools the table does not know.
     pub op: Option<Operation>,
@@ -46,35 +50,34 @@ pub type MessageCalls = Arc<[ParsedCall]>;
 /// The parsed calls of `m` (no operations yet), in [`Message::tool_calls`]
 /// order: OpenAI `tool_calls` entries, then Anthropic `tool_use` blocks.
 pub fn parse_calls(m: &Message) -> Vec<ParsedCall> {
+    parse_calls_with(m, &mut args::Scratch::default())
+}
+
+/// [`parse_calls`] with working space kept by a caller parsing many.
+fn parse_calls_with(m: &Message, scratch: &mut args::Scratch) -> Vec<ParsedCall> {
+    use args::{small_get as get, small_map_get};
     fn s(v: Option<&Value>) -> String {
         v.and_then(Value::as_str).unwrap_or("").to_string()
     }
     let mut out = Vec::new();
-    if let Some(Value::Array(calls)) = m.fields().get("tool_calls") {
-        for c in calls {
-            let f = c.get("function");
-            let args = match f.and_then(|f| f.get("arguments")) {
-                Some(Value::String(a)) => serde_json::from_str(a).unwrap_or(Value::Null),
-                // `tool_calls()` writes a non-string value out as JSON, and
-                // `args()` parses that back: the same value.
-                Some(v) => v.clone(),
-                None => Value::Null,
-            };
+    if let Some(Value::Array(calls)) = small_map_get(m.fields(), "tool_calls") {
+        for (i, c) in calls.iter().enumerate() {
+            let f = get(c, "function");
             out.push(ParsedCall {
-                id: s(c.get("id")),
-                name: s(f.and_then(|f| f.get("name"))),
-                args,
+                id: s(get(c, "id")),
+                name: s(f.and_then(|f| get(f, "name"))),
+                args: Args::openai(m, i, f.and_then(|f| get(f, "arguments")), scratch),
                 op: None,
             });
         }
     }
     if let Some(Value::Array(blocks)) = m.content() {
-        for b in blocks {
-            if b.get("type").and_then(Value::as_str) == Some("tool_use") {
+        for (i, b) in blocks.iter().enumerate() {
+            if get(b, "type").and_then(Value::as_str) == Some("tool_use") {
                 out.push(ParsedCall {
-                    id: s(b.get("id")),
-                    name: s(b.get("name")),
-                    args: b.get("input").cloned().unwrap_or(Value::Null),
+                    id: s(get(b, "id")),
+                    name: s(get(b, "name")),
+                    args: Args::anthropic(m, i, get(b, "input")),
                     op: None,
                 });
             }
@@ -271,6 +274,7 @@ fn cached_calls(
     let mut out = Vec::with_capacity(conv.messages.len());
     // Tool name -> its spec: a conversation calls a few tools many times.
     let mut specs: HashMap<String, Option<&dialect::ToolSpec>> = HashMap::new();
+    let mut scratch = args::Scratch::default();
     for m in &conv.messages {
         if !old_results.is_empty()
             && let Some(r) = old_results.remove(&m.share_key())
@@ -285,7 +289,7 @@ fn cached_calls(
         let calls = match old.remove(&key) {
             Some(e) => e.calls,
             None => {
-                let mut calls = parse_calls(m);
+                let mut calls = parse_calls_with(m, &mut scratch);
                 for c in &mut calls {
                     let spec = match specs.get(c.name.as_str()) {
                         Some(spec) => *spec,
@@ -374,8 +378,8 @@ mod tests {
         assert_eq!(t.id_count("a"), 2);
         assert_eq!(t.calls[1].result, Some(3));
         assert!(t.calls[1].unique);
-        assert_eq!(t.call(&t.calls[1]).args["command"], "cargo test");
-        assert_eq!(t.call(&t.calls[2]).args, Value::Null);
+        assert_eq!(t.call(&t.calls[1]).args.value()["command"], "cargo test");
+        assert_eq!(t.call(&t.calls[2]).args.value(), &Value::Null);
         assert_eq!(t.calls[2].result, None);
         // Same views as the message's own.
         for r in &t.calls {
@@ -385,7 +389,7 @@ mod tests {
                 (c.id.as_ref(), c.name.as_ref()),
                 (t.call(r).id.as_str(), t.call(r).name.as_str())
             );
-            assert_eq!(c.args(), t.call(r).args);
+            assert_eq!(&c.args(), t.call(r).args.value());
         }
     }
 
@@ -445,8 +449,8 @@ mod tests {
         assert_eq!(t.calls.len(), 1);
         assert_eq!(t.calls[0].result, Some(2));
         assert_eq!(
-            t.call(&t.calls[0]).args,
-            conv.messages[1].tool_calls()[0].args()
+            t.call(&t.calls[0]).args.value(),
+            &conv.messages[1].tool_calls()[0].args()
         );
     }
 }

@@ -394,7 +394,7 @@ fn text_only(m: &Message, call_id: &str) -> bool {
 fn display_paths(
     table: &DialectTable,
     name: &str,
-    args: &Value,
+    args: &traffic::Args,
     op: Option<&Operation>,
 ) -> Vec<String> {
     // The paths in argument `k`, when it holds any.
@@ -1022,8 +1022,8 @@ impl ToolCompressor {
         edit(conv, c.msg, ctx, measure, saved, |m| {
             // Re-serialized arguments must not come out longer anywhere.
             let original = m.clone();
-            let done =
-                m.set_tool_call_arg_at(c.slot, &c.key, &s, &call.args) && m.size() < size_before;
+            let done = m.set_tool_call_arg_at(c.slot, &c.key, &s, call.args.value())
+                && m.size() < size_before;
             if !done {
                 *m = original;
             }

@@ -31,7 +31,7 @@ pub use patch::parse_patch;
 pub use paths::{detect_cwd, normalize_path, normalize_ws};
 pub use shell::{command_family, parse_shell};
 pub use status::{ResultFacts, exit_code, line_looks_failed, result_payload, result_status};
-pub use table::{DialectTable, ToolKind, ToolSpec, builtin, extract};
+pub use table::{CallArgs, DialectTable, ToolKind, ToolSpec, builtin, extract};
 
 #[cfg(test)]
 mod tests;

@@ -1,6 +1,8 @@
 //! The dialect table: tool specs by name ([`DialectTable`], [`ToolSpec`]),
 //! the built-in table, and the extraction of an [`Operation`] from a call's
-//! arguments (with a fallback by tool and argument names).
+//! arguments (with a fallback by tool and argument names), read through
+//! [`CallArgs`]: a parsed [`Value`] or the traffic index's lazily parsed
+//! arguments.
 
 use super::shell::is_shell_program;
 use super::{
@@ -263,7 +265,11 @@ impl DialectTable {
     /// fingerprint it with [`super::content_fingerprint`] to compare it with a read.
     /// Worked out on demand, not by [`DialectTable::extract_args`]: most
     /// writes are never compared.
-    pub fn write_content<'a>(&self, name: &str, args: &'a Value) -> Option<&'a str> {
+    pub fn write_content<'a, A: CallArgs + ?Sized>(
+        &self,
+        name: &str,
+        args: &'a A,
+    ) -> Option<&'a str> {
         let s = self.find(name)?;
         let kind = match s.kind {
             ToolKind::Write => OpKind::Write,
@@ -276,23 +282,55 @@ impl DialectTable {
     }
 
     /// Like [`DialectTable::extract`] with parsed arguments.
-    pub fn extract_args(&self, name: &str, args: &Value, cwd: Option<&str>) -> Option<Operation> {
+    pub fn extract_args<A: CallArgs + ?Sized>(
+        &self,
+        name: &str,
+        args: &A,
+        cwd: Option<&str>,
+    ) -> Option<Operation> {
         self.extract_with(self.find(name), name, args, cwd)
     }
 
     /// [`DialectTable::extract_args`] with `spec`, what [`DialectTable::find`]
     /// gives for `name` (looked up once by a caller extracting many calls).
-    pub(crate) fn extract_with(
+    pub(crate) fn extract_with<A: CallArgs + ?Sized>(
         &self,
         spec: Option<&ToolSpec>,
         name: &str,
-        args: &Value,
+        args: &A,
         cwd: Option<&str>,
     ) -> Option<Operation> {
         match spec {
             Some(s) => from_spec(s, args, cwd),
             None => fallback(name, args, cwd),
         }
+    }
+}
+
+/// A call's arguments as the extraction reads them: a parsed [`Value`], or
+/// the traffic index's lazily parsed [`crate::traffic::Args`], which answer
+/// the same for the same arguments.
+pub trait CallArgs {
+    /// Member `key` when the arguments are an object holding it (as
+    /// [`Value::get`] answers).
+    fn arg(&self, key: &str) -> Option<&Value>;
+    /// The arguments are a JSON object.
+    fn is_object(&self) -> bool;
+    /// The whole arguments as a value.
+    fn whole(&self) -> &Value;
+}
+
+impl CallArgs for Value {
+    fn arg(&self, key: &str) -> Option<&Value> {
+        Value::get(self, key)
+    }
+
+    fn is_object(&self) -> bool {
+        Value::is_object(self)
+    }
+
+    fn whole(&self) -> &Value {
+        self
     }
 }
 
@@ -309,16 +347,16 @@ pub fn extract(call: &ToolCall<'_>) -> Option<Operation> {
     BUILTIN.extract(call, None)
 }
 
-fn arg_str<'a>(args: &'a Value, names: &[String]) -> Option<&'a str> {
+fn arg_str<'a, A: CallArgs + ?Sized>(args: &'a A, names: &[String]) -> Option<&'a str> {
     names
         .iter()
-        .find_map(|n| args.get(n.as_str()).and_then(Value::as_str))
+        .find_map(|n| args.arg(n.as_str()).and_then(Value::as_str))
         .filter(|s| !s.trim().is_empty())
 }
 
-fn arg_paths(args: &Value, names: &[String], cwd: Option<&str>) -> Vec<String> {
+fn arg_paths<A: CallArgs + ?Sized>(args: &A, names: &[String], cwd: Option<&str>) -> Vec<String> {
     for n in names {
-        match args.get(n.as_str()) {
+        match args.arg(n.as_str()) {
             Some(Value::String(s)) if !s.trim().is_empty() => {
                 return vec![normalize_path(s, cwd)];
             }
@@ -339,9 +377,9 @@ fn arg_paths(args: &Value, names: &[String], cwd: Option<&str>) -> Vec<String> {
     Vec::new()
 }
 
-fn command_arg(args: &Value, names: &[String]) -> Option<String> {
+fn command_arg<A: CallArgs + ?Sized>(args: &A, names: &[String]) -> Option<String> {
     for n in names {
-        match args.get(n.as_str()) {
+        match args.arg(n.as_str()) {
             Some(Value::String(s)) if !s.trim().is_empty() => return Some(s.clone()),
             Some(Value::Array(a)) if !a.is_empty() => {
                 let words: Vec<&str> = a.iter().filter_map(Value::as_str).collect();
@@ -362,16 +400,20 @@ fn command_arg(args: &Value, names: &[String]) -> Option<String> {
 }
 
 /// The kind an editor's sub-command argument selects.
-fn editor_kind(s: &ToolSpec, args: &Value) -> Option<OpKind> {
+fn editor_kind<A: CallArgs + ?Sized>(s: &ToolSpec, args: &A) -> Option<OpKind> {
     let sub = s
         .subcommand_arg
         .as_ref()
-        .and_then(|a| args.get(a.as_str()))
+        .and_then(|a| args.arg(a.as_str()))
         .and_then(Value::as_str)?;
     s.subcommands.get(sub).copied()
 }
 
-fn from_spec(s: &ToolSpec, args: &Value, session_cwd: Option<&str>) -> Option<Operation> {
+fn from_spec<A: CallArgs + ?Sized>(
+    s: &ToolSpec,
+    args: &A,
+    session_cwd: Option<&str>,
+) -> Option<Operation> {
     let own_cwd = arg_str(args, &s.cwd_args).map(|c| normalize_path(c, session_cwd));
     let cwd = own_cwd.as_deref().or(session_cwd);
     let base = Operation {
@@ -399,7 +441,7 @@ fn from_spec(s: &ToolSpec, args: &Value, session_cwd: Option<&str>) -> Option<Op
         ToolKind::Search => {
             let mut key = String::new();
             for n in &s.command_args {
-                if let Some(v) = args.get(n.as_str()) {
+                if let Some(v) = args.arg(n.as_str()) {
                     if !key.is_empty() {
                         key.push(' ');
                     }
@@ -410,7 +452,7 @@ fn from_spec(s: &ToolSpec, args: &Value, session_cwd: Option<&str>) -> Option<Op
                 }
             }
             if key.trim().is_empty() {
-                key = args.to_string();
+                key = args.whole().to_string();
             }
             Some(Operation {
                 kind: OpKind::Search,
@@ -440,7 +482,7 @@ fn from_spec(s: &ToolSpec, args: &Value, session_cwd: Option<&str>) -> Option<Op
     }
 }
 
-fn fallback(name: &str, args: &Value, cwd: Option<&str>) -> Option<Operation> {
+fn fallback<A: CallArgs + ?Sized>(name: &str, args: &A, cwd: Option<&str>) -> Option<Operation> {
     if !args.is_object() {
         return None;
     }
