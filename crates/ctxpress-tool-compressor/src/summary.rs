@@ -390,12 +390,75 @@ fn push_refs(
         .collect();
     if !refs.is_empty() {
         out.push_str("\nrefs: ");
-        out.push_str(&group_refs(&refs).join(", "));
+        push_grouped_refs(out, &refs);
+    }
+}
+
+/// The directory part of a reference (up to its last `/` or `\`), or
+/// `None` for a URL or a bare name.
+fn ref_dir(r: &str) -> Option<&str> {
+    if r.contains("://") {
+        return None;
+    }
+    let cut = r.rfind(['/', '\\'])?;
+    r.get(..=cut)
+}
+
+/// Append `group_refs(refs).join(", ")` without building its strings: a
+/// directory's references are written at its first one, as
+/// `dir/{a, b, c}` when there are three or more, else each as it is (a
+/// directory and a name are the reference again).
+fn push_grouped_refs(out: &mut String, refs: &[&str]) {
+    let mut first = true;
+    let mut sep = |out: &mut String| {
+        if !first {
+            out.push_str(", ");
+        }
+        first = false;
+    };
+    // Each reference with its directory, found once.
+    let dirs: Vec<(&str, Option<&str>)> = refs.iter().map(|r| (*r, ref_dir(r))).collect();
+    for (i, &(r, dir)) in dirs.iter().enumerate() {
+        let Some(dir) = dir else {
+            sep(out);
+            out.push_str(r);
+            continue;
+        };
+        let earlier = dirs.get(..i).unwrap_or(&[]);
+        if earlier.iter().any(|(_, d)| *d == Some(dir)) {
+            continue;
+        }
+        let later = dirs.get(i..).unwrap_or(&[]);
+        let group = || {
+            later
+                .iter()
+                .filter(|(_, d)| *d == Some(dir))
+                .map(|(e, _)| *e)
+        };
+        if group().count() >= 3 {
+            sep(out);
+            out.push_str(dir);
+            out.push('{');
+            for (k, e) in group().enumerate() {
+                if k > 0 {
+                    out.push_str(", ");
+                }
+                out.push_str(e.get(dir.len()..).unwrap_or(""));
+            }
+            out.push('}');
+        } else {
+            for e in group() {
+                sep(out);
+                out.push_str(e);
+            }
+        }
     }
 }
 
 /// References with three or more files of one directory written once as
-/// `dir/{a, b, c}`; others as they are, in order of first appearance.
+/// `dir/{a, b, c}`; others as they are, in order of first appearance (the
+/// reference of [`push_grouped_refs`]).
+#[cfg(test)]
 fn group_refs(refs: &[&str]) -> Vec<String> {
     let split = |r: &str| -> Option<(usize, usize)> {
         if r.contains("://") {
@@ -972,6 +1035,38 @@ mod tests {
                 "TypeError"
             ]
         );
+    }
+
+    fn assert_grouped_as_joined(refs: &[&str]) {
+        let mut out = String::from("x");
+        push_grouped_refs(&mut out, refs);
+        assert_eq!(out, format!("x{}", group_refs(refs).join(", ")), "{refs:?}");
+    }
+
+    #[test]
+    fn pushed_groups_are_the_joined_groups() {
+        assert_grouped_as_joined(&[]);
+        assert_grouped_as_joined(&["a"]);
+        assert_grouped_as_joined(&[
+            "src/a.ts",
+            "https://x.io/a/b.js",
+            "src/b.ts",
+            "lib/c.rs",
+            "src/c.ts",
+            "TypeError",
+        ]);
+        assert_grouped_as_joined(&["a/b", "a\\c", "a/d", "a\\e", "/x", "/y", "/z", "//q"]);
+        assert_grouped_as_joined(&["d/1", "e/1", "d/2", "e/2", "d/3", "f://g/h", "e/3", "e/4"]);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn pushed_groups_of_random_refs(
+            refs in proptest::collection::vec("(a|b|/|\\\\|://|\\.rs|é){1,5}", 0..12),
+        ) {
+            let refs: Vec<&str> = refs.iter().map(String::as_str).collect();
+            assert_grouped_as_joined(&refs);
+        }
     }
 
     #[test]
