@@ -161,7 +161,7 @@ impl PartialEq for Message {
 /// `map.get(key)`: a scan of the keys for the few-field objects messages
 /// and their blocks are made of (cheaper than hashing the key), a lookup
 /// for larger ones.
-fn get_small<'a>(map: &'a Map<String, Value>, key: &str) -> Option<&'a Value> {
+pub(crate) fn get_small<'a>(map: &'a Map<String, Value>, key: &str) -> Option<&'a Value> {
     if map.len() <= 8 {
         map.iter().find(|(k, _)| k.as_str() == key).map(|(_, v)| v)
     } else {
@@ -170,7 +170,7 @@ fn get_small<'a>(map: &'a Map<String, Value>, key: &str) -> Option<&'a Value> {
 }
 
 /// `v.get(key)` for an object `v` (see [`get_small`]); `None` otherwise.
-fn vget<'a>(v: &'a Value, key: &str) -> Option<&'a Value> {
+pub(crate) fn vget<'a>(v: &'a Value, key: &str) -> Option<&'a Value> {
     match v {
         Value::Object(m) => get_small(m, key),
         _ => None,

@@ -55,12 +55,12 @@ pub fn parse_calls(m: &Message) -> Vec<ParsedCall> {
 
 /// [`parse_calls`] with working space kept by a caller parsing many.
 fn parse_calls_with(m: &Message, scratch: &mut args::Scratch) -> Vec<ParsedCall> {
-    use args::{small_get as get, small_map_get};
+    use crate::message::{get_small, vget as get};
     fn s(v: Option<&Value>) -> String {
         v.and_then(Value::as_str).unwrap_or("").to_string()
     }
     let mut out = Vec::new();
-    if let Some(Value::Array(calls)) = small_map_get(m.fields(), "tool_calls") {
+    if let Some(Value::Array(calls)) = get_small(m.fields(), "tool_calls") {
         for (i, c) in calls.iter().enumerate() {
             let f = get(c, "function");
             out.push(ParsedCall {

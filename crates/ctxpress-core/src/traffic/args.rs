@@ -14,7 +14,7 @@
 //! the parsed value in every case.
 
 use crate::dialect::CallArgs;
-use crate::message::Message;
+use crate::message::{Message, get_small, vget};
 use serde_json::{Map, Value};
 use std::borrow::Cow;
 use std::fmt;
@@ -72,33 +72,15 @@ struct Member {
     parsed: OnceLock<Value>,
 }
 
-/// `map[key]`: small maps (a message's fields, a call) are searched in
-/// order, which is cheaper than hashing the key.
-pub(super) fn small_get<'a>(v: &'a Value, key: &str) -> Option<&'a Value> {
-    let Value::Object(map) = v else {
-        return None;
-    };
-    small_map_get(map, key)
-}
-
-/// `map[key]`, small maps searched in order (see [`small_get`]).
-pub(super) fn small_map_get<'a>(map: &'a Map<String, Value>, key: &str) -> Option<&'a Value> {
-    if map.len() <= 8 {
-        map.iter().find(|(k, _)| k.as_str() == key).map(|(_, v)| v)
-    } else {
-        map.get(key)
-    }
-}
-
 /// `tool_calls[call].function.arguments` of `msg`.
 fn arguments_of(msg: &Message, call: usize) -> Option<&Value> {
-    let c = small_map_get(msg.fields(), "tool_calls")?.get(call)?;
-    small_get(small_get(c, "function")?, "arguments")
+    let c = get_small(msg.fields(), "tool_calls")?.get(call)?;
+    vget(vget(c, "function")?, "arguments")
 }
 
 /// `content[block].input` of `msg`.
 fn input_of(msg: &Message, block: usize) -> Option<&Value> {
-    small_get(msg.content()?.get(block)?, "input")
+    vget(msg.content()?.get(block)?, "input")
 }
 
 impl Args {
