@@ -690,8 +690,10 @@ fn term_counts<'c>(
                 .get(&(i, j))
                 .filter(|ic| ic.call_id == c.id)
                 .and_then(|ic| {
-                    let text = ic.calls.get(ic.slot)?.args.get(&ic.key)?.as_str()?;
-                    let span = lines::member_string_span(args, &ic.key)?;
+                    // The span the traffic index's scan of these arguments found.
+                    let call_args = &ic.calls.get(ic.slot)?.args;
+                    let text = call_args.get(&ic.key)?.as_str()?;
+                    let span = call_args.string_span(&ic.key)?;
                     let raw = args.get(span.clone())?;
                     lines::decodes_to_same_terms(raw, text).then_some(span)
                 });

@@ -2178,134 +2178,6 @@ fn scan_terms_reference<'a, const JSON_ESCAPED: bool, const FAST: bool>(
     }
 }
 
-/// The byte range, inside its quotes, of the string value of member `key`
-/// of the JSON object `json`, found without decoding it. `None` unless
-/// `json` is one well-formed object (strings with valid escapes, no
-/// backslash outside them) whose member `key`, written without escapes,
-/// occurs once with a string value.
-pub(crate) fn member_string_span(json: &str, key: &str) -> Option<std::ops::Range<usize>> {
-    let b = json.as_bytes();
-    let mut i = json_space(b, 0);
-    if b.get(i) != Some(&b'{') {
-        return None;
-    }
-    i = json_space(b, i + 1);
-    let mut found = None;
-    if b.get(i) == Some(&b'}') {
-        return None;
-    }
-    loop {
-        let k_end = json_string_end(b, i)?;
-        let k = b.get(i + 1..k_end)?;
-        if k.contains(&b'\\') {
-            return None;
-        }
-        i = json_space(b, k_end + 1);
-        if b.get(i) != Some(&b':') {
-            return None;
-        }
-        i = json_space(b, i + 1);
-        if k == key.as_bytes() {
-            if found.is_some() || b.get(i) != Some(&b'"') {
-                return None;
-            }
-            let v_end = json_string_end(b, i)?;
-            found = Some(i + 1..v_end);
-            i = v_end + 1;
-        } else {
-            i = json_value_end(b, i)?;
-        }
-        i = json_space(b, i);
-        match b.get(i)? {
-            b',' => i = json_space(b, i + 1),
-            b'}' => break,
-            _ => return None,
-        }
-    }
-    // Nothing but white space after the object.
-    (json_space(b, i + 1) == b.len()).then_some(found?)
-}
-
-/// The index of the first byte of `b` from `i` on that is not JSON white space.
-fn json_space(b: &[u8], i: usize) -> usize {
-    i + b.get(i..).map_or(0, |r| {
-        r.iter()
-            .take_while(|c| matches!(c, b' ' | b'\t' | b'\n' | b'\r'))
-            .count()
-    })
-}
-
-/// The index of the closing quote of the JSON string opening at `i`, its
-/// escapes checked (not its control characters: they change no escape);
-/// `None` when it has no end or a malformed escape.
-fn json_string_end(b: &[u8], i: usize) -> Option<usize> {
-    if b.get(i) != Some(&b'"') {
-        return None;
-    }
-    let mut j = i + 1;
-    loop {
-        j += memchr::memchr2(b'"', b'\\', b.get(j..)?)?;
-        if b.get(j) == Some(&b'"') {
-            return Some(j);
-        }
-        match *b.get(j + 1)? {
-            b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => j += 2,
-            b'u' => {
-                if !b.get(j + 2..j + 6)?.iter().all(u8::is_ascii_hexdigit) {
-                    return None;
-                }
-                j += 6;
-            }
-            _ => return None,
-        }
-    }
-}
-
-/// The index just after the JSON value starting at `i`: strings checked
-/// as [`json_string_end`] does, other values only for their bytes and
-/// their nesting.
-fn json_value_end(b: &[u8], i: usize) -> Option<usize> {
-    match *b.get(i)? {
-        b'"' => Some(json_string_end(b, i)? + 1),
-        b'{' | b'[' => {
-            let mut depth = 0usize;
-            let mut j = i;
-            loop {
-                match *b.get(j)? {
-                    b'"' => {
-                        j = json_string_end(b, j)? + 1;
-                        continue;
-                    }
-                    b'{' | b'[' => depth += 1,
-                    b'}' | b']' => {
-                        depth = depth.saturating_sub(1);
-                        if depth == 0 {
-                            return Some(j + 1);
-                        }
-                    }
-                    c if json_scalar_byte(c)
-                        || matches!(c, b',' | b':' | b' ' | b'\t' | b'\n' | b'\r') => {}
-                    _ => return None,
-                }
-                j += 1;
-            }
-        }
-        _ => {
-            let n = b
-                .get(i..)?
-                .iter()
-                .take_while(|c| json_scalar_byte(**c))
-                .count();
-            (n > 0).then_some(i + n)
-        }
-    }
-}
-
-/// A byte of a JSON number or literal.
-fn json_scalar_byte(c: u8) -> bool {
-    c.is_ascii_alphanumeric() || matches!(c, b'-' | b'+' | b'.')
-}
-
 /// True when the raw JSON string content `raw` (between its quotes)
 /// decodes to `text`, and every escape in it stands for a character that
 /// is not a term byte: then [`for_each_term`] finds the same terms, in the
@@ -3179,6 +3051,17 @@ mod tests {
         let mut out = Vec::new();
         for_each_term(text, escaped, |t| out.push(t));
         out
+    }
+
+    /// The span [`traffic::Args::string_span`] gives for member `key` of
+    /// the arguments text `json` (what the information check reads).
+    fn member_string_span(json: &str, key: &str) -> Option<std::ops::Range<usize>> {
+        let text = serde_json::json!([{"role": "assistant", "content": "", "tool_calls": [
+            {"id": "c", "type": "function", "function": {"name": "x", "arguments": json}}]}])
+        .to_string();
+        let conv = ctxpress_core::Conversation::parse(&text).expect("a conversation");
+        let calls = ctxpress_core::traffic::parse_calls(conv.messages.first()?);
+        calls.first()?.args.string_span(key)
     }
 
     #[test]

@@ -163,6 +163,33 @@ impl Args {
         }
     }
 
+    /// The byte range, inside its quotes, of the string value of member
+    /// `key` in the arguments' own text (OpenAI `function.arguments`), found
+    /// by the scan without decoding it. `None` unless the text was scanned
+    /// (a well-formed object), no key of it is written with an escape, and
+    /// `key` occurs once, with a string value.
+    pub fn string_span(&self, key: &str) -> Option<std::ops::Range<usize>> {
+        let Repr::Text {
+            msg, call, members, ..
+        } = &self.0
+        else {
+            return None;
+        };
+        if members.iter().any(|m| m.key_escaped) {
+            return None;
+        }
+        let text = Args::text(msg, *call);
+        let mut hits = members
+            .iter()
+            .filter(|m| m.key(text).is_some_and(|k| k == key));
+        let m = hits.next()?;
+        if hits.next().is_some() {
+            return None;
+        }
+        let (start, end) = (m.value_at.0 as usize, m.value_at.1 as usize);
+        (text.as_bytes().get(start) == Some(&b'"') && end > start + 1).then(|| start + 1..end - 1)
+    }
+
     /// The arguments are a JSON object.
     pub fn is_object(&self) -> bool {
         match &self.0 {
