@@ -153,7 +153,7 @@ impl LineHasher {
 /// and its newline and non-ASCII bits are taken as masks.
 #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
 fn lower_lines(b: &[u8], lower: &mut Vec<u8>, mut f: impl FnMut(&[u8], usize, usize, bool)) {
-    use ctxpress_core::text::sse2::{eq, in_range, splat};
+    use ctxpress_core::text::sse2::{eq, in_range, lanes, splat};
     use safe_arch::{bitand_m128i, bitor_m128i, load_unaligned_m128i, m128i, move_mask_i8_m128i};
     // Grown, never shrunk: only the new part is zeroed before it is
     // written over.
@@ -187,16 +187,8 @@ fn lower_lines(b: &[u8], lower: &mut Vec<u8>, mut f: impl FnMut(&[u8], usize, us
             last_high = base + (32 - high.leading_zeros()) as usize;
         }
     };
-    let full = b.len() / 16 * 16;
-    let mut base = 0usize;
-    while base < full {
-        let Some(src) = b
-            .get(base..base + 16)
-            .and_then(|s| <&[u8; 16]>::try_from(s).ok())
-        else {
-            break;
-        };
-        let (lowered, high, newlines) = lane(load_unaligned_m128i(src));
+    for (base, v) in lanes(b) {
+        let (lowered, high, newlines) = lane(v);
         if let Some(dst) = lower
             .get_mut(base..base + 16)
             .and_then(|d| <&mut [u8; 16]>::try_from(d).ok())
@@ -204,8 +196,8 @@ fn lower_lines(b: &[u8], lower: &mut Vec<u8>, mut f: impl FnMut(&[u8], usize, us
             *dst = lowered;
         }
         lines(lower, base, high, newlines);
-        base += 16;
     }
+    let full = b.len() / 16 * 16;
     if let Some(rest) = b.get(full..).filter(|r| !r.is_empty()) {
         // The padding lanes are zero: neither newline nor non-ASCII.
         let mut padded = [0u8; 16];

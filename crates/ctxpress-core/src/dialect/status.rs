@@ -303,18 +303,9 @@ fn fail_words(b: &[u8]) -> FailWords {
 /// is passed over at once).
 #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
 fn each_anchor<T>(b: &[u8], mut f: impl FnMut(usize) -> Option<T>) -> Option<T> {
-    use crate::text::sse2::{eq, splat};
-    use safe_arch::{bitor_m128i, load_unaligned_m128i, move_mask_i8_m128i};
-    let full = b.len() / 16 * 16;
-    let mut base = 0usize;
-    while base < full {
-        let Some(src) = b
-            .get(base..base + 16)
-            .and_then(|s| <&[u8; 16]>::try_from(s).ok())
-        else {
-            break;
-        };
-        let v = load_unaligned_m128i(src);
+    use crate::text::sse2::{eq, lanes, splat};
+    use safe_arch::{bitor_m128i, move_mask_i8_m128i};
+    for (base, v) in lanes(b) {
         // ASCII letters lowered (and a few other bytes mapped onto the
         // anchors: the table below is exact).
         let lo = bitor_m128i(v, splat(0x20));
@@ -335,9 +326,8 @@ fn each_anchor<T>(b: &[u8], mut f: impl FnMut(usize) -> Option<T>) -> Option<T> 
             }
             bits &= bits - 1;
         }
-        base += 16;
     }
-    each_anchor_scalar(b, base, f)
+    each_anchor_scalar(b, b.len() / 16 * 16, f)
 }
 
 #[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
