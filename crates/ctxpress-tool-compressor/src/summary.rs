@@ -81,7 +81,10 @@ pub struct Subject {
 
 impl Subject {
     fn head(&self, kind: Kind, max: usize) -> String {
-        let mut h = String::from(PREFIX);
+        // Room for most heads at once (the tool, a verb, a path or command
+        // and an exit code), not grown a part at a time.
+        let mut h = String::with_capacity(HEAD_ROOM);
+        h.push_str(PREFIX);
         push_clip_one_line(&mut h, &self.tool, 40);
         let file_op = matches!(kind, Kind::Read | Kind::Write | Kind::Edit);
         if let (true, None) = (file_op, &self.command) {
@@ -114,6 +117,9 @@ impl Subject {
     }
 }
 
+/// The capacity a summary's head starts with.
+const HEAD_ROOM: usize = 256;
+
 /// `s` on one line: its words joined by single spaces (the reference of
 /// [`push_clip_one_line`]).
 #[cfg(test)]
@@ -126,7 +132,9 @@ fn one_line(s: &str) -> String {
 /// their first `max - 1` and `…` whatever follows (a command's heredoc, a
 /// long script), so the rest is not read.
 fn push_clip_one_line(out: &mut String, s: &str, max: usize) {
-    let mut line = String::new();
+    // The joined words are never longer than `s`, and rarely longer than
+    // `max` characters and a word: room for them at once.
+    let mut line = String::with_capacity(s.len().min(max.saturating_mul(4).saturating_add(64)));
     let mut chars = 0usize;
     for w in s.split_whitespace() {
         if !line.is_empty() {
@@ -190,7 +198,8 @@ fn push_plural(out: &mut String, n: usize, one: &str, many: &str) {
 /// The summary of the file content a write call carried in its arguments
 /// (not its result): path, line count, outline and references, as for a read.
 pub fn summarize_input(subject: &Subject, text: &str, limits: &Limits) -> String {
-    let mut head = String::from(PREFIX);
+    let mut head = String::with_capacity(HEAD_ROOM);
+    head.push_str(PREFIX);
     push_clip_one_line(&mut head, &subject.tool, 40);
     head.push_str(" input");
     file_outline(head, subject, text, limits, true)
@@ -347,6 +356,15 @@ fn push_lines(
     let mut sorted = picked.to_vec();
     sorted.sort_unstable();
     sorted.dedup();
+    // Room for the lines (clipped, with their numbers and skip notes),
+    // reserved once.
+    let clip_bytes = limits.max_line_chars.saturating_mul(4).saturating_add(4);
+    let room: usize = sorted
+        .iter()
+        .filter_map(|&i| lines.get(i))
+        .map(|l| l.body.len().min(clip_bytes) + 40)
+        .sum();
+    out.reserve(room + 24);
     let mut next = 0usize;
     for &i in &sorted {
         if i > next {
