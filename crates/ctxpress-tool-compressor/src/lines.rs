@@ -1281,15 +1281,26 @@ pub fn references(text: &str, max: usize) -> Vec<&str> {
 /// match starts there). A match holds no white space, and a URL holds
 /// `://`, a path a separator with a `.` after it, an error name `Error`
 /// or `Exception`; so the first match starting at or after `at` starts in
-/// or after that run.
+/// or after that run. (The search itself is
+/// [`reference_search_start_from`]; this is its form without a hint, which
+/// the tests use.)
+#[cfg(test)]
 fn reference_search_start(b: &[u8], at: usize) -> Option<usize> {
+    reference_search_start_from(b, at, at)
+}
+
+/// Where to search for the next match of [`REF`] at or after `at` of `b`
+/// (as `reference_search_start` describes it), given `from`: no byte of `b`
+/// from `at` up to `from` is a `/`, a `\\` or an `E`, so the search for
+/// them starts at `from` (or at `at` when that is later).
+fn reference_search_start_from(b: &[u8], at: usize, from: usize) -> Option<usize> {
     let error_name = |k: usize| {
         b.get(k + 1..)
             .is_some_and(|r| r.starts_with(b"rror") || r.starts_with(b"xception"))
     };
-    let mut i = at;
+    let mut i = from.max(at);
     loop {
-        let k = i + memchr::memchr3(b'/', b'\\', b'E', b.get(i..)?)?;
+        let k = i + find_reference_mark(b.get(i..)?)?;
         let holds = if b.get(k) == Some(&b'E') {
             i = k + 1;
             error_name(k)
@@ -1321,6 +1332,17 @@ fn reference_search_start(b: &[u8], at: usize) -> Option<usize> {
                 .map_or(at, |p| at + p + 1);
             return Some(run);
         }
+    }
+}
+
+/// The first `/`, `\\` or `E` of `b` (as `memchr3` finds it), a byte at a
+/// time when `b` is short (a line's rest: a search call costs more).
+#[inline]
+fn find_reference_mark(b: &[u8]) -> Option<usize> {
+    if b.len() <= 32 {
+        b.iter().position(|&c| matches!(c, b'/' | b'\\' | b'E'))
+    } else {
+        memchr::memchr3(b'/', b'\\', b'E', b)
     }
 }
 
@@ -1418,7 +1440,8 @@ pub fn references_outside<'a>(
         if shown.next_if_eq(&i).is_some() {
             continue;
         }
-        if push_references(l.body, max, &mut out) {
+        // No mark before the hit in this body: the search starts there.
+        if push_references_from(l.body, hit - start, max, &mut out) {
             break;
         }
     }
@@ -1427,10 +1450,22 @@ pub fn references_outside<'a>(
 
 /// Add the references of `text` to `out` (see [`references`]); true once
 /// `out` holds `max`. The matches of [`REF`] in order, each searched from
-/// [`reference_search_start`] (the regex runs only where a match can be).
+/// [`reference_search_start_from`] (the regex runs only where a match can
+/// be).
 fn push_references<'a>(text: &'a str, max: usize, out: &mut Vec<&'a str>) -> bool {
+    push_references_from(text, 0, max, out)
+}
+
+/// [`push_references`] of `text`, given `first`: no byte of `text` before
+/// it is a `/`, a `\\` or an `E` (the first search starts there).
+fn push_references_from<'a>(
+    text: &'a str,
+    first: usize,
+    max: usize,
+    out: &mut Vec<&'a str>,
+) -> bool {
     let mut at = 0;
-    while let Some(start) = reference_search_start(text.as_bytes(), at) {
+    while let Some(start) = reference_search_start_from(text.as_bytes(), at, first) {
         let Some(m) = REF.find_at(text, start) else {
             break;
         };
@@ -2897,6 +2932,49 @@ mod tests {
             text in "([ 0-9]{0,3}(\t|→|:)?(a|é|/|\\\\|E|rror|xception|\\.|:|rs| |-|Ab)*(\n|\r\n))*",
         ) {
             assert_refs_outside_as_by_line(&text);
+        }
+    }
+
+    #[test]
+    fn reference_marks_are_found_as_by_memchr3() {
+        for text in [
+            "",
+            "E",
+            "a/",
+            "\\",
+            "abc",
+            "x".repeat(32).as_str(),
+            "x".repeat(33).as_str(),
+        ] {
+            let b = text.as_bytes();
+            assert_eq!(
+                find_reference_mark(b),
+                memchr::memchr3(b'/', b'\\', b'E', b)
+            );
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn reference_marks_on_random_texts(text in "(a|é|/|\\\\|E|e| ){0,70}") {
+            // Each suffix: lengths on both sides of the short search.
+            let b = text.as_bytes();
+            for k in 0..=b.len() {
+                let r = b.get(k..).unwrap_or(&[]);
+                proptest::prop_assert_eq!(find_reference_mark(r), memchr::memchr3(b'/', b'\\', b'E', r));
+            }
+        }
+
+        #[test]
+        fn references_from_the_first_mark_are_the_references(text in "(a|é|/|\\\\|E|rror|xception|\\.|:|rs| |Ab|http|://){0,30}", max in 1usize..6) {
+            // The search told where the first mark is finds what the
+            // search from the start finds.
+            let first = find_reference_mark(text.as_bytes()).unwrap_or(text.len());
+            let (mut hinted, mut plain) = (Vec::new(), Vec::new());
+            let full_hinted = push_references_from(&text, first, max, &mut hinted);
+            let full_plain = push_references(&text, max, &mut plain);
+            proptest::prop_assert_eq!(hinted, plain);
+            proptest::prop_assert_eq!(full_hinted, full_plain);
         }
     }
 
