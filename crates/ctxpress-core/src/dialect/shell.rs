@@ -385,12 +385,9 @@ fn scan_shell(cmd: &str, cwd: Option<&str>, scan: &mut ShellScan, depth: usize) 
             }
             continue;
         };
-        let prog_l = prog_raw
-            .rsplit('/')
-            .next()
-            .unwrap_or(prog_raw)
-            .to_ascii_lowercase();
-        let prog = prog_l.as_str();
+        let mut prog_buf = [0u8; 24];
+        let prog_l = program_lower(prog_raw, &mut prog_buf);
+        let prog = &*prog_l;
         let args = seg.words.get(1..).unwrap_or(&[]);
         let outs: Vec<(String, bool)> = seg
             .outs
@@ -600,6 +597,22 @@ fn scan_shell(cmd: &str, cwd: Option<&str>, scan: &mut ShellScan, depth: usize) 
             _ => scan.other = true,
         }
     }
+}
+
+/// The program a command word names, lower-cased in ASCII: its last `/`
+/// component, written into `buf` when it fits (nearly every program name
+/// does), else copied.
+fn program_lower<'b>(word: &str, buf: &'b mut [u8; 24]) -> Cow<'b, str> {
+    let base = word.rsplit('/').next().unwrap_or(word);
+    if let Some(dst) = buf.get_mut(..base.len()) {
+        dst.copy_from_slice(base.as_bytes());
+        dst.make_ascii_lowercase();
+        // ASCII case changes keep UTF-8 valid: never `Err`.
+        if let Ok(l) = std::str::from_utf8(dst) {
+            return Cow::Borrowed(l);
+        }
+    }
+    Cow::Owned(base.to_ascii_lowercase())
 }
 
 fn segs_is_editor(args: &[Cow<'_, str>]) -> bool {
@@ -1013,6 +1026,13 @@ mod tests {
     }
 
     proptest! {
+        #[test]
+        fn programs_lower_case_as_a_copy(w in "([a-zA-Z]{0,3}/){0,2}[a-zA-Z0-9é_.-]{0,30}") {
+            let mut buf = [0u8; 24];
+            let want = w.rsplit('/').next().unwrap_or(&w).to_ascii_lowercase();
+            prop_assert_eq!(&*program_lower(&w, &mut buf), want.as_str());
+        }
+
         #[test]
         fn swe_edit_blocks_random(c in "[ \t\r\n\u{a0}]{0,2}(edit|insert|ed|cat)?[ \t\u{a0}\n]{0,2}([0-9:]{0,3}|x)?[ \t\n]{0,2}([0-9]{0,2}|y)?[\n]?[a-z ]{0,4}") {
             prop_assert_eq!(is_swe_edit_block(&c), is_swe_edit_block_reference(&c));
