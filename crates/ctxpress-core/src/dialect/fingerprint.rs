@@ -60,25 +60,20 @@ fn push_lines(t: &str, buf: &mut Vec<u8>, numbered: bool) -> bool {
     while from < b.len() {
         let nl = line_end(b, from);
         // The line as `str::lines` gives it: one `\r` before the `\n` dropped.
-        let line_stop = if nl > from && b.get(nl - 1) == Some(&b'\r') {
-            nl - 1
-        } else {
-            nl
-        };
-        let (start, stop) = if numbered {
-            let line = t.get(from..line_stop).unwrap_or("");
+        let mut line = t.get(from..nl).unwrap_or("");
+        line = line.strip_suffix('\r').unwrap_or(line);
+        let body = if numbered {
             match strip_line_number(line) {
-                // Where the body lies in `t` (a slice of it).
-                Some(body) => {
-                    let start = body.as_ptr() as usize - b.as_ptr() as usize;
-                    (start, start + body.len())
-                }
+                Some(body) => body,
                 None => return false,
             }
         } else {
-            (from, line_stop)
+            line
         };
-        let body = trim_end(t.get(start..stop).unwrap_or(""));
+        let body = trim_end(body);
+        // Where the body lies in `t`: it is a slice of it (an empty one
+        // too, see `strip_line_number`).
+        let start = body.as_ptr() as usize - b.as_ptr() as usize;
         let end = start + body.len();
         if start != span.1 {
             buf.extend_from_slice(b.get(span.0..span.1).unwrap_or(&[]));
