@@ -1,8 +1,6 @@
 //! Fingerprints of file content, equal for a read and the write of the same
 //! file content.
 
-use crate::text::lines::lines;
-
 /// Fingerprint of file content as a read returns or a write writes it:
 /// line-number prefixes (`12\t`, `   12→`) removed when every line has one,
 /// trailing `<system-reminder>` blocks dropped, trailing whitespace ignored.
@@ -19,6 +17,94 @@ pub fn content_fingerprint(text: &str) -> u64 {
     // made in the same buffer.
     let mut buf: Vec<u8> = Vec::with_capacity(t.len() + 1);
     // Not empty after the trim: at least one line.
+    if !t.is_empty() && push_lines(t, &mut buf, true) {
+        return xxhash_rust::xxh3::xxh3_64(&buf);
+    }
+    buf.clear();
+    push_lines(t, &mut buf, false);
+    xxhash_rust::xxh3::xxh3_64(&buf)
+}
+
+/// The index of the first `\n` at or after `from` in `b`, else `b.len()`:
+/// sixteen bytes at a time (SSE2), inline (a `memchr` call costs more than
+/// the search on lines of a few dozen bytes).
+fn line_end(b: &[u8], mut from: usize) -> usize {
+    use crate::text::sse2::eq;
+    use safe_arch::{load_unaligned_m128i, move_mask_i8_m128i};
+    while let Some(lane) = b
+        .get(from..from + 16)
+        .and_then(|c| <&[u8; 16]>::try_from(c).ok())
+    {
+        let bits = move_mask_i8_m128i(eq(load_unaligned_m128i(lane), b'\n'));
+        if bits != 0 {
+            return from + bits.trailing_zeros() as usize;
+        }
+        from += 16;
+    }
+    b.get(from..)
+        .and_then(|rest| rest.iter().position(|&c| c == b'\n'))
+        .map_or(b.len(), |k| from + k)
+}
+
+/// Push each line of `t` ([`str::lines`]), trimmed at its end, and a `\n`
+/// after it to `buf`; with `numbered`, each line's body after its number
+/// prefix ([`strip_line_number`]), stopping with `false` at the first line
+/// without one. Bodies that run on in `t` (a line ending right at its
+/// `\n`, the next one starting right after it, as in plain text) are copied
+/// in one piece.
+fn push_lines(t: &str, buf: &mut Vec<u8>, numbered: bool) -> bool {
+    let b = t.as_bytes();
+    // The bytes `span.0..span.1` of `t` are still to be copied.
+    let mut span = (0usize, 0usize);
+    let mut from = 0;
+    while from < b.len() {
+        let nl = line_end(b, from);
+        // The line as `str::lines` gives it: one `\r` before the `\n` dropped.
+        let mut line = t.get(from..nl).unwrap_or("");
+        line = line.strip_suffix('\r').unwrap_or(line);
+        let body = if numbered {
+            match strip_line_number(line) {
+                Some(body) => body,
+                None => return false,
+            }
+        } else {
+            line
+        };
+        let body = trim_end(body);
+        // Where the body lies in `t`: it is a slice of it (an empty one
+        // too, see `strip_line_number`).
+        let start = body.as_ptr() as usize - b.as_ptr() as usize;
+        let end = start + body.len();
+        if start != span.1 {
+            buf.extend_from_slice(b.get(span.0..span.1).unwrap_or(&[]));
+            span = (start, start);
+        }
+        if end == nl && nl < b.len() {
+            // The body and its `\n`, as they are in `t`.
+            span.1 = nl + 1;
+        } else {
+            buf.extend_from_slice(b.get(span.0..end).unwrap_or(&[]));
+            buf.push(b'\n');
+            span = (nl + 1, nl + 1);
+        }
+        from = nl + 1;
+    }
+    buf.extend_from_slice(b.get(span.0..span.1).unwrap_or(&[]));
+    true
+}
+
+/// [`content_fingerprint`] as written before [`push_lines`]: each line
+/// found by [`lines`] and copied on its own (the reference the tests hold
+/// it to).
+#[cfg(test)]
+fn content_fingerprint_by_line(text: &str) -> u64 {
+    use crate::text::lines::lines;
+    let mut t = text;
+    if let Some(p) = memchr::memmem::find(t.as_bytes(), b"<system-reminder>") {
+        t = t.get(..p).unwrap_or(t);
+    }
+    let t = t.trim_end();
+    let mut buf: Vec<u8> = Vec::with_capacity(t.len() + 1);
     if !t.is_empty() {
         let numbered = lines(t).all(|l| match strip_line_number(l) {
             Some(body) => {
@@ -67,6 +153,8 @@ fn trim_start(l: &str) -> &str {
     }
 }
 
+/// The body of `l` after its line-number prefix, a slice of `l` (an empty
+/// body is the empty slice at its end), or `None` when it has none.
 fn strip_line_number(l: &str) -> Option<&str> {
     let t = trim_start(l);
     let digits = t.bytes().take_while(u8::is_ascii_digit).count();
@@ -76,7 +164,7 @@ fn strip_line_number(l: &str) -> Option<&str> {
     let rest = t.get(digits..)?;
     rest.strip_prefix('\t')
         .or_else(|| rest.strip_prefix('→'))
-        .or(if rest.is_empty() { Some("") } else { None })
+        .or(if rest.is_empty() { Some(rest) } else { None })
 }
 
 #[cfg(test)]
@@ -128,6 +216,23 @@ mod tests {
         }
 
         #[test]
+        fn random_texts_hash_as_line_by_line(
+            t in "([ \t\u{a0}]{0,2}[0-9]{0,3}[\t→]?[a é\u{2003}\x0b]{0,24}[ \t]{0,2}[\r]{0,2}\n{0,2}){0,12}(<system-reminder>x)?"
+        ) {
+            prop_assert_eq!(content_fingerprint(&t), content_fingerprint_by_line(&t));
+        }
+
+        #[test]
+        fn line_ends_are_the_next_newline(
+            b in proptest::collection::vec(prop_oneof![8 => 0u8..=255, 1 => Just(b'\n')], 0..70),
+            from in 0usize..70,
+        ) {
+            let from = from.min(b.len());
+            let want = b.iter().skip(from).position(|&c| c == b'\n').map_or(b.len(), |k| from + k);
+            prop_assert_eq!(line_end(&b, from), want);
+        }
+
+        #[test]
         fn the_byte_trims_trim_as_str_does(l in "[ a\t\x0b\x0c\r\u{a0}\u{85}\u{3000}é]{0,6}") {
             prop_assert_eq!(trim_end(&l), l.trim_end());
             prop_assert_eq!(trim_start(&l), l.trim_start());
@@ -137,6 +242,9 @@ mod tests {
     #[test]
     fn one_call_hash_equals_the_streaming_one() {
         let long = "fn main() {}   \r\n".repeat(500);
+        let numbered: String = (1..300)
+            .map(|n| format!("{n:>6}→    let x{n} = {n};\n"))
+            .collect();
         for t in [
             "",
             "a",
@@ -145,8 +253,16 @@ mod tests {
             "     1→a\n     2→b\n<system-reminder>x</system-reminder>",
             "1\ta\nb",
             long.as_str(),
+            numbered.as_str(),
+            "a\r\n\r\nb\n\n c  \n\td",
+            "     1→x\r\n     2→\n     3→  y  \n",
         ] {
             assert_eq!(content_fingerprint(t), streaming(t), "{t:?}");
+            assert_eq!(
+                content_fingerprint(t),
+                content_fingerprint_by_line(t),
+                "{t:?}"
+            );
         }
         assert_ne!(content_fingerprint("a"), content_fingerprint("b"));
     }

@@ -8,6 +8,87 @@ use std::sync::LazyLock;
 
 /// Collapse runs of whitespace to one space and trim.
 pub fn normalize_ws(s: &str) -> String {
+    if !s.is_ascii() {
+        // Unicode white space: the general split.
+        let mut out = String::with_capacity(s.len());
+        for w in s.split_whitespace() {
+            if !out.is_empty() {
+                out.push(' ');
+            }
+            out.push_str(w);
+        }
+        return out;
+    }
+    // ASCII: runs of words with single spaces between them are copied as
+    // they are, each up to the next break ([`ws_break`]); an already
+    // normalized text is one run.
+    let b = s.as_bytes();
+    let mut out = String::with_capacity(s.len());
+    let mut i = skip_ascii_blanks(b, 0);
+    while i < b.len() {
+        let j = ws_break(b, i + 1);
+        if !out.is_empty() {
+            out.push(' ');
+        }
+        out.push_str(s.get(i..j).unwrap_or(""));
+        i = skip_ascii_blanks(b, j);
+    }
+    out
+}
+
+/// ASCII white space as `split_whitespace` knows it.
+fn ascii_blank(c: u8) -> bool {
+    matches!(c, b' ' | b'\t' | b'\n' | b'\x0b' | b'\x0c' | b'\r')
+}
+
+/// The first index at or after `i` whose byte is not ASCII white space.
+fn skip_ascii_blanks(b: &[u8], mut i: usize) -> usize {
+    while b.get(i).is_some_and(|&c| ascii_blank(c)) {
+        i += 1;
+    }
+    i
+}
+
+/// The first index at or after `i` where a run of words with single
+/// spaces between them ends: white space other than a space, or a space
+/// followed by white space or ending the text; `b.len()` when there is
+/// none. Sixteen bytes at a time (SSE2), each lane compared with the lane
+/// one byte on for the byte after a space.
+fn ws_break(b: &[u8], mut i: usize) -> usize {
+    use crate::text::sse2::{eq, in_range};
+    use safe_arch::{load_unaligned_m128i, move_mask_i8_m128i};
+    let lane = |at: usize| {
+        b.get(at..at + 16)
+            .and_then(|c| <&[u8; 16]>::try_from(c).ok())
+    };
+    while let (Some(here), Some(next)) = (lane(i), lane(i + 1)) {
+        let v = load_unaligned_m128i(here);
+        let w = load_unaligned_m128i(next);
+        // \t \n \x0b \x0c \r are 9..=13.
+        let other_blank = in_range(v, b'\t', 5);
+        let next_blank = in_range(w, b'\t', 5) | eq(w, b' ');
+        let bits = move_mask_i8_m128i(other_blank | (eq(v, b' ') & next_blank));
+        if bits != 0 {
+            return i + bits.trailing_zeros() as usize;
+        }
+        i += 16;
+    }
+    while let Some(&c) = b.get(i) {
+        if c != b' ' && ascii_blank(c) {
+            return i;
+        }
+        if c == b' ' && b.get(i + 1).is_none_or(|&d| ascii_blank(d)) {
+            return i;
+        }
+        i += 1;
+    }
+    b.len().max(i)
+}
+
+/// [`normalize_ws`] as written before [`ws_break`] (a fast-path check,
+/// then a byte-by-byte walk): the reference the tests hold it to.
+#[cfg(test)]
+fn normalize_ws_reference(s: &str) -> String {
     // Already normalized (ASCII, single spaces between words, none at the
     // ends): as it is. Non-ASCII text takes the general path, which knows
     // Unicode white space.
@@ -173,10 +254,36 @@ fn is_clean_absolute(s: &str) -> bool {
         },
         None => return false,
     };
-    !rest.is_empty()
-        && rest
-            .split('/')
-            .all(|seg| !seg.is_empty() && seg != "." && seg != "..")
+    // The segments between slashes, found by byte (a `split` costs a
+    // search call a segment).
+    let b = rest.as_bytes();
+    let ok = |seg: &[u8]| !matches!(seg, b"" | b"." | b"..");
+    let mut seg = 0;
+    for (i, &c) in b.iter().enumerate() {
+        if c == b'/' {
+            if !ok(b.get(seg..i).unwrap_or(&[])) {
+                return false;
+            }
+            seg = i + 1;
+        }
+    }
+    !b.is_empty() && ok(b.get(seg..).unwrap_or(&[]))
+}
+
+/// False when `t` holds none of the literals a working-directory statement
+/// of [`detect_cwd`] needs (`<cwd>`, `cwd:`, `orking directory:`): its
+/// regex cannot match there, and a literal search is several times cheaper
+/// than the regex's scan of a long system prompt that states none.
+fn may_state_cwd(t: &str) -> bool {
+    use memchr::memmem::Finder;
+    static NEEDLES: LazyLock<[Finder<'static>; 3]> = LazyLock::new(|| {
+        [
+            Finder::new("<cwd>"),
+            Finder::new("cwd:"),
+            Finder::new("orking directory:"),
+        ]
+    });
+    NEEDLES.iter().any(|f| f.find(t.as_bytes()).is_some())
 }
 
 /// The session's working directory, when the conversation states it (Codex
@@ -192,6 +299,9 @@ pub fn detect_cwd(conv: &Conversation) -> Option<String> {
             continue;
         }
         let t = m.text();
+        if !may_state_cwd(&t) {
+            continue;
+        }
         if let Some(c) = CWD.captures(&t) {
             let v = c.get(1).or_else(|| c.get(2))?.as_str().trim();
             if !v.is_empty() {
@@ -209,6 +319,22 @@ pub fn detect_cwd(conv: &Conversation) -> Option<String> {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    /// [`is_clean_absolute`] as first written (segments by `split`).
+    fn is_clean_absolute_reference(s: &str) -> bool {
+        let rest = match s.strip_prefix('/') {
+            Some(rest) => rest,
+            None if is_drive(s.as_bytes()) => match s.get(2..).and_then(|r| r.strip_prefix('/')) {
+                Some(rest) => rest,
+                None => return false,
+            },
+            None => return false,
+        };
+        !rest.is_empty()
+            && rest
+                .split('/')
+                .all(|seg| !seg.is_empty() && seg != "." && seg != "..")
+    }
 
     /// [`normalize_path`] as first written (no shortcut, `str::replace`).
     fn reference(p: &str, cwd: Option<&str>) -> String {
@@ -236,7 +362,7 @@ mod tests {
                 s = s.to_lowercase();
             }
         }
-        if is_clean_absolute(&s) {
+        if is_clean_absolute_reference(&s) {
             return s;
         }
         resolve(&s, windows, t.is_empty())
@@ -262,12 +388,100 @@ mod tests {
                 assert_eq!(normalize_path(p, cwd), reference(p, cwd), "{p:?} {cwd:?}");
             }
         }
+        for p in [
+            "", "/", "//", "/a", "/a/", "/.", "/..", "/...", "/a/./b", "/a/../b", "/a/.b",
+            "/a/..b", "/a//b", "c:", "c:/", "c:/a", "C:/a/", "c:a", "~/a", "/é/.", "/a/b/c.d",
+        ] {
+            assert_eq!(
+                is_clean_absolute(p),
+                is_clean_absolute_reference(p),
+                "{p:?}"
+            );
+        }
         assert!(is_plain_clean_absolute("/a/b.rs"));
         assert!(!is_plain_clean_absolute("/a/b/"));
         assert!(!is_plain_clean_absolute("/a/b "));
     }
 
+    /// [`detect_cwd`] as first written (the regex on every message looked
+    /// at, no literal prefilter).
+    fn detect_cwd_reference(conv: &Conversation) -> Option<String> {
+        static CWD: LazyLock<Regex> = LazyLock::new(|| {
+            Regex::new(r"<cwd>([^<\n]+)</cwd>|(?m)^\s*(?:Working directory|Primary working directory|cwd):\s*(\S[^\n]*)$")
+                .expect("valid regex")
+        });
+        for m in conv.messages.iter().take(8) {
+            if !matches!(m.role(), Role::System | Role::Developer | Role::User) {
+                continue;
+            }
+            let t = m.text();
+            if let Some(c) = CWD.captures(&t) {
+                let v = c.get(1).or_else(|| c.get(2))?.as_str().trim();
+                if !v.is_empty() {
+                    return Some(normalize_path(v, None));
+                }
+            }
+        }
+        if let Some(Value::String(c)) = conv.envelope.fields.get("cwd") {
+            return Some(normalize_path(c, None));
+        }
+        None
+    }
+
+    fn conv_of(texts: &[(&str, &str)]) -> Conversation {
+        let msgs: Vec<Value> = texts
+            .iter()
+            .map(|(role, t)| serde_json::json!({"role": role, "content": t}))
+            .collect();
+        Conversation::parse(&Value::Array(msgs).to_string()).expect("a conversation")
+    }
+
+    #[test]
+    fn stated_working_directories_are_found_as_before() {
+        let cases: &[&[(&str, &str)]] = &[
+            &[("system", "Working directory: /repo")],
+            &[("system", "x\n  Primary working directory: /a/b \nmore")],
+            &[("user", "<env><cwd>/w/x</cwd></env>")],
+            &[("user", "cwd: C:\\Users\\me")],
+            &[("user", "the cwd: is /x"), ("system", "cwd:\n/y")],
+            &[("system", "working directory: /lower")],
+            &[("assistant", "Working directory: /a"), ("user", "no")],
+            &[("user", "<cwd></cwd> Working directory:  ")],
+            &[("user", "plain text")],
+        ];
+        for c in cases {
+            let conv = conv_of(c);
+            assert_eq!(detect_cwd(&conv), detect_cwd_reference(&conv), "{c:?}");
+        }
+    }
+
     proptest! {
+        #[test]
+        fn working_directories_are_found_as_before(
+            parts in proptest::collection::vec(
+                prop_oneof![
+                    Just("<cwd>".to_string()),
+                    Just("</cwd>".to_string()),
+                    Just("cwd:".to_string()),
+                    Just("Working directory:".to_string()),
+                    Just("Primary working directory:".to_string()),
+                    Just("orking directory:".to_string()),
+                    "[ \n\t/a-c<>:]{0,6}",
+                ],
+                0..8,
+            ),
+            role in proptest::sample::select(vec!["system", "user", "developer", "assistant"]),
+        ) {
+            let t = parts.concat();
+            let conv = conv_of(&[(role, t.as_str())]);
+            prop_assert_eq!(detect_cwd(&conv), detect_cwd_reference(&conv));
+        }
+
+        #[test]
+        fn clean_absolute_paths_are_found_as_by_split(p in "(/|[cC]:/?|~)?([a-c.é]{0,3}/{0,2}){0,5}") {
+            prop_assert_eq!(is_clean_absolute(&p), is_clean_absolute_reference(&p));
+        }
+
         #[test]
         fn a_clean_path_is_what_resolving_it_gives(p in "(/|[cC]:[/\\\\]|~)?([a-c.]{0,3}[/\\\\]){0,4}[a-cé.]{0,3}") {
             let s = p.replace('\\', "/").to_ascii_lowercase();
@@ -288,11 +502,13 @@ mod tests {
         #[test]
         fn normalize_ws_joins_split_whitespace(s in "[ab \t\n\r\x0b\x0c\u{a0}\u{2003}é]{0,30}") {
             prop_assert_eq!(normalize_ws(&s), s.split_whitespace().collect::<Vec<_>>().join(" "));
+            prop_assert_eq!(normalize_ws(&s), normalize_ws_reference(&s));
         }
 
         #[test]
-        fn normalize_ws_joins_split_whitespace_in_ascii(s in "([a-c]{0,3}[ \t\n\r\x0b\x0c]{0,3}){0,10}") {
+        fn normalize_ws_joins_split_whitespace_in_ascii(s in "([a-c]{0,3}[ \t\n\r\x0b\x0c\x1f!]{0,3}){0,20}") {
             prop_assert_eq!(normalize_ws(&s), s.split_whitespace().collect::<Vec<_>>().join(" "));
+            prop_assert_eq!(normalize_ws(&s), normalize_ws_reference(&s));
         }
     }
 }

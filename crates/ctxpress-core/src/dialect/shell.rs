@@ -385,12 +385,9 @@ fn scan_shell(cmd: &str, cwd: Option<&str>, scan: &mut ShellScan, depth: usize) 
             }
             continue;
         };
-        let prog_l = prog_raw
-            .rsplit('/')
-            .next()
-            .unwrap_or(prog_raw)
-            .to_ascii_lowercase();
-        let prog = prog_l.as_str();
+        let mut prog_buf = [0u8; 24];
+        let prog_l = program_lower(prog_raw, &mut prog_buf);
+        let prog = &*prog_l;
         let args = seg.words.get(1..).unwrap_or(&[]);
         let outs: Vec<(String, bool)> = seg
             .outs
@@ -602,10 +599,40 @@ fn scan_shell(cmd: &str, cwd: Option<&str>, scan: &mut ShellScan, depth: usize) 
     }
 }
 
+/// The program a command word names, lower-cased in ASCII: its last `/`
+/// component, written into `buf` when it fits (nearly every program name
+/// does), else copied.
+fn program_lower<'b>(word: &str, buf: &'b mut [u8; 24]) -> Cow<'b, str> {
+    let base = word.rsplit('/').next().unwrap_or(word);
+    if let Some(dst) = buf.get_mut(..base.len()) {
+        dst.copy_from_slice(base.as_bytes());
+        dst.make_ascii_lowercase();
+        // ASCII case changes keep UTF-8 valid: never `Err`.
+        if let Ok(l) = std::str::from_utf8(dst) {
+            return Cow::Borrowed(l);
+        }
+    }
+    Cow::Owned(base.to_ascii_lowercase())
+}
+
 fn segs_is_editor(args: &[Cow<'_, str>]) -> bool {
     // `edit 4:4` / `insert 12`: a line range or number.
     args.first()
         .is_none_or(|a| a.chars().all(|c| c.is_ascii_digit() || c == ':'))
+}
+
+/// True when the first line of `cmd` is a SWE-agent `edit 4:4` / `insert
+/// 12` block header: `edit` or `insert`, then at most one word, of digits
+/// and colons. Its words are looked at one by one: no other command's first
+/// line is split past its first word.
+fn is_swe_edit_block(cmd: &str) -> bool {
+    let first_line = cmd.trim_start().lines().next().unwrap_or("");
+    let mut fw = first_line.split_whitespace();
+    if !matches!(fw.next(), Some("edit" | "insert")) {
+        return false;
+    }
+    let arg = fw.next();
+    fw.next().is_none() && arg.is_none_or(|a| a.chars().all(|c| c.is_ascii_digit() || c == ':'))
 }
 
 /// Parse a shell command into an operation: a read when it only reads files
@@ -629,14 +656,7 @@ pub fn parse_shell(cmd: &str, cwd: Option<&str>) -> Operation {
         };
     }
     // SWE-agent `edit 4:4` / `insert 12` blocks: the rest is the new text.
-    let first_line = cmd.trim_start().lines().next().unwrap_or("");
-    let mut fw = first_line.split_whitespace();
-    if let (Some("edit" | "insert"), rest) = (fw.next(), fw.collect::<Vec<_>>())
-        && rest.len() <= 1
-        && rest
-            .first()
-            .is_none_or(|a| a.chars().all(|c| c.is_ascii_digit() || c == ':'))
-    {
+    if is_swe_edit_block(cmd) {
         return Operation {
             kind: OpKind::Edit,
             command,
@@ -966,7 +986,58 @@ mod tests {
         }
     }
 
+    /// The SWE-agent block test as first written (every word of the first
+    /// line collected).
+    fn is_swe_edit_block_reference(cmd: &str) -> bool {
+        let first_line = cmd.trim_start().lines().next().unwrap_or("");
+        let mut fw = first_line.split_whitespace();
+        if let (Some("edit" | "insert"), rest) = (fw.next(), fw.collect::<Vec<_>>())
+            && rest.len() <= 1
+            && rest
+                .first()
+                .is_none_or(|a| a.chars().all(|c| c.is_ascii_digit() || c == ':'))
+        {
+            return true;
+        }
+        false
+    }
+
+    #[test]
+    fn swe_edit_blocks_are_found_as_before() {
+        for c in [
+            "",
+            "edit",
+            "edit 4:4\nnew text\nend_of_edit",
+            "  insert 12\nx",
+            "edit 4:4 more",
+            "edit x",
+            "edit\t1:2 \r\nbody",
+            "editor 1",
+            "cat edit 1",
+            "insert\u{a0}3",
+            "edit ４",
+        ] {
+            assert_eq!(
+                is_swe_edit_block(c),
+                is_swe_edit_block_reference(c),
+                "{c:?}"
+            );
+        }
+    }
+
     proptest! {
+        #[test]
+        fn programs_lower_case_as_a_copy(w in "([a-zA-Z]{0,3}/){0,2}[a-zA-Z0-9é_.-]{0,30}") {
+            let mut buf = [0u8; 24];
+            let want = w.rsplit('/').next().unwrap_or(&w).to_ascii_lowercase();
+            prop_assert_eq!(&*program_lower(&w, &mut buf), want.as_str());
+        }
+
+        #[test]
+        fn swe_edit_blocks_random(c in "[ \t\r\n\u{a0}]{0,2}(edit|insert|ed|cat)?[ \t\u{a0}\n]{0,2}([0-9:]{0,3}|x)?[ \t\n]{0,2}([0-9]{0,2}|y)?[\n]?[a-z ]{0,4}") {
+            prop_assert_eq!(is_swe_edit_block(&c), is_swe_edit_block_reference(&c));
+        }
+
         #[test]
         fn a_split_stopped_at_a_command_is_a_prefix_of_the_whole(c in "[ab1 \\n;|&<>'\"]{0,30}") {
             let stop = |s: &Seg<'_>| s.words.first().is_some_and(|w| w == "b");

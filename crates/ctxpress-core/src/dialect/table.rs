@@ -10,6 +10,7 @@ use super::{
 };
 use crate::message::ToolCall;
 use serde_json::Value;
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::sync::LazyLock;
 
@@ -377,10 +378,13 @@ fn arg_paths<A: CallArgs + ?Sized>(args: &A, names: &[String], cwd: Option<&str>
     Vec::new()
 }
 
-fn command_arg<A: CallArgs + ?Sized>(args: &A, names: &[String]) -> Option<String> {
+/// The command a call runs: a string argument as it is (borrowed from the
+/// arguments, not copied), an array's words joined (or the script of
+/// `["bash", "-lc", script]`).
+fn command_arg<'a, A: CallArgs + ?Sized>(args: &'a A, names: &[String]) -> Option<Cow<'a, str>> {
     for n in names {
         match args.arg(n.as_str()) {
-            Some(Value::String(s)) if !s.trim().is_empty() => return Some(s.clone()),
+            Some(Value::String(s)) if !s.trim().is_empty() => return Some(Cow::Borrowed(s)),
             Some(Value::Array(a)) if !a.is_empty() => {
                 let words: Vec<&str> = a.iter().filter_map(Value::as_str).collect();
                 // ["bash", "-lc", "script"] runs the script.
@@ -389,9 +393,9 @@ fn command_arg<A: CallArgs + ?Sized>(args: &A, names: &[String]) -> Option<Strin
                     && flag.starts_with('-')
                     && flag.ends_with('c')
                 {
-                    return Some(script.to_string());
+                    return Some(Cow::Borrowed(script));
                 }
-                return Some(words.join(" "));
+                return Some(Cow::Owned(words.join(" ")));
             }
             _ => {}
         }
