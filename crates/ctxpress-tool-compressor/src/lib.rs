@@ -520,6 +520,30 @@ impl Hasher for KeyHasher {
     }
 }
 
+/// The characters of `text`: its bytes less those that continue a UTF-8
+/// sequence (`0x80` to `0xbf`), counted sixteen at a time.
+fn char_count(text: &str) -> usize {
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+    {
+        let b = text.as_bytes();
+        use ctxpress_core::text::sse2::{lanes, splat};
+        use safe_arch::{cmp_lt_mask_i8_m128i, move_mask_i8_m128i};
+        // As signed bytes, continuation bytes are those below -64 (`0xc0`).
+        let mut continuing = 0usize;
+        for (_, v) in lanes(b) {
+            continuing +=
+                move_mask_i8_m128i(cmp_lt_mask_i8_m128i(v, splat(0xc0))).count_ones() as usize;
+        }
+        let tail = b.get(b.len() / 16 * 16..).unwrap_or(&[]);
+        continuing += tail.iter().filter(|c| (0x80..0xc0).contains(*c)).count();
+        b.len() - continuing
+    }
+    #[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
+    {
+        text.chars().count()
+    }
+}
+
 /// The fixed hash of a term (the same in every run, so results are too).
 fn term_key(t: &str) -> u64 {
     static STATE: foldhash::quality::FixedState =
@@ -1047,11 +1071,11 @@ impl ToolCompressor {
         s: &mut String,
         terms: Option<&mut TermCounts>,
     ) -> Result<usize, Attempt> {
-        let before = text.chars().count();
+        let before = char_count(text);
         let max_after = ((before as f64) * (1.0 - self.cfg.min_saving)).floor() as usize;
         // The `names:` line only makes the summary longer: one already too
         // long without it is rejected before the terms are looked at.
-        let bare = s.chars().count();
+        let bare = char_count(s);
         if bare >= before || bare > max_after {
             return Err(Attempt::Skipped);
         }

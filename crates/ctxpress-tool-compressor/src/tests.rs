@@ -593,3 +593,24 @@ fn write_inputs_in_anthropic_tool_use_blocks() {
     assert_eq!(c.messages[1].text(), "writing");
     assert!(c.size() < input.size());
 }
+
+#[test]
+fn char_count_is_the_number_of_chars() {
+    for text in [
+        "",
+        "a",
+        "é",
+        "ascii only, longer than sixteen bytes",
+        "héllo wörld, ünïcödé ☃ and 😀 past a lane: ééééééééééééééééééé",
+        include_str!("lib.rs"),
+    ] {
+        assert_eq!(char_count(text), text.chars().count(), "{text:?}");
+    }
+}
+
+proptest::proptest! {
+    #[test]
+    fn char_count_on_random_texts(text in "[a-c é☃😀\u{80}-\u{7ff}]{0,70}") {
+        proptest::prop_assert_eq!(char_count(&text), text.chars().count());
+    }
+}
