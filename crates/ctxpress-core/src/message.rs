@@ -359,6 +359,22 @@ impl Message {
         Arc::ptr_eq(&a.0, &b.0)
     }
 
+    /// True when `a` and `b` have the same role and the same tool-call
+    /// pairing facts: call ids, result ids, whether they carry calls and
+    /// whether they are empty. That is all the invariant checker reads of a
+    /// message, so messages that keep their shapes keep their violations.
+    pub fn same_shape(a: &Message, b: &Message) -> bool {
+        if Message::same(a, b) {
+            return true;
+        }
+        let (x, y) = (a.shape(), b.shape());
+        a.role_ref() == b.role_ref()
+            && x.has_tool_calls == y.has_tool_calls
+            && x.empty == y.empty
+            && x.call_ids == y.call_ids
+            && x.result_ids == y.result_ids
+    }
+
     /// The role.
     pub fn role(&self) -> Role {
         self.role_ref().clone()
