@@ -762,8 +762,11 @@ impl ToolCompressor {
             call_msg: usize,
             slot: usize,
             call: &'t traffic::ParsedCall,
+            /// Its result, while whether it failed may still be asked.
+            res: Option<ctxpress_core::message::ToolResult<'t>>,
             /// May give a write input (all but the content check passed).
             write_input: bool,
+            /// Worked out only where it decides something (below).
             failed: bool,
             eligible: bool,
         }
@@ -776,14 +779,14 @@ impl ToolCompressor {
             let Some(rm) = conv.messages.get(r) else {
                 continue;
             };
-            let results = rm.tool_results();
-            let Some(res) = results.iter().find(|x| x.call_id == call.id.as_str()) else {
+            let Some(res) = rm
+                .tool_results()
+                .into_iter()
+                .find(|x| x.call_id == call.id.as_str())
+            else {
                 continue;
             };
             let op = call.op.as_ref();
-            let exit_style = op.map(|o| o.exit).unwrap_or_default();
-            let facts = traffic::result_facts(conv, r, &call.id, &res.text);
-            let failed = facts.status(exit_style, &res.text, res.is_error) == Status::Failure;
             let unique = cr.unique;
             let eligible = unique
                 && r < tail
@@ -805,13 +808,28 @@ impl ToolCompressor {
                 call_msg: cr.msg,
                 slot: cr.slot,
                 call,
+                res: (eligible || write_input).then_some(res),
                 write_input,
-                failed,
+                failed: false,
                 eligible,
             });
         }
         // The last `keep_last` results stay.
         let keep_from = recs.len().saturating_sub(self.cfg.keep_last);
+        // Whether a call failed decides something only for an older result
+        // that may be summarized unless it is an unresolved failure, and for
+        // an older write input (kept when it failed); elsewhere it stays
+        // false. A failure nothing decides by is never looked up below, and
+        // the keys of the calls after a failure that is are all taken, so
+        // the failures kept are those of every call's status.
+        for r in recs.iter_mut().take(keep_from) {
+            let asks = (r.eligible && self.cfg.keep_unresolved_errors) || r.write_input;
+            if let (true, Some(res)) = (asks, &r.res) {
+                let exit_style = r.call.op.as_ref().map(|o| o.exit).unwrap_or_default();
+                let facts = traffic::result_facts(conv, r.msg, &r.call.id, &res.text);
+                r.failed = facts.status(exit_style, &res.text, res.is_error) == Status::Failure;
+            }
+        }
         // Failures nothing acted on stay.
         let mut later = LaterKeys::default();
         let mut unresolved = vec![false; recs.len()];
