@@ -779,11 +779,7 @@ impl ToolCompressor {
             let Some(rm) = conv.messages.get(r) else {
                 continue;
             };
-            let Some(res) = rm
-                .tool_results()
-                .into_iter()
-                .find(|x| x.call_id == call.id.as_str())
-            else {
+            let Some(res) = rm.tool_result(&call.id) else {
                 continue;
             };
             let op = call.op.as_ref();
@@ -957,17 +953,19 @@ impl ToolCompressor {
             let Some(m) = conv.messages.get(c.msg) else {
                 return Attempt::Skipped;
             };
-            let Some(res) = m
-                .tool_results()
-                .into_iter()
-                .find(|r| r.call_id == c.call_id)
-            else {
+            let Some(res) = m.tool_result(&c.call_id) else {
                 return Attempt::Skipped;
             };
             let text: &str = &res.text;
             let facts = traffic::result_facts(conv, c.msg, &c.call_id, text);
-            let mut subject = c.subject.clone();
-            subject.exit = facts.exit_code;
+            // The subject with the exit code: copied only when it has one.
+            let subject = if facts.exit_code == c.subject.exit {
+                std::borrow::Cow::Borrowed(&c.subject)
+            } else {
+                let mut s = c.subject.clone();
+                s.exit = facts.exit_code;
+                std::borrow::Cow::Owned(s)
+            };
             let body = if matches!(c.kind, Kind::Read | Kind::Command | Kind::Search) {
                 facts.payload(text)
             } else {
