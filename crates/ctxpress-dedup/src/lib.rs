@@ -289,12 +289,20 @@ impl Dedup {
                     });
                 }
             };
-            if m.is_tool_result() {
+            let is_openai = matches!(
+                role,
+                ctxpress_core::Role::Tool | ctxpress_core::Role::Function
+            );
+            if is_openai {
+                // One result, its id the message's: found in place, with no
+                // vector of results.
+                if let Some(r) = m.tool_result_ids().next().and_then(|id| m.tool_result(id))
+                    && !r.call_id.is_empty()
+                {
+                    push(UnitSlot::ToolResult(r.call_id), r.text);
+                }
+            } else if m.is_tool_result() {
                 let mut results = m.tool_results();
-                let is_openai = matches!(
-                    role,
-                    ctxpress_core::Role::Tool | ctxpress_core::Role::Function
-                );
                 // The ids are compared in place (a message carries a few
                 // results) and each text is moved out once judged.
                 for k in 0..results.len() {
