@@ -359,6 +359,22 @@ impl Message {
         Arc::ptr_eq(&a.0, &b.0)
     }
 
+    /// True when `a` and `b` have the same role and the same tool-call
+    /// pairing facts: call ids, result ids, whether they carry calls and
+    /// whether they are empty. That is all the invariant checker reads of a
+    /// message, so messages that keep their shapes keep their violations.
+    pub fn same_shape(a: &Message, b: &Message) -> bool {
+        if Message::same(a, b) {
+            return true;
+        }
+        let (x, y) = (a.shape(), b.shape());
+        a.role_ref() == b.role_ref()
+            && x.has_tool_calls == y.has_tool_calls
+            && x.empty == y.empty
+            && x.call_ids == y.call_ids
+            && x.result_ids == y.result_ids
+    }
+
     /// The role.
     pub fn role(&self) -> Role {
         self.role_ref().clone()
@@ -530,6 +546,30 @@ impl Message {
             });
         }
         out
+    }
+
+    /// The first of [`Message::tool_results`] answering `call_id`, found
+    /// without building the others (no vector, no other result's text).
+    pub fn tool_result(&self, call_id: &str) -> Option<ToolResult<'_>> {
+        if matches!(self.role_ref(), Role::Tool | Role::Function) {
+            let id = str_of(get_small(&self.0.fields, "tool_call_id"))
+                .or_else(|| str_of(get_small(&self.0.fields, "name")))
+                .unwrap_or("");
+            return (id == call_id).then(|| ToolResult {
+                call_id: Cow::Borrowed(id),
+                text: self.text(),
+                is_error: None,
+            });
+        }
+        self.blocks_of("tool_result")
+            .find(|b| str_of(vget(b, "tool_use_id")).unwrap_or("") == call_id)
+            .map(|b| ToolResult {
+                call_id: Cow::Borrowed(str_of(vget(b, "tool_use_id")).unwrap_or("")),
+                text: vget(b, "content")
+                    .map(content_text)
+                    .unwrap_or(Cow::Borrowed("")),
+                is_error: vget(b, "is_error").and_then(Value::as_bool),
+            })
     }
 
     /// True when the message carries tool results.
@@ -938,6 +978,58 @@ mod tests {
         let t = msg(json!({"role":"tool","tool_call_id":"c1","content":"fn main(){}"}));
         assert_eq!(t.tool_results()[0].call_id, "c1");
         assert_eq!(t.tool_results()[0].text, "fn main(){}");
+    }
+
+    /// `tool_result(id)` is `tool_results()`' first with that id.
+    fn check_tool_result(m: &Message, ids: &[&str]) {
+        for id in ids {
+            let want = m.tool_results().into_iter().find(|r| r.call_id == *id);
+            assert_eq!(m.tool_result(id), want, "{id} in {m:?}");
+        }
+    }
+
+    #[test]
+    fn one_tool_result_is_the_first_of_all() {
+        let ids = ["a", "b", "c", "", "x"];
+        for v in [
+            json!({"role":"tool","tool_call_id":"a","content":"r"}),
+            json!({"role":"tool","name":"b","content":[{"type":"text","text":"t1"},{"type":"text","text":"t2"}]}),
+            json!({"role":"function","content":"r"}),
+            json!({"role":"user","content":[
+                {"type":"tool_result","tool_use_id":"a","content":"one"},
+                {"type":"text","text":"between"},
+                {"type":"tool_result","tool_use_id":"b","content":[{"type":"text","text":"x"},{"type":"text","text":"y"}],"is_error":true},
+                {"type":"tool_result","tool_use_id":"a","content":"again"},
+                {"type":"tool_result","content":"no id"}
+            ]}),
+            json!({"role":"assistant","content":"plain"}),
+        ] {
+            check_tool_result(&msg(v), &ids);
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn tool_result_answers_as_tool_results(
+            role in 0usize..4,
+            blocks in proptest::collection::vec((0usize..4, 0usize..3, proptest::bool::ANY), 0..6),
+        ) {
+            let id = |k: usize| ["a", "b", "c", ""][k % 4];
+            let role = ["tool", "user", "function", "assistant"][role];
+            let content: Vec<Value> = blocks
+                .iter()
+                .map(|&(k, t, err)| match t {
+                    0 => json!({"type":"text","text":format!("t{k}")}),
+                    1 => json!({"type":"tool_result","tool_use_id":id(k),"content":format!("r{k}"),"is_error":err}),
+                    _ => json!({"type":"tool_result","tool_use_id":id(k),"content":[{"type":"text","text":"p"},{"type":"text","text":format!("q{k}")}]}),
+                })
+                .collect();
+            let mut v = json!({"role": role, "content": content});
+            if let Some((k, _, _)) = blocks.first() {
+                v["tool_call_id"] = json!(id(*k));
+            }
+            check_tool_result(&msg(v), &["a", "b", "c", "", "z"]);
+        }
     }
 
     #[test]

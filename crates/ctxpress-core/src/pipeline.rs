@@ -7,7 +7,7 @@ use crate::conversation::Conversation;
 use crate::message::{Message, MessageId};
 use crate::strategy::{BuiltStrategy, StageContext, StageOutcome};
 use crate::tokens::count_message;
-use crate::validate::{introduces_violations, validate};
+use crate::validate::{introduces_violations, same_violations, validate};
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::time::Instant;
@@ -400,6 +400,11 @@ fn report(
 /// The first message marked `protected` in `before` that `after` changed
 /// or dropped.
 fn touched_protected(before: &Conversation, after: &Conversation) -> Option<MessageId> {
+    // Most runs protect nothing (only the window ladder marks messages): a
+    // walk over the annotations tells without a look-up per message.
+    if !before.annotations().values().any(|a| a.protected) {
+        return None;
+    }
     let mut protected = before
         .messages
         .iter()
@@ -452,7 +457,9 @@ fn finish(
                 .iter()
                 .zip(&snapshot.messages)
                 .all(|(a, b)| Message::same(a, b));
-        let v = if unchanged {
+        // A stage that rewrote texts in place (same roles and pairing
+        // facts) left them too.
+        let v = if unchanged || same_violations(&snapshot, conv) {
             violations.to_vec()
         } else {
             validate(conv)

@@ -199,6 +199,20 @@ fn validate_anthropic(conv: &Conversation) -> Vec<Violation> {
     out
 }
 
+/// True when [`validate`] answers the same for `after` as for `before`
+/// without running it: the same format, and message for message the same
+/// shape ([`crate::Message::same_shape`]: role and pairing facts, all the
+/// checks read). A stage that only rewrote texts in place passes.
+pub fn same_violations(before: &Conversation, after: &Conversation) -> bool {
+    before.format == after.format
+        && before.messages.len() == after.messages.len()
+        && before
+            .messages
+            .iter()
+            .zip(&after.messages)
+            .all(|(a, b)| crate::Message::same_shape(a, b))
+}
+
 /// True when `after` has a violation `before` did not have (compared as
 /// multisets of kind and detail, ignoring positions, which stages may shift).
 pub fn introduces_violations(before: &[Violation], after: &[Violation]) -> bool {
@@ -317,5 +331,109 @@ mod tests {
             &[a.clone(), b]
         ));
         assert!(!introduces_violations(&[a], &[]));
+    }
+
+    /// One message of a random conversation: (role, text, call ids, result
+    /// id), written in the OpenAI or the Anthropic shape.
+    type Piece = (usize, bool, Vec<usize>, Option<usize>);
+
+    fn piece_json(p: &Piece, anthropic: bool) -> serde_json::Value {
+        use serde_json::json;
+        let role = ["user", "assistant", "tool", "system", "critic"][p.0 % 5];
+        let text = if p.1 { "some text" } else { "" };
+        let id = |k: &usize| ["a", "b", "c"][*k % 3];
+        if anthropic {
+            let mut blocks = vec![json!({"type": "text", "text": text})];
+            blocks.extend(
+                p.2.iter()
+                    .map(|k| json!({"type": "tool_use", "id": id(k), "name": "x", "input": {}})),
+            );
+            blocks
+                .extend(p.3.iter().map(
+                    |k| json!({"type": "tool_result", "tool_use_id": id(k), "content": text}),
+                ));
+            return json!({"role": role, "content": blocks});
+        }
+        let mut m = json!({"role": role, "content": text});
+        if !p.2.is_empty() {
+            m["tool_calls"] = p
+                .2
+                .iter()
+                .map(|k| json!({"id": id(k), "type": "function", "function": {"name": "x", "arguments": "{}"}}))
+                .collect();
+        }
+        if let Some(k) = &p.3 {
+            m["tool_call_id"] = json!(id(k));
+        }
+        m
+    }
+
+    fn conv_of(pieces: &[Piece], anthropic: bool) -> Conversation {
+        let v: Vec<_> = pieces.iter().map(|p| piece_json(p, anthropic)).collect();
+        Conversation::parse(&serde_json::Value::Array(v).to_string()).unwrap()
+    }
+
+    fn piece() -> impl proptest::strategy::Strategy<Value = Piece> {
+        use proptest::prelude::*;
+        (
+            0usize..5,
+            any::<bool>(),
+            proptest::collection::vec(0usize..3, 0..3),
+            proptest::option::of(0usize..3),
+        )
+    }
+
+    #[test]
+    fn same_shapes_are_told_apart_from_changed_ones() {
+        let pieces: Vec<Piece> = vec![
+            (0, true, vec![], None),
+            (1, true, vec![0], None),
+            (2, true, vec![], Some(0)),
+        ];
+        let c = conv_of(&pieces, false);
+        let mut rewritten = c.clone();
+        rewritten.messages[0].set_text("other words");
+        rewritten.messages[2].set_tool_result_text("a", "[summary]");
+        assert!(same_violations(&c, &rewritten));
+        let mut emptied = c.clone();
+        emptied.messages[1].set_text("");
+        assert!(same_violations(&c, &emptied), "calls keep it non-empty");
+        let mut dropped = c.clone();
+        dropped.messages.remove(2);
+        assert!(!same_violations(&c, &dropped));
+        let other = conv_of(
+            &[
+                (0, true, vec![], None),
+                (1, true, vec![1], None),
+                (2, true, vec![], Some(0)),
+            ],
+            false,
+        );
+        assert!(!same_violations(&c, &other));
+    }
+
+    proptest::proptest! {
+        /// Whenever `same_violations` says so, `validate` answers the same
+        /// for both conversations (same violations at the same places).
+        #[test]
+        fn same_violations_means_validate_agrees(
+            before in proptest::collection::vec(piece(), 0..8),
+            after in proptest::collection::vec(piece(), 0..8),
+            anthropic in proptest::bool::ANY,
+            texts_only in proptest::bool::ANY,
+        ) {
+            let a = conv_of(&before, anthropic);
+            // Either a random other conversation or the same one with its
+            // texts flipped (the case the pipeline skips validation for).
+            let after: Vec<Piece> = if texts_only {
+                before.iter().map(|p| (p.0, !p.1, p.2.clone(), p.3)).collect()
+            } else {
+                after
+            };
+            let b = conv_of(&after, anthropic);
+            if same_violations(&a, &b) {
+                proptest::prop_assert_eq!(validate(&a), validate(&b));
+            }
+        }
     }
 }

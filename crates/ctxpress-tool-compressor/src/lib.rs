@@ -74,7 +74,7 @@ use ctxpress_core::traffic::{self, MessageCalls, Traffic};
 use ctxpress_core::{
     ConfigError, Conversation, Message, Role, StageContext, StageOutcome, Strategy, StrategyError,
 };
-use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
+use foldhash::{HashMap, HashMapExt, HashSet};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::hash::{BuildHasher, BuildHasherDefault, Hasher};
@@ -770,100 +770,102 @@ impl ToolCompressor {
     /// The results that may be summarized, oldest first, the write inputs
     /// that may be, and the number of failures kept because nothing acted on
     /// them.
+    ///
+    /// Every answered call is judged by its cheap tests first (and whether
+    /// it failed, which the failures kept need for every call); what only a
+    /// candidate needs (its display paths, a write's content check, which
+    /// decodes the content, copies of its id and name) is worked out for the
+    /// calls that can still become one. [`Self::candidates_reference`]
+    /// (tests) is the eager version it answers as.
     fn candidates(&self, conv: &Conversation) -> (Vec<Candidate>, Vec<InputCandidate>, u64) {
         let tail = conv.tail_start(self.cfg.protected_tail);
         let traffic = Traffic::of(conv, &self.table, self.cfg.cwd.as_deref());
-        // Every answered call, in order.
-        struct Rec {
+        // Every answered call, in order, borrowed from the index.
+        struct Rec<'t> {
             msg: usize,
             call_msg: usize,
             slot: usize,
-            content_key: Option<String>,
-            call_id: String,
-            name: String,
-            op: Option<Operation>,
-            display: Vec<String>,
+            call: &'t traffic::ParsedCall,
+            /// Its result, while whether it failed may still be asked.
+            res: Option<ctxpress_core::message::ToolResult<'t>>,
+            /// May give a write input (all but the content check passed).
+            write_input: bool,
+            /// Worked out only where it decides something (below).
             failed: bool,
             eligible: bool,
         }
-        let mut recs: Vec<Rec> = Vec::new();
+        let mut recs: Vec<Rec<'_>> = Vec::with_capacity(traffic.calls.len());
         for cr in &traffic.calls {
             let call = traffic.call(cr);
             let Some(r) = cr.result else {
                 continue;
             };
-            let Some(res) = conv.messages.get(r).and_then(|rm| {
-                rm.tool_results()
-                    .into_iter()
-                    .find(|x| x.call_id == call.id.as_str())
-            }) else {
+            let Some(rm) = conv.messages.get(r) else {
                 continue;
             };
-            let lead = res.text.trim_start();
-            let done = DONE_PREFIXES.iter().any(|p| lead.starts_with(p));
-            let long_enough = !fewer_chars_than(&res.text, self.cfg.min_chars);
-            let args = &call.args;
-            let op = call.op.clone();
-            let exit_style = op.as_ref().map(|o| o.exit).unwrap_or_default();
-            let facts = traffic::result_facts(conv, r, &call.id, &res.text);
-            let failed = facts.status(exit_style, &res.text, res.is_error) == Status::Failure;
-            let id = call.id.clone();
+            let Some(res) = rm.tool_result(&call.id) else {
+                continue;
+            };
+            let op = call.op.as_ref();
             let unique = cr.unique;
             let eligible = unique
                 && r < tail
                 && !conv.is_protected(r)
-                && !done
-                && long_enough
+                && !DONE_PREFIXES
+                    .iter()
+                    .any(|p| res.text.trim_start().starts_with(p))
+                && !fewer_chars_than(&res.text, self.cfg.min_chars)
                 && !self.skipped_tool(&call.name)
-                && conv.messages.get(r).is_some_and(|m| text_only(m, &id));
-            let content_key = (self.cfg.inputs
+                && text_only(rm, &call.id);
+            let write_input = self.cfg.inputs
                 && unique
                 && cr.msg < tail
                 && !conv.is_protected(cr.msg)
-                && op.as_ref().is_some_and(|o| o.kind == OpKind::Write)
-                && !self.skipped_tool(&call.name))
-            .then(|| self.table.find(&call.name))
-            .flatten()
-            .and_then(|spec| {
-                spec.content_args.iter().find(|k| {
-                    args.get(k.as_str())
-                        .and_then(Value::as_str)
-                        .is_some_and(|t| {
-                            !DONE_PREFIXES.iter().any(|p| t.trim_start().starts_with(p))
-                                && !fewer_chars_than(t, self.cfg.min_chars)
-                        })
-                })
-            })
-            .cloned();
+                && op.is_some_and(|o| o.kind == OpKind::Write)
+                && !self.skipped_tool(&call.name);
             recs.push(Rec {
                 msg: r,
                 call_msg: cr.msg,
                 slot: cr.slot,
-                content_key,
-                call_id: id,
-                name: call.name.clone(),
-                display: display_paths(&self.table, &call.name, args, op.as_ref()),
-                op,
-                failed,
+                call,
+                res: (eligible || write_input).then_some(res),
+                write_input,
+                failed: false,
                 eligible,
             });
         }
         // The last `keep_last` results stay.
         let keep_from = recs.len().saturating_sub(self.cfg.keep_last);
+        // Whether a call failed decides something only for an older result
+        // that may be summarized unless it is an unresolved failure, and for
+        // an older write input (kept when it failed); elsewhere it stays
+        // false. A failure nothing decides by is never looked up below, and
+        // the keys of the calls after a failure that is are all taken, so
+        // the failures kept are those of every call's status.
+        for r in recs.iter_mut().take(keep_from) {
+            let asks = (r.eligible && self.cfg.keep_unresolved_errors) || r.write_input;
+            if let (true, Some(res)) = (asks, &r.res) {
+                let exit_style = r.call.op.as_ref().map(|o| o.exit).unwrap_or_default();
+                let facts = traffic::result_facts(conv, r.msg, &r.call.id, &res.text);
+                r.failed = facts.status(exit_style, &res.text, res.is_error) == Status::Failure;
+            }
+        }
         // Failures nothing acted on stay.
         let mut later = LaterKeys::default();
-        let mut unresolved: HashSet<usize> = HashSet::new();
+        let mut unresolved = vec![false; recs.len()];
         // A call's keys are only looked up for the failures before it: the
         // calls before the first failure are skipped.
         let first_failure = recs.iter().position(|r| r.failed).unwrap_or(recs.len());
         for (i, r) in recs.iter().enumerate().skip(first_failure).rev() {
-            let keys = act_keys(&r.name, r.op.as_ref());
-            let command = command_of(r.op.as_ref());
+            let op = r.call.op.as_ref();
+            let keys = act_keys(&r.call.name, op);
+            let command = command_of(op);
             if r.failed
                 && !keys.iter().any(|k| later.keys.contains(k))
                 && !command.is_some_and(|c| later.has_command(c))
+                && let Some(u) = unresolved.get_mut(i)
             {
-                unresolved.insert(i);
+                *u = true;
             }
             later.add(keys, command);
         }
@@ -873,17 +875,20 @@ impl ToolCompressor {
             let recent: HashSet<&str> = recs
                 .iter()
                 .skip(keep_from)
-                .filter_map(|r| r.op.as_ref())
+                .filter_map(|r| r.call.op.as_ref())
                 .flat_map(|o| o.paths.iter().chain(o.writes.iter()))
                 .map(String::as_str)
                 .collect();
             for r in recs.iter().take(keep_from) {
-                let (Some(key), Some(op)) = (&r.content_key, &r.op) else {
+                let (true, Some(op)) = (r.write_input, r.call.op.as_ref()) else {
                     continue;
                 };
                 if r.failed || op.paths.iter().any(|p| recent.contains(p.as_str())) {
                     continue;
                 }
+                let Some(key) = self.content_key(r.call) else {
+                    continue;
+                };
                 inputs.push(InputCandidate {
                     msg: r.call_msg,
                     slot: r.slot,
@@ -891,11 +896,11 @@ impl ToolCompressor {
                         .message_calls(r.call_msg)
                         .cloned()
                         .unwrap_or_else(|| MessageCalls::from(Vec::new())),
-                    call_id: r.call_id.clone(),
+                    call_id: r.call.id.clone(),
                     key: key.clone(),
                     subject: Subject {
-                        tool: r.name.clone(),
-                        paths: r.display.clone(),
+                        tool: r.call.name.clone(),
+                        paths: display_paths(&self.table, &r.call.name, &r.call.args, Some(op)),
                         command: None,
                         exit: None,
                     },
@@ -904,45 +909,55 @@ impl ToolCompressor {
         }
         let mut kept_errors = 0u64;
         let mut out = Vec::new();
-        for (i, r) in recs.into_iter().enumerate() {
-            if !r.eligible || i >= keep_from {
+        for (i, r) in recs.iter().enumerate().take(keep_from) {
+            if !r.eligible {
                 continue;
             }
-            if self.cfg.keep_unresolved_errors && unresolved.contains(&i) {
+            if self.cfg.keep_unresolved_errors && unresolved.get(i).copied().unwrap_or(false) {
                 kept_errors += 1;
                 continue;
             }
-            let kind = match r.op.as_ref().map(|o| o.kind) {
-                Some(OpKind::Read) => Kind::Read,
-                Some(OpKind::Write) => Kind::Write,
-                Some(OpKind::Edit) => Kind::Edit,
-                Some(OpKind::Search) => Kind::Search,
-                Some(OpKind::Command) => Kind::Command,
-                None => Kind::Other,
-            };
+            let op = r.call.op.as_ref();
+            let kind = kind_of(op);
             if !self.enabled(kind) {
                 continue;
             }
-            let command = r.op.as_ref().and_then(|o| o.command.clone()).map(|c| {
+            let name = &r.call.name;
+            let command = op.and_then(|o| o.command.as_deref()).map(|c| {
                 // Search keys start with the tool name; the header names it already.
-                match c.strip_prefix(r.name.as_str()) {
+                match c.strip_prefix(name.as_str()) {
                     Some(rest) if kind == Kind::Search => rest.trim().to_string(),
-                    _ => c,
+                    _ => c.to_string(),
                 }
             });
             out.push(Candidate {
                 msg: r.msg,
-                call_id: r.call_id,
+                call_id: r.call.id.clone(),
                 kind,
                 subject: Subject {
-                    tool: r.name,
-                    paths: r.display,
+                    tool: name.clone(),
+                    paths: display_paths(&self.table, name, &r.call.args, op),
                     command,
                     exit: None,
                 },
             });
         }
         (out, inputs, kept_errors)
+    }
+
+    /// The argument of write call `call` holding content worth summarizing
+    /// (a string, not already a summary, long enough), by the table's
+    /// content arguments in order.
+    fn content_key<'t>(&'t self, call: &traffic::ParsedCall) -> Option<&'t String> {
+        self.table.find(&call.name)?.content_args.iter().find(|k| {
+            call.args
+                .get(k.as_str())
+                .and_then(Value::as_str)
+                .is_some_and(|t| {
+                    !DONE_PREFIXES.iter().any(|p| t.trim_start().starts_with(p))
+                        && !fewer_chars_than(t, self.cfg.min_chars)
+                })
+        })
     }
 
     /// Summarize one candidate. With `terms`, apply the information check
@@ -962,17 +977,19 @@ impl ToolCompressor {
             let Some(m) = conv.messages.get(c.msg) else {
                 return Attempt::Skipped;
             };
-            let Some(res) = m
-                .tool_results()
-                .into_iter()
-                .find(|r| r.call_id == c.call_id)
-            else {
+            let Some(res) = m.tool_result(&c.call_id) else {
                 return Attempt::Skipped;
             };
             let text: &str = &res.text;
             let facts = traffic::result_facts(conv, c.msg, &c.call_id, text);
-            let mut subject = c.subject.clone();
-            subject.exit = facts.exit_code;
+            // The subject with the exit code: copied only when it has one.
+            let subject = if facts.exit_code == c.subject.exit {
+                std::borrow::Cow::Borrowed(&c.subject)
+            } else {
+                let mut s = c.subject.clone();
+                s.exit = facts.exit_code;
+                std::borrow::Cow::Owned(s)
+            };
             let body = if matches!(c.kind, Kind::Read | Kind::Command | Kind::Search) {
                 facts.payload(text)
             } else {
@@ -1236,6 +1253,203 @@ impl ToolCompressor {
             Item::Result(c) => self.try_one(conv, c, limits, terms, ctx, measure),
             Item::Input(c) => self.try_input(conv, c, limits, terms, ctx, measure),
         }
+    }
+}
+
+#[cfg(test)]
+impl ToolCompressor {
+    /// [`Self::candidates`] as it was before it deferred the work only a
+    /// candidate needs: every answered call's display paths and content
+    /// check worked out at once (the reference it is tested against).
+    #[cfg(test)]
+    fn candidates_reference(
+        &self,
+        conv: &Conversation,
+    ) -> (Vec<Candidate>, Vec<InputCandidate>, u64) {
+        let tail = conv.tail_start(self.cfg.protected_tail);
+        let traffic = Traffic::of(conv, &self.table, self.cfg.cwd.as_deref());
+        // Every answered call, in order.
+        struct Rec {
+            msg: usize,
+            call_msg: usize,
+            slot: usize,
+            content_key: Option<String>,
+            call_id: String,
+            name: String,
+            op: Option<Operation>,
+            display: Vec<String>,
+            failed: bool,
+            eligible: bool,
+        }
+        let mut recs: Vec<Rec> = Vec::new();
+        for cr in &traffic.calls {
+            let call = traffic.call(cr);
+            let Some(r) = cr.result else {
+                continue;
+            };
+            let Some(res) = conv.messages.get(r).and_then(|rm| {
+                rm.tool_results()
+                    .into_iter()
+                    .find(|x| x.call_id == call.id.as_str())
+            }) else {
+                continue;
+            };
+            let lead = res.text.trim_start();
+            let done = DONE_PREFIXES.iter().any(|p| lead.starts_with(p));
+            let long_enough = !fewer_chars_than(&res.text, self.cfg.min_chars);
+            let args = &call.args;
+            let op = call.op.clone();
+            let exit_style = op.as_ref().map(|o| o.exit).unwrap_or_default();
+            let facts = traffic::result_facts(conv, r, &call.id, &res.text);
+            let failed = facts.status(exit_style, &res.text, res.is_error) == Status::Failure;
+            let id = call.id.clone();
+            let unique = cr.unique;
+            let eligible = unique
+                && r < tail
+                && !conv.is_protected(r)
+                && !done
+                && long_enough
+                && !self.skipped_tool(&call.name)
+                && conv.messages.get(r).is_some_and(|m| text_only(m, &id));
+            let content_key = (self.cfg.inputs
+                && unique
+                && cr.msg < tail
+                && !conv.is_protected(cr.msg)
+                && op.as_ref().is_some_and(|o| o.kind == OpKind::Write)
+                && !self.skipped_tool(&call.name))
+            .then(|| self.table.find(&call.name))
+            .flatten()
+            .and_then(|spec| {
+                spec.content_args.iter().find(|k| {
+                    args.get(k.as_str())
+                        .and_then(Value::as_str)
+                        .is_some_and(|t| {
+                            !DONE_PREFIXES.iter().any(|p| t.trim_start().starts_with(p))
+                                && !fewer_chars_than(t, self.cfg.min_chars)
+                        })
+                })
+            })
+            .cloned();
+            recs.push(Rec {
+                msg: r,
+                call_msg: cr.msg,
+                slot: cr.slot,
+                content_key,
+                call_id: id,
+                name: call.name.clone(),
+                display: display_paths(&self.table, &call.name, args, op.as_ref()),
+                op,
+                failed,
+                eligible,
+            });
+        }
+        // The last `keep_last` results stay.
+        let keep_from = recs.len().saturating_sub(self.cfg.keep_last);
+        // Failures nothing acted on stay.
+        let mut later = LaterKeys::default();
+        let mut unresolved: HashSet<usize> = HashSet::default();
+        // A call's keys are only looked up for the failures before it: the
+        // calls before the first failure are skipped.
+        let first_failure = recs.iter().position(|r| r.failed).unwrap_or(recs.len());
+        for (i, r) in recs.iter().enumerate().skip(first_failure).rev() {
+            let keys = act_keys(&r.name, r.op.as_ref());
+            let command = command_of(r.op.as_ref());
+            if r.failed
+                && !keys.iter().any(|k| later.keys.contains(k))
+                && !command.is_some_and(|c| later.has_command(c))
+            {
+                unresolved.insert(i);
+            }
+            later.add(keys, command);
+        }
+        // Write inputs: old, successful, of files no recent call touches.
+        let mut inputs = Vec::new();
+        if self.cfg.inputs {
+            let recent: HashSet<&str> = recs
+                .iter()
+                .skip(keep_from)
+                .filter_map(|r| r.op.as_ref())
+                .flat_map(|o| o.paths.iter().chain(o.writes.iter()))
+                .map(String::as_str)
+                .collect();
+            for r in recs.iter().take(keep_from) {
+                let (Some(key), Some(op)) = (&r.content_key, &r.op) else {
+                    continue;
+                };
+                if r.failed || op.paths.iter().any(|p| recent.contains(p.as_str())) {
+                    continue;
+                }
+                inputs.push(InputCandidate {
+                    msg: r.call_msg,
+                    slot: r.slot,
+                    calls: traffic
+                        .message_calls(r.call_msg)
+                        .cloned()
+                        .unwrap_or_else(|| MessageCalls::from(Vec::new())),
+                    call_id: r.call_id.clone(),
+                    key: key.clone(),
+                    subject: Subject {
+                        tool: r.name.clone(),
+                        paths: r.display.clone(),
+                        command: None,
+                        exit: None,
+                    },
+                });
+            }
+        }
+        let mut kept_errors = 0u64;
+        let mut out = Vec::new();
+        for (i, r) in recs.into_iter().enumerate() {
+            if !r.eligible || i >= keep_from {
+                continue;
+            }
+            if self.cfg.keep_unresolved_errors && unresolved.contains(&i) {
+                kept_errors += 1;
+                continue;
+            }
+            let kind = match r.op.as_ref().map(|o| o.kind) {
+                Some(OpKind::Read) => Kind::Read,
+                Some(OpKind::Write) => Kind::Write,
+                Some(OpKind::Edit) => Kind::Edit,
+                Some(OpKind::Search) => Kind::Search,
+                Some(OpKind::Command) => Kind::Command,
+                None => Kind::Other,
+            };
+            if !self.enabled(kind) {
+                continue;
+            }
+            let command = r.op.as_ref().and_then(|o| o.command.clone()).map(|c| {
+                // Search keys start with the tool name; the header names it already.
+                match c.strip_prefix(r.name.as_str()) {
+                    Some(rest) if kind == Kind::Search => rest.trim().to_string(),
+                    _ => c,
+                }
+            });
+            out.push(Candidate {
+                msg: r.msg,
+                call_id: r.call_id,
+                kind,
+                subject: Subject {
+                    tool: r.name,
+                    paths: r.display,
+                    command,
+                    exit: None,
+                },
+            });
+        }
+        (out, inputs, kept_errors)
+    }
+}
+
+/// The summary kind of a call's operation.
+fn kind_of(op: Option<&Operation>) -> Kind {
+    match op.map(|o| o.kind) {
+        Some(OpKind::Read) => Kind::Read,
+        Some(OpKind::Write) => Kind::Write,
+        Some(OpKind::Edit) => Kind::Edit,
+        Some(OpKind::Search) => Kind::Search,
+        Some(OpKind::Command) => Kind::Command,
+        None => Kind::Other,
     }
 }
 

@@ -608,9 +608,144 @@ fn char_count_is_the_number_of_chars() {
     }
 }
 
+/// The candidates, write inputs and kept failures of `c` under `cfg`, by
+/// [`ToolCompressor::candidates`] and by its eager reference, as text.
+fn both_candidates(c: &Conversation, cfg: &ToolCompressorConfig) -> (String, String) {
+    let t = ToolCompressor::new(cfg.clone());
+    (
+        format!("{:?}", t.candidates(c)),
+        format!("{:?}", t.candidates_reference(c)),
+    )
+}
+
+/// Configurations that switch each test of the candidate search.
+fn candidate_configs() -> Vec<ToolCompressorConfig> {
+    let base = ToolCompressorConfig {
+        inputs: true,
+        ..cfg()
+    };
+    vec![
+        base.clone(),
+        ToolCompressorConfig {
+            keep_last: 2,
+            protected_tail: 1,
+            ..base.clone()
+        },
+        ToolCompressorConfig {
+            keep_unresolved_errors: false,
+            min_chars: 10,
+            ..base.clone()
+        },
+        ToolCompressorConfig {
+            skip_tools: vec!["bash".into()],
+            inputs: false,
+            ..base.clone()
+        },
+        ToolCompressorConfig {
+            searches: false,
+            writes: false,
+            keep_last: 1,
+            ..base
+        },
+        ToolCompressorConfig::default(),
+    ]
+}
+
+/// One random tool exchange: (tool, arguments, result).
+fn random_op(
+    tool: usize,
+    path: usize,
+    long: bool,
+    failed: bool,
+    done: bool,
+) -> (&'static str, Value, String) {
+    let path = format!("/r/src/f{path}.rs");
+    let body = if long { source(25) } else { "ok".into() };
+    let body = if done {
+        format!("[summary: earlier] {body}")
+    } else {
+        body
+    };
+    match tool {
+        0 => ("Read", json!({ "file_path": path }), body),
+        1 => (
+            "Write",
+            json!({ "file_path": path, "content": body }),
+            "File written".into(),
+        ),
+        2 => (
+            "Bash",
+            json!({ "command": format!("cargo test -p f{}", path.len() % 3), "cwd": "/r" }),
+            if failed {
+                format!("{body}error: test failed\nExit code 1\n")
+            } else {
+                body
+            },
+        ),
+        3 => ("Grep", json!({ "pattern": "fn", "path": path }), body),
+        4 => (
+            "Edit",
+            json!({ "file_path": path, "old_string": "a", "new_string": "b" }),
+            body,
+        ),
+        _ => ("Mystery", json!({ "x": path }), body),
+    }
+}
+
+#[test]
+fn candidates_answer_as_the_reference_on_fixed_sessions() {
+    let ops = vec![
+        random_op(2, 1, true, true, false),
+        random_op(0, 1, true, false, false),
+        random_op(1, 2, true, false, false),
+        random_op(1, 2, true, false, true),
+        random_op(3, 3, true, false, false),
+        random_op(2, 4, true, true, false),
+        random_op(4, 1, true, false, false),
+        random_op(5, 5, true, false, false),
+        random_op(1, 6, true, false, false),
+        random_op(0, 6, false, false, false),
+    ];
+    let (c, base) = (openai(&ops, 0), &candidate_configs()[0]);
+    let (found, inputs, kept) = ToolCompressor::new(base.clone()).candidates(&c);
+    assert!(
+        found.len() > 3 && !inputs.is_empty() && kept == 1,
+        "{found:?} {inputs:?}"
+    );
+    for tail in [0, 2] {
+        let c = openai(&ops, tail);
+        for cfg in candidate_configs() {
+            let (fast, reference) = both_candidates(&c, &cfg);
+            assert_eq!(fast, reference, "{cfg:?}");
+        }
+    }
+}
+
 proptest::proptest! {
     #[test]
     fn char_count_on_random_texts(text in "[a-c é☃😀\u{80}-\u{7ff}]{0,70}") {
         proptest::prop_assert_eq!(char_count(&text), text.chars().count());
+    }
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(96))]
+    #[test]
+    fn candidates_answer_as_the_reference(
+        picks in proptest::collection::vec(
+            (0usize..6, 0usize..5, proptest::bool::ANY, proptest::bool::ANY, 0u8..8),
+            0..14,
+        ),
+        tail in 0usize..3,
+    ) {
+        let ops: Vec<_> = picks
+            .iter()
+            .map(|&(tool, path, long, failed, d)| random_op(tool, path, long, failed, d == 0))
+            .collect();
+        let c = openai(&ops, tail);
+        for cfg in candidate_configs() {
+            let (fast, reference) = both_candidates(&c, &cfg);
+            proptest::prop_assert_eq!(fast, reference);
+        }
     }
 }
