@@ -30,8 +30,7 @@
 //! - **Exact** (on by default): texts are grouped by a 32-bit hash and every
 //!   group is confirmed by full string comparison, so a hash collision never
 //!   merges different texts. The spec names djb2 ([`djb2`]); the groups do
-//!   not depend on the hash, so a faster one ([`sampled_hash`], which reads
-//!   a sample of a long text) is used.
+//!   not depend on the hash, so a faster one ([`fast_hash`]) is used.
 //! - **Fuzzy** (`fuzzy = true`): line-level Jaccard similarity of normalized
 //!   lines, with candidates drawn from an inverted index over fingerprint lines
 //!   (see [`fuzzy`]); similar texts form transitive groups (union-find).
@@ -97,45 +96,11 @@ ctxpress_core::register_strategy!(
     ]
 );
 
-/// xxh3 of the whole text, cut to 32 bits: the grouping hash used before
-/// [`sampled_hash`]. It gives the same groups as the spec's [`djb2`] (every
-/// group is confirmed by full comparison) at a fraction of the cost on long
-/// texts.
+/// The grouping hash used by default: xxh3 cut to 32 bits. It gives the
+/// same groups as the spec's [`djb2`] (every group is confirmed by full
+/// comparison) at a fraction of the cost on long texts.
 pub fn fast_hash(text: &str) -> u32 {
     xxhash_rust::xxh3::xxh3_64(text.as_bytes()) as u32
-}
-
-/// The grouping hash used by default: xxh3, cut to 32 bits, of the text's
-/// length and of a sample of it: its first and last 128 bytes and eight
-/// 16-byte pieces evenly spaced between (the whole text when it is shorter
-/// than the sample). Equal texts hash alike, so it gives the groups
-/// [`fast_hash`] and [`djb2`] give (every group is confirmed by full
-/// comparison); texts of one length that differ outside the sample only
-/// cost a comparison each, and hashing a long text reads 400 bytes of it,
-/// not all of it.
-pub fn sampled_hash(text: &str) -> u32 {
-    const EDGE: usize = 128;
-    const PIECE: usize = 16;
-    const PIECES: usize = 8;
-    let b = text.as_bytes();
-    let n = b.len();
-    if n <= 2 * EDGE + PIECES * PIECE {
-        return xxhash_rust::xxh3::xxh3_64_with_seed(b, n as u64) as u32;
-    }
-    let mut sample = [0u8; 2 * EDGE + PIECES * PIECE];
-    let (head, rest) = sample.split_at_mut(EDGE);
-    let (mid, tail) = rest.split_at_mut(PIECES * PIECE);
-    head.copy_from_slice(b.get(..EDGE).unwrap_or(&[0; EDGE]));
-    tail.copy_from_slice(b.get(n - EDGE..).unwrap_or(&[0; EDGE]));
-    // Piece k starts k + 1 ninths of the way between the edges.
-    let span = n - 2 * EDGE - PIECE;
-    for (k, dst) in mid.chunks_exact_mut(PIECE).enumerate() {
-        let at = EDGE + span * (k + 1) / (PIECES + 1);
-        if let Some(src) = b.get(at..at + PIECE) {
-            dst.copy_from_slice(src);
-        }
-    }
-    xxhash_rust::xxh3::xxh3_64_with_seed(&sample, n as u64) as u32
 }
 
 /// The djb2 hash (`h = h * 33 + byte`, starting at 5381) the spec groups
@@ -240,7 +205,7 @@ impl Dedup {
         cfg.validate()?;
         Ok(Dedup {
             cfg,
-            hash: sampled_hash,
+            hash: fast_hash,
         })
     }
 
