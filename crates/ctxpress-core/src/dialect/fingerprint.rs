@@ -28,22 +28,15 @@ pub fn content_fingerprint(text: &str) -> u64 {
 /// The index of the first `\n` at or after `from` in `b`, else `b.len()`:
 /// sixteen bytes at a time (SSE2), inline (a `memchr` call costs more than
 /// the search on lines of a few dozen bytes).
-fn line_end(b: &[u8], mut from: usize) -> usize {
-    use crate::text::sse2::eq;
-    use safe_arch::{load_unaligned_m128i, move_mask_i8_m128i};
-    while let Some(lane) = b
-        .get(from..from + 16)
-        .and_then(|c| <&[u8; 16]>::try_from(c).ok())
-    {
-        let bits = move_mask_i8_m128i(eq(load_unaligned_m128i(lane), b'\n'));
-        if bits != 0 {
-            return from + bits.trailing_zeros() as usize;
-        }
-        from += 16;
+fn line_end(b: &[u8], from: usize) -> usize {
+    use crate::text::sse2::{eq, first_marked};
+    match first_marked(b, from, |v| eq(v, b'\n')) {
+        Ok(nl) => nl,
+        Err(tail) => b
+            .get(tail..)
+            .and_then(|rest| rest.iter().position(|&c| c == b'\n'))
+            .map_or(b.len(), |k| tail + k),
     }
-    b.get(from..)
-        .and_then(|rest| rest.iter().position(|&c| c == b'\n'))
-        .map_or(b.len(), |k| from + k)
 }
 
 /// Push each line of `t` ([`str::lines`]), trimmed at its end, and a `\n`

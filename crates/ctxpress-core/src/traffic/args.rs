@@ -495,22 +495,13 @@ fn special_bits(w: u64, ctrl: bool) -> u64 {
 /// The first index at or after `i` holding `"`, `\` or, with `ctrl`, a
 /// control character; `b.len()` when there is none. Sixteen bytes at a time
 /// (SSE2), then eight ([`skip_plain_swar`]).
-fn skip_plain(b: &[u8], mut i: usize, ctrl: bool) -> usize {
-    use crate::text::sse2::{eq, in_range};
-    use safe_arch::{load_unaligned_m128i, move_mask_i8_m128i};
-    while let Some(lane) = b.get(i..i + 16).and_then(|c| <&[u8; 16]>::try_from(c).ok()) {
-        let v = load_unaligned_m128i(lane);
-        let mut m = eq(v, b'"') | eq(v, b'\\');
-        if ctrl {
-            m |= in_range(v, 0, 0x20);
-        }
-        let bits = move_mask_i8_m128i(m);
-        if bits != 0 {
-            return i + bits.trailing_zeros() as usize;
-        }
-        i += 16;
-    }
-    skip_plain_swar(b, i, ctrl)
+fn skip_plain(b: &[u8], i: usize, ctrl: bool) -> usize {
+    use crate::text::sse2::{eq, first_marked, in_range};
+    let special = |v| {
+        let m = eq(v, b'"') | eq(v, b'\\');
+        if ctrl { m | in_range(v, 0, 0x20) } else { m }
+    };
+    first_marked(b, i, special).unwrap_or_else(|tail| skip_plain_swar(b, tail, ctrl))
 }
 
 /// [`skip_plain`] eight bytes at a time (the SWAR walk it used before the
