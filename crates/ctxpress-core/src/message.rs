@@ -270,6 +270,22 @@ fn block_type(b: &Value) -> Option<&str> {
     vget(b, "type").and_then(Value::as_str)
 }
 
+/// A `tool_result` block's call id (empty when it has none).
+fn block_result_id(b: &Value) -> &str {
+    str_of(vget(b, "tool_use_id")).unwrap_or("")
+}
+
+/// A `tool_result` block as a [`ToolResult`].
+fn block_result(b: &Value) -> ToolResult<'_> {
+    ToolResult {
+        call_id: Cow::Borrowed(block_result_id(b)),
+        text: vget(b, "content")
+            .map(content_text)
+            .unwrap_or(Cow::Borrowed("")),
+        is_error: vget(b, "is_error").and_then(Value::as_bool),
+    }
+}
+
 impl Message {
     /// Build a message from fields, with the given id and no source text.
     pub fn from_fields(id: MessageId, fields: Map<String, Value>) -> Self {
@@ -486,11 +502,7 @@ impl Message {
 
     fn raw_tool_result_ids(&self) -> impl Iterator<Item = &str> + '_ {
         let single = matches!(self.role(), Role::Tool | Role::Function);
-        let first = single.then(|| {
-            str_of(get_small(&self.0.fields, "tool_call_id"))
-                .or_else(|| str_of(get_small(&self.0.fields, "name")))
-                .unwrap_or("")
-        });
+        let first = single.then(|| self.own_result_id());
         let blocks: &[Value] = match self.content() {
             Some(Value::Array(b)) if !single => b,
             _ => &[],
@@ -499,8 +511,25 @@ impl Message {
             blocks
                 .iter()
                 .filter(|b| block_type(b) == Some("tool_result"))
-                .map(|b| str_of(vget(b, "tool_use_id")).unwrap_or("")),
+                .map(block_result_id),
         )
+    }
+
+    /// A `tool` or `function` message's one result id: its `tool_call_id`,
+    /// else its `name` (empty when it has neither).
+    fn own_result_id(&self) -> &str {
+        str_of(get_small(&self.0.fields, "tool_call_id"))
+            .or_else(|| str_of(get_small(&self.0.fields, "name")))
+            .unwrap_or("")
+    }
+
+    /// A `tool` or `function` message's one result: its whole text.
+    fn own_result(&self) -> ToolResult<'_> {
+        ToolResult {
+            call_id: Cow::Borrowed(self.own_result_id()),
+            text: self.text(),
+            is_error: None,
+        }
     }
 
     /// True when the message carries at least one tool call.
@@ -524,52 +553,21 @@ impl Message {
     /// Tool results carried by this message: an OpenAI `tool` message (one result)
     /// or Anthropic `tool_result` blocks.
     pub fn tool_results(&self) -> Vec<ToolResult<'_>> {
-        let mut out = Vec::new();
         if matches!(self.role(), Role::Tool | Role::Function) {
-            let id = str_of(get_small(&self.0.fields, "tool_call_id"))
-                .or_else(|| str_of(get_small(&self.0.fields, "name")))
-                .unwrap_or("");
-            out.push(ToolResult {
-                call_id: Cow::Borrowed(id),
-                text: self.text(),
-                is_error: None,
-            });
-            return out;
+            return vec![self.own_result()];
         }
-        for b in self.blocks_of("tool_result") {
-            out.push(ToolResult {
-                call_id: Cow::Borrowed(str_of(vget(b, "tool_use_id")).unwrap_or("")),
-                text: vget(b, "content")
-                    .map(content_text)
-                    .unwrap_or(Cow::Borrowed("")),
-                is_error: vget(b, "is_error").and_then(Value::as_bool),
-            });
-        }
-        out
+        self.blocks_of("tool_result").map(block_result).collect()
     }
 
     /// The first of [`Message::tool_results`] answering `call_id`, found
     /// without building the others (no vector, no other result's text).
     pub fn tool_result(&self, call_id: &str) -> Option<ToolResult<'_>> {
         if matches!(self.role_ref(), Role::Tool | Role::Function) {
-            let id = str_of(get_small(&self.0.fields, "tool_call_id"))
-                .or_else(|| str_of(get_small(&self.0.fields, "name")))
-                .unwrap_or("");
-            return (id == call_id).then(|| ToolResult {
-                call_id: Cow::Borrowed(id),
-                text: self.text(),
-                is_error: None,
-            });
+            return (self.own_result_id() == call_id).then(|| self.own_result());
         }
         self.blocks_of("tool_result")
-            .find(|b| str_of(vget(b, "tool_use_id")).unwrap_or("") == call_id)
-            .map(|b| ToolResult {
-                call_id: Cow::Borrowed(str_of(vget(b, "tool_use_id")).unwrap_or("")),
-                text: vget(b, "content")
-                    .map(content_text)
-                    .unwrap_or(Cow::Borrowed("")),
-                is_error: vget(b, "is_error").and_then(Value::as_bool),
-            })
+            .find(|b| block_result_id(b) == call_id)
+            .map(block_result)
     }
 
     /// True when the message carries tool results.
