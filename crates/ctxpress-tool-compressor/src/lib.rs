@@ -68,7 +68,7 @@ pub mod lines;
 pub mod summary;
 
 use ctxpress_core::dialect::{DialectTable, OpKind, Operation, Status, command_family};
-use ctxpress_core::text::bytes::fewer_chars_than;
+use ctxpress_core::text::bytes::{char_count, fewer_chars_than};
 use ctxpress_core::tokens::count_message;
 use ctxpress_core::traffic::{self, MessageCalls, Traffic};
 use ctxpress_core::{
@@ -517,30 +517,6 @@ impl Hasher for KeyHasher {
     }
     fn write_u64(&mut self, n: u64) {
         self.0 = n;
-    }
-}
-
-/// The characters of `text`: its bytes less those that continue a UTF-8
-/// sequence (`0x80` to `0xbf`), counted sixteen at a time.
-fn char_count(text: &str) -> usize {
-    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
-    {
-        let b = text.as_bytes();
-        use ctxpress_core::text::sse2::{lanes, splat};
-        use safe_arch::{cmp_lt_mask_i8_m128i, move_mask_i8_m128i};
-        // As signed bytes, continuation bytes are those below -64 (`0xc0`).
-        let mut continuing = 0usize;
-        for (_, v) in lanes(b) {
-            continuing +=
-                move_mask_i8_m128i(cmp_lt_mask_i8_m128i(v, splat(0xc0))).count_ones() as usize;
-        }
-        let tail = b.get(b.len() / 16 * 16..).unwrap_or(&[]);
-        continuing += tail.iter().filter(|c| (0x80..0xc0).contains(*c)).count();
-        b.len() - continuing
-    }
-    #[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
-    {
-        text.chars().count()
     }
 }
 
