@@ -53,22 +53,66 @@ pub fn parse_calls(m: &Message) -> Vec<ParsedCall> {
     parse_calls_with(m, &mut args::Scratch::default())
 }
 
+/// The string `v` holds, copied (empty when it is not one).
+fn string_of(v: Option<&Value>) -> String {
+    v.and_then(Value::as_str).unwrap_or("").to_string()
+}
+
+/// OpenAI call `i` of `m`, the value `c` of its `tool_calls` (no operation yet).
+fn openai_call(m: &Message, i: usize, c: &Value, scratch: &mut args::Scratch) -> ParsedCall {
+    use crate::message::vget as get;
+    let f = get(c, "function");
+    ParsedCall {
+        id: string_of(get(c, "id")),
+        name: string_of(f.and_then(|f| get(f, "name"))),
+        args: Args::openai(m, i, f.and_then(|f| get(f, "arguments")), scratch),
+        op: None,
+    }
+}
+
+/// The parsed calls of `m` as [`parse_calls`] gives them, each with the
+/// operation `op_of` gives it. A message whose content holds no `tool_use`
+/// block (every OpenAI one) has its calls built in place in the shared
+/// slice, without a vector to copy them from.
+fn message_calls(
+    m: &Message,
+    scratch: &mut args::Scratch,
+    mut op_of: impl FnMut(&ParsedCall) -> Option<Operation>,
+) -> MessageCalls {
+    use crate::message::{get_small, vget as get};
+    let blocky = matches!(m.content(), Some(Value::Array(blocks))
+        if blocks.iter().any(|b| get(b, "type").and_then(Value::as_str) == Some("tool_use")));
+    if !blocky {
+        let calls: &[Value] = match get_small(m.fields(), "tool_calls") {
+            Some(Value::Array(calls)) => calls,
+            _ => &[],
+        };
+        return calls
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                let mut call = openai_call(m, i, c, scratch);
+                call.op = op_of(&call);
+                call
+            })
+            .collect();
+    }
+    let mut calls = parse_calls_with(m, scratch);
+    for c in &mut calls {
+        c.op = op_of(c);
+    }
+    MessageCalls::from(calls)
+}
+
 /// [`parse_calls`] with working space kept by a caller parsing many.
 fn parse_calls_with(m: &Message, scratch: &mut args::Scratch) -> Vec<ParsedCall> {
     use crate::message::{get_small, vget as get};
-    fn s(v: Option<&Value>) -> String {
-        v.and_then(Value::as_str).unwrap_or("").to_string()
-    }
+    let s = string_of;
     let mut out = Vec::new();
     if let Some(Value::Array(calls)) = get_small(m.fields(), "tool_calls") {
+        out.reserve(calls.len());
         for (i, c) in calls.iter().enumerate() {
-            let f = get(c, "function");
-            out.push(ParsedCall {
-                id: s(get(c, "id")),
-                name: s(f.and_then(|f| get(f, "name"))),
-                args: Args::openai(m, i, f.and_then(|f| get(f, "arguments")), scratch),
-                op: None,
-            });
+            out.push(openai_call(m, i, c, scratch));
         }
     }
     if let Some(Value::Array(blocks)) = m.content() {
@@ -90,13 +134,22 @@ struct Entry {
     /// Held so its allocation (the key) stays alive.
     _msg: Message,
     calls: MessageCalls,
+    /// The last [`cached_calls`] pass that found the message.
+    seen: u64,
 }
 
 struct Results {
     /// Held so its allocation (the key) stays alive.
     _msg: Message,
-    /// (call id, facts of its result text), for the results asked about.
-    facts: Vec<(String, ResultFacts)>,
+    /// Facts of the message's first result (by [`Message::tool_result_ids`]
+    /// position), once asked about: a tool message's only one.
+    first: Option<ResultFacts>,
+    /// (position among the result ids, facts of that result's text) for the
+    /// other results asked about.
+    rest: Vec<(usize, ResultFacts)>,
+    /// The last [`cached_calls`] pass that found the message (a new entry
+    /// takes the current one).
+    seen: u64,
 }
 
 #[derive(Default)]
@@ -107,6 +160,9 @@ struct CacheState {
     /// [`ResultFacts`] of tool results, by result message (independent of
     /// the table: the facts are of the text alone).
     results: HashMap<usize, Results>,
+    /// Passes of [`cached_calls`] so far: each marks the entries of the
+    /// messages it finds, then drops the others.
+    pass: u64,
 }
 
 /// The conversation's cache of parsed tool calls (see the module docs).
@@ -143,8 +199,6 @@ pub struct Traffic {
     pub cwd: Option<String>,
     /// The calls of every exchange, in conversation order.
     pub calls: Vec<CallRef>,
-    /// The exchanges (as [`Conversation::exchanges`]).
-    pub exchanges: Vec<Exchange>,
     /// Parsed calls per message index (empty for messages without calls).
     per_msg: Vec<Option<MessageCalls>>,
 }
@@ -159,22 +213,32 @@ impl Traffic {
             .map(|c| dialect::normalize_path(c, None))
             .or_else(|| dialect::detect_cwd(conv));
         let per_msg = cached_calls(conv, table, cwd.as_deref());
-        let mut id_counts: HashMap<&str, usize> = HashMap::new();
+        let n_calls: usize = per_msg.iter().flatten().map(|c| c.len()).sum();
+        let mut id_counts: HashMap<&str, usize> = HashMap::with_capacity(n_calls);
         for c in per_msg.iter().flatten().flat_map(|c| c.iter()) {
             *id_counts.entry(c.id.as_str()).or_default() += 1;
         }
-        let exchanges = exchanges(conv, &per_msg);
-        let mut calls = Vec::new();
+        let mut calls = Vec::with_capacity(n_calls);
         // call id -> first result message of the exchange answering it (one
         // map, cleared for each exchange)
         let mut answered: HashMap<&str, usize> = HashMap::new();
-        for ex in &exchanges {
-            let Some(mc) = per_msg.get(ex.call).and_then(Option::as_ref) else {
+        // The exchanges as `Conversation::exchanges` finds them, walked in
+        // place (no list of them, nor of their call ids, is built).
+        let msgs = &conv.messages;
+        let mut i = 0;
+        while i < msgs.len() {
+            let (Some(mc), Some(m)) = (per_msg.get(i).and_then(Option::as_ref), msgs.get(i)) else {
+                i += 1;
                 continue;
             };
+            if *m.role_ref() != Role::Assistant {
+                i += 1;
+                continue;
+            }
+            let results = exchange_results(msgs, i);
             answered.clear();
-            for &r in &ex.results {
-                if let Some(rm) = conv.messages.get(r) {
+            for r in results.clone() {
+                if let Some(rm) = msgs.get(r) {
                     // The ids of `tool_results()`, without building the
                     // results (their texts).
                     for id in rm.tool_result_ids() {
@@ -184,20 +248,28 @@ impl Traffic {
             }
             for (slot, c) in mc.iter().enumerate() {
                 calls.push(CallRef {
-                    msg: ex.call,
+                    msg: i,
                     slot,
                     result: answered.get(c.id.as_str()).copied(),
                     unique: !c.id.is_empty() && id_counts.get(c.id.as_str()) == Some(&1),
                 });
             }
+            i = results.end.max(i + 1);
         }
         drop(id_counts);
+        drop(answered);
         Traffic {
             cwd,
             calls,
-            exchanges,
             per_msg,
         }
+    }
+
+    /// The exchanges (as [`Conversation::exchanges`] finds them, with the
+    /// call ids of the parsed calls). `conv` must be the conversation the
+    /// index was built from.
+    pub fn exchanges(&self, conv: &Conversation) -> Vec<Exchange> {
+        exchanges(conv, &self.per_msg)
     }
 
     /// The parsed call `r` points at.
@@ -235,32 +307,51 @@ pub fn result_facts(conv: &Conversation, msg: usize, call_id: &str, text: &str) 
         return ResultFacts::of(text);
     };
     let cache = conv.traffic_cache();
-    let mut state = cache.0.lock().unwrap_or_else(|e| e.into_inner());
-    let entry = state
+    let mut guard = cache.0.lock().unwrap_or_else(|e| e.into_inner());
+    // The result is named by the first position of its id among the
+    // message's result ids (equal ids, one result: the first, as
+    // `Message::tool_result` finds it), so no id is copied; an id the
+    // message does not hold is worked out, not kept.
+    let Some(at) = m.tool_result_ids().position(|id| id == call_id) else {
+        return ResultFacts::of(text);
+    };
+    let pass = guard.pass;
+    let entry = guard
         .results
         .entry(m.share_key())
         .or_insert_with(|| Results {
             _msg: m.clone(),
-            facts: Vec::new(),
+            first: None,
+            rest: Vec::new(),
+            seen: pass,
         });
-    if let Some((_, f)) = entry.facts.iter().find(|(id, _)| id == call_id) {
+    if at == 0 {
+        return *entry.first.get_or_insert_with(|| ResultFacts::of(text));
+    }
+    if let Some((_, f)) = entry.rest.iter().find(|(k, _)| *k == at) {
         return *f;
     }
     let f = ResultFacts::of(text);
-    entry.facts.push((call_id.to_string(), f));
+    entry.rest.push((at, f));
     f
 }
 
 /// The parsed calls of each message of `conv`, from the cache where the
 /// message is unchanged; the cache then holds exactly these messages (and
 /// the result facts only of these messages).
+///
+/// The cache's maps are kept from pass to pass: each message found marks its
+/// entry with the pass, a message not found is parsed and inserted, and the
+/// entries left unmarked (messages no longer in the conversation) are dropped
+/// at the end, instead of every entry being moved into new maps.
 fn cached_calls(
     conv: &Conversation,
     table: &DialectTable,
     cwd: Option<&str>,
 ) -> Vec<Option<MessageCalls>> {
     let cache = conv.traffic_cache();
-    let mut state = cache.0.lock().unwrap_or_else(|e| e.into_inner());
+    let mut guard = cache.0.lock().unwrap_or_else(|e| e.into_inner());
+    let state = &mut *guard;
     let same_key = state
         .key
         .as_ref()
@@ -269,49 +360,78 @@ fn cached_calls(
         state.by_msg.clear();
         state.key = Some((table.clone(), cwd.map(str::to_string)));
     }
-    let mut old = std::mem::take(&mut state.by_msg);
-    let mut old_results = std::mem::take(&mut state.results);
+    state.pass += 1;
+    let pass = state.pass;
     let mut out = Vec::with_capacity(conv.messages.len());
     // Tool name -> its spec: a conversation calls a few tools many times.
     let mut specs: HashMap<String, Option<&dialect::ToolSpec>> = HashMap::new();
     let mut scratch = args::Scratch::default();
+    let mark_results = !state.results.is_empty();
     for m in &conv.messages {
-        if !old_results.is_empty()
-            && let Some(r) = old_results.remove(&m.share_key())
-        {
-            state.results.insert(m.share_key(), r);
+        let key = m.share_key();
+        if mark_results && let Some(r) = state.results.get_mut(&key) {
+            r.seen = pass;
         }
         if !m.has_tool_calls() {
             out.push(None);
             continue;
         }
-        let key = m.share_key();
-        let calls = match old.remove(&key) {
-            Some(e) => e.calls,
+        let calls = match state.by_msg.get_mut(&key) {
+            Some(e) => {
+                e.seen = pass;
+                e.calls.clone()
+            }
             None => {
-                let mut calls = parse_calls_with(m, &mut scratch);
-                for c in &mut calls {
+                let calls = message_calls(m, &mut scratch, |c| {
                     let spec = match specs.get(c.name.as_str()) {
                         Some(spec) => *spec,
                         None => *specs
                             .entry(c.name.clone())
                             .or_insert_with(|| table.find(&c.name)),
                     };
-                    c.op = table.extract_with(spec, &c.name, &c.args, cwd);
-                }
-                MessageCalls::from(calls)
+                    table.extract_with(spec, &c.name, &c.args, cwd)
+                });
+                state.by_msg.insert(
+                    key,
+                    Entry {
+                        _msg: m.clone(),
+                        calls: calls.clone(),
+                        seen: pass,
+                    },
+                );
+                calls
             }
         };
-        state.by_msg.insert(
-            key,
-            Entry {
-                _msg: m.clone(),
-                calls: calls.clone(),
-            },
-        );
         out.push(Some(calls));
     }
+    state.by_msg.retain(|_, e| e.seen == pass);
+    if mark_results {
+        state.results.retain(|_, r| r.seen == pass);
+    }
     out
+}
+
+/// The indices of the messages holding the results of the exchange whose
+/// calls are in message `i`, as [`Conversation::exchanges`] finds them: the
+/// next message when it is a user message carrying tool results, else the
+/// run of tool (or function) messages after `i`.
+fn exchange_results(msgs: &[Message], i: usize) -> std::ops::Range<usize> {
+    let start = i + 1;
+    let mut j = start;
+    if msgs
+        .get(j)
+        .is_some_and(|m| *m.role_ref() == Role::User && m.is_tool_result())
+    {
+        j += 1;
+    } else {
+        while msgs
+            .get(j)
+            .is_some_and(|m| matches!(m.role_ref(), Role::Tool | Role::Function))
+        {
+            j += 1;
+        }
+    }
+    start..j
 }
 
 /// [`Conversation::exchanges`], with the call ids from the parsed calls.
@@ -326,20 +446,11 @@ fn exchanges(conv: &Conversation, per_msg: &[Option<MessageCalls>]) -> Vec<Excha
         if m.role() == Role::Assistant
             && let Some(calls) = calls
         {
-            let mut results = Vec::new();
-            let mut j = i + 1;
-            if j < n && msgs[j].role() == Role::User && msgs[j].is_tool_result() {
-                results.push(j);
-                j += 1;
-            } else {
-                while j < n && matches!(msgs[j].role(), Role::Tool | Role::Function) {
-                    results.push(j);
-                    j += 1;
-                }
-            }
+            let results = exchange_results(msgs, i);
+            let j = results.end;
             out.push(Exchange {
                 call: i,
-                results,
+                results: results.collect(),
                 call_ids: calls.iter().map(|c| c.id.clone()).collect(),
             });
             i = j;
@@ -368,7 +479,7 @@ mod tests {
         let conv = Conversation::parse(DOC).unwrap();
         let t = Traffic::of(&conv, dialect::builtin(), None);
         assert_eq!(t.cwd.as_deref(), Some("/repo"));
-        assert_eq!(t.exchanges, conv.exchanges());
+        assert_eq!(t.exchanges(&conv), conv.exchanges());
         assert_eq!(t.calls.len(), 3);
         let read = t.call(&t.calls[0]);
         assert_eq!(read.op.as_ref().unwrap().kind, OpKind::Read);
@@ -440,6 +551,26 @@ mod tests {
         let _ = Traffic::of(&conv, dialect::builtin(), None);
         let n = conv.traffic_cache().0.lock().unwrap().results.len();
         assert_eq!(n, 1);
+    }
+
+    #[test]
+    fn message_calls_are_the_parsed_calls_with_their_operations() {
+        let mixed = r#"[{"role":"assistant","content":[{"type":"text","text":"x"},{"type":"tool_use","id":"u","name":"Read","input":{"file_path":"/b.rs"}}],"tool_calls":[{"id":"o","type":"function","function":{"name":"Bash","arguments":"{\"command\":\"ls\"}"}}]}]"#;
+        let anthropic = r#"{"system":"s","messages":[{"role":"assistant","content":[{"type":"tool_use","id":"t","name":"Read","input":{"file_path":"/a.rs"}},{"type":"tool_use","id":"v","name":"Nope","input":{}}]}]}"#;
+        for doc in [DOC, mixed, anthropic] {
+            let conv = Conversation::parse(doc).unwrap();
+            let table = dialect::builtin();
+            for m in conv.messages.iter().filter(|m| m.has_tool_calls()) {
+                let op_of = |c: &ParsedCall| table.extract_args(&c.name, &c.args, Some("/w"));
+                let mut want = parse_calls(m);
+                for c in &mut want {
+                    c.op = op_of(c);
+                }
+                let got = message_calls(m, &mut args::Scratch::default(), op_of);
+                assert_eq!(&got[..], &want[..], "{doc}");
+                assert_eq!(got.len(), m.tool_calls().len());
+            }
+        }
     }
 
     #[test]

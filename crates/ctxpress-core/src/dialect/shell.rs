@@ -642,8 +642,14 @@ fn is_swe_edit_block(cmd: &str) -> bool {
 /// changes as side effects in `writes`). Relative paths resolve against `cwd`
 /// and any `cd` earlier in the command.
 pub fn parse_shell(cmd: &str, cwd: Option<&str>) -> Operation {
+    parse_shell_in(cmd, cwd, cwd.map(|c| normalize_path(c, None)))
+}
+
+/// [`parse_shell`] with the operation's working directory given: `cwd_n`
+/// is `cwd` normalized as [`parse_shell`] normalizes it (the dialect table
+/// has it already).
+pub(crate) fn parse_shell_in(cmd: &str, cwd: Option<&str>, cwd_n: Option<String>) -> Operation {
     let command = Some(normalize_ws(cmd));
-    let cwd_n = cwd.map(|c| normalize_path(c, None));
     if cmd.contains("*** Begin Patch")
         && let Some((kind, paths)) = parse_patch(cmd, cwd)
     {

@@ -4,10 +4,8 @@
 //! [`CallArgs`]: a parsed [`Value`] or the traffic index's lazily parsed
 //! arguments.
 
-use super::shell::is_shell_program;
-use super::{
-    ExitReport, OpKind, Operation, normalize_path, normalize_ws, parse_patch, parse_shell,
-};
+use super::shell::{is_shell_program, parse_shell_in};
+use super::{ExitReport, OpKind, Operation, normalize_path, normalize_ws, parse_patch};
 use crate::message::ToolCall;
 use serde_json::Value;
 use std::borrow::Cow;
@@ -426,7 +424,8 @@ fn from_spec<A: CallArgs + ?Sized>(
         current_file: s.current_file,
         ..Operation::default()
     };
-    let file_op = |kind: OpKind| -> Option<Operation> {
+    // `base` is moved into the one operation made, not copied.
+    let file_op = |kind: OpKind, base: Operation| -> Option<Operation> {
         let paths = arg_paths(args, &s.path_args, cwd);
         if paths.is_empty() && !s.current_file {
             return None;
@@ -434,14 +433,14 @@ fn from_spec<A: CallArgs + ?Sized>(
         Some(Operation {
             kind,
             paths,
-            ..base.clone()
+            ..base
         })
     };
     match s.kind {
-        ToolKind::Read => file_op(OpKind::Read),
-        ToolKind::Write => file_op(OpKind::Write),
-        ToolKind::Edit => file_op(OpKind::Edit),
-        ToolKind::Editor => file_op(editor_kind(s, args)?),
+        ToolKind::Read => file_op(OpKind::Read, base),
+        ToolKind::Write => file_op(OpKind::Write, base),
+        ToolKind::Edit => file_op(OpKind::Edit, base),
+        ToolKind::Editor => file_op(editor_kind(s, args)?, base),
         ToolKind::Search => {
             let mut key = String::new();
             for n in &s.command_args {
@@ -475,8 +474,9 @@ fn from_spec<A: CallArgs + ?Sized>(
         }
         ToolKind::Shell => {
             let cmd = command_arg(args, &s.command_args)?;
-            let mut op = parse_shell(&cmd, cwd);
-            op.cwd = base.cwd;
+            // The operation's working directory is `base`'s (`cwd`
+            // normalized the same way), moved in, not worked out again.
+            let mut op = parse_shell_in(&cmd, cwd, base.cwd);
             op.exit = s.exit;
             if op.kind == OpKind::Command || op.current_file {
                 op.current_file = op.current_file || s.current_file;
