@@ -61,6 +61,7 @@
 
 use ctxpress_core::dialect::{
     DialectTable, OpKind, Operation, Status, command_family, content_fingerprint,
+    content_line_count,
 };
 use ctxpress_core::text::bytes::fewer_chars_than;
 use ctxpress_core::traffic::{self, CallRef, Traffic};
@@ -70,6 +71,7 @@ use ctxpress_core::{
 use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
+use std::cell::OnceCell;
 
 /// What to do with partial edits (`Edit`, `str_replace`, patches).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -202,16 +204,44 @@ struct Rec<'t> {
     call_id: &'t str,
     /// Message index of the result, when answered.
     result_msg: Option<usize>,
-    status: Status,
-    /// A successful read: its payload's fingerprint may be needed.
-    read_ok: bool,
+    /// The result's status, worked out when first asked for
+    /// ([`Rec::status`]): most records are decided without it.
+    status: OnceCell<Status>,
     /// May be removed or rewritten.
     mutable: bool,
 }
 
 impl Rec<'_> {
-    fn succeeded(&self) -> bool {
-        self.result_msg.is_some() && self.status != Status::Failure
+    /// The status of the result (`Unknown` without one), judged from its
+    /// [`traffic::result_facts`] the first time it is asked for.
+    fn status(&self, conv: &Conversation) -> Status {
+        *self.status.get_or_init(|| {
+            let Some(ri) = self.result_msg else {
+                return Status::Unknown;
+            };
+            match conv
+                .messages
+                .get(ri)
+                .and_then(|m| m.tool_result(self.call_id))
+            {
+                Some(res) => traffic::result_facts(conv, ri, self.call_id, &res.text).status(
+                    self.op.exit,
+                    &res.text,
+                    res.is_error,
+                ),
+                None => Status::Unknown,
+            }
+        })
+    }
+
+    /// Answered and not failed.
+    fn succeeded(&self, conv: &Conversation) -> bool {
+        self.result_msg.is_some() && self.status(conv) != Status::Failure
+    }
+
+    /// A successful read: its payload's fingerprint may be needed.
+    fn read_ok(&self, conv: &Conversation) -> bool {
+        self.op.kind == OpKind::Read && self.succeeded(conv)
     }
 }
 
@@ -274,24 +304,13 @@ impl StalePruner {
                     current_file = given.paths.first().map(String::as_str);
                 }
             }
-            let result = r.result.and_then(|ri| {
-                let res = conv
-                    .messages
-                    .get(ri)?
-                    .tool_results()
-                    .into_iter()
-                    .find(|x| x.call_id == call.id.as_str())?;
-                Some((ri, res))
+            // The traffic index found the result among that message's
+            // result ids: the message holds a result answering the call.
+            let result_msg = r.result.filter(|&ri| {
+                conv.messages
+                    .get(ri)
+                    .is_some_and(|m| m.tool_result_ids().any(|id| id == call.id))
             });
-            let (result_msg, status, read_ok) = match &result {
-                Some((ri, res)) => {
-                    let facts = traffic::result_facts(conv, *ri, &call.id, &res.text);
-                    let st = facts.status(op.exit, &res.text, res.is_error);
-                    let read_ok = op.kind == OpKind::Read && st != Status::Failure;
-                    (Some(*ri), st, read_ok)
-                }
-                None => (None, Status::Unknown, false),
-            };
             let protected = |i: usize| {
                 conv.messages
                     .get(i)
@@ -310,8 +329,7 @@ impl StalePruner {
                 call: *r,
                 call_id: &call.id,
                 result_msg,
-                status,
-                read_ok,
+                status: OnceCell::new(),
                 mutable,
             });
         }
@@ -319,8 +337,11 @@ impl StalePruner {
     }
 
     /// Decide removals: the rule that removes each record, if any (indexed
-    /// as `recs`).
-    fn decide(&self, recs: &[Rec<'_>]) -> Vec<Option<Rule>> {
+    /// as `recs`). A record's status is asked for only where it decides
+    /// something (a write or edit whose paths are all changed later, a
+    /// failed command whose family runs later, an answered operation that
+    /// changes files), after the cheaper tests.
+    fn decide(&self, conv: &Conversation, recs: &[Rec<'_>]) -> Vec<Option<Rule>> {
         let cfg = &self.cfg;
         let mut out: Vec<Option<Rule>> = vec![None; recs.len()];
         // Walk backwards, remembering what happens later.
@@ -330,9 +351,18 @@ impl StalePruner {
         let mut later_family: HashSet<(Option<&str>, String)> = HashSet::new();
         for (i, r) in recs.iter().enumerate().rev() {
             let answered = r.result_msg.is_some();
-            let ok = r.succeeded();
             let cwd = r.op.cwd.as_deref();
             let cmd = r.op.command.as_deref();
+            let is_cmd = r.op.kind == OpKind::Command || r.op.is_shell();
+            // The command's family: looked up by the failed-command rule (a
+            // mutable record is answered) and recorded for earlier ones
+            // (answered records), so worked out once, only for those.
+            let family = match cmd {
+                Some(c) if cfg.failed_commands && is_cmd && answered => {
+                    Some((cwd, command_family(c)))
+                }
+                _ => None,
+            };
             if r.mutable {
                 let all = |set: &HashSet<&str>, paths: &[String]| {
                     !paths.is_empty() && paths.iter().all(|p| set.contains(p.as_str()))
@@ -342,15 +372,17 @@ impl StalePruner {
                         Some(Rule::StaleRead)
                     }
                     OpKind::Write
-                        if cfg.superseded_edits && ok && all(&later_full_write, &r.op.paths) =>
+                        if cfg.superseded_edits
+                            && all(&later_full_write, &r.op.paths)
+                            && r.succeeded(conv) =>
                     {
                         Some(Rule::SupersededEdit)
                     }
                     OpKind::Edit
                         if cfg.superseded_edits
                             && cfg.partial_edits == PartialEdits::KeepLast
-                            && ok
-                            && all(&later_modified, &r.op.paths) =>
+                            && all(&later_modified, &r.op.paths)
+                            && r.succeeded(conv) =>
                     {
                         Some(Rule::SupersededEdit)
                     }
@@ -364,12 +396,9 @@ impl StalePruner {
                     _ => None,
                 };
                 let rule = rule.or_else(|| {
-                    let is_cmd = r.op.kind == OpKind::Command || r.op.is_shell();
-                    (cfg.failed_commands
-                        && is_cmd
-                        && r.status == Status::Failure
-                        && cmd.is_some_and(|c| later_family.contains(&(cwd, command_family(c)))))
-                    .then_some(Rule::FailedCommand)
+                    (family.as_ref().is_some_and(|f| later_family.contains(f))
+                        && r.status(conv) == Status::Failure)
+                        .then_some(Rule::FailedCommand)
                 });
                 if let Some(slot) = out.get_mut(i) {
                     *slot = rule;
@@ -379,8 +408,9 @@ impl StalePruner {
                 continue;
             }
             // Record this operation for earlier ones.
-            if ok {
-                for p in r.op.modified_paths() {
+            let modified = r.op.modified_paths();
+            if !modified.is_empty() && r.succeeded(conv) {
+                for p in modified {
                     later_modified.insert(p.as_str());
                 }
                 if r.op.kind == OpKind::Write {
@@ -389,14 +419,14 @@ impl StalePruner {
                     }
                 }
             }
-            if let Some(c) = cmd {
-                if matches!(r.op.kind, OpKind::Command | OpKind::Search) {
-                    later_command.insert((cwd, c));
-                }
-                // Families are only looked up by the failed-command rule.
-                if cfg.failed_commands && (r.op.kind == OpKind::Command || r.op.is_shell()) {
-                    later_family.insert((cwd, command_family(c)));
-                }
+            if let Some(c) = cmd
+                && matches!(r.op.kind, OpKind::Command | OpKind::Search)
+            {
+                later_command.insert((cwd, c));
+            }
+            // Families are only looked up by the failed-command rule.
+            if let Some(f) = family {
+                later_family.insert(f);
             }
         }
         out
@@ -430,41 +460,96 @@ fn worth_referencing(result: &str, text: &str) -> bool {
 /// The read references among `ops` (in order): (index into `ops`, the
 /// reference that replaces that read's result). `hash(k)` is the content
 /// fingerprint of op `k` (`None`: it has none) with what `worth` needs to
-/// judge a reference to it.
+/// judge a reference to it; `lines(k)` is the number of lines that
+/// fingerprint hashes ([`content_line_count`]; `None` exactly when `hash(k)`
+/// is), cheap to count: ops whose fingerprints are equal have equal counts.
 ///
-/// An op can only match, or be matched by, another op on its path, so a
-/// fingerprint is worked out only where it can matter: a write's when a
-/// read of its path follows, a read's when one follows or (when it may be
-/// rewritten) an op of its path came before. [`plan_refs_every_hash`], which
-/// fingerprints every op of a path with two or more, gives the same answer.
+/// An op can only match, or be matched by, another op on its path, so only
+/// the ops that can take part on their path ([`taking_part`]) are looked at,
+/// and of those only ops with the same number of lines can match: they are
+/// planned in groups of one path and one line count ([`plan_grouped`]), so a
+/// fingerprint is worked out only for an op whose group holds another that
+/// it can match or be matched by. [`plan_refs_by_path`] (groups of one path,
+/// every op) and [`plan_refs_every_hash`] give the same answer.
 fn plan_refs<T>(
     ops: &[RefOp<'_>],
-    mut hash: impl FnMut(usize) -> Option<(u64, T)>,
-    mut worth: impl FnMut(&T, &str) -> bool,
+    mut lines: impl FnMut(usize) -> Option<usize>,
+    hash: impl FnMut(usize) -> Option<(u64, T)>,
+    worth: impl FnMut(&T, &str) -> bool,
 ) -> Vec<(usize, String)> {
-    /// The ops of one path: how many, the first, the last read.
-    struct PathOps {
-        n: usize,
-        first: usize,
-        last_read: Option<usize>,
-    }
-    let mut refs = Vec::new();
-    let mut per_path: HashMap<&str, PathOps> = HashMap::new();
+    let grouped: Vec<(usize, (&str, usize))> = taking_part(ops)
+        .into_iter()
+        .filter_map(|k| Some((k, (ops.get(k)?.path, lines(k)?))))
+        .collect();
+    plan_grouped(ops, &grouped, hash, worth)
+}
+
+/// The ops (indices into `ops`, in order) that planning by path
+/// ([`plan_refs_by_path`]) may fingerprint: on a path with two or more ops,
+/// a write a read of its path follows, a read a read follows or (when it
+/// may be rewritten) an op of its path came before. The others never take
+/// part: none looks anything up, nothing looks them up.
+fn taking_part(ops: &[RefOp<'_>]) -> Vec<usize> {
+    let per_path = group_stats(ops, (0..ops.len()).map(|k| (k, ops[k].path)));
+    let mut out = Vec::new();
     for (k, op) in ops.iter().enumerate() {
-        let p = per_path.entry(op.path).or_insert(PathOps {
+        let Some(p) = per_path.get(op.path).filter(|p| p.n >= 2) else {
+            continue;
+        };
+        let looked_up = p.last_read.is_some_and(|l| l > k);
+        let looks = op.read && op.mutable && k != p.first;
+        if looked_up || looks {
+            out.push(k);
+        }
+    }
+    out
+}
+
+/// The ops of one group: how many, the first, the last read.
+struct GroupOps {
+    n: usize,
+    first: usize,
+    last_read: Option<usize>,
+}
+
+/// [`GroupOps`] of each group of the ops `keyed` lists (index into `ops`,
+/// its group), in order.
+fn group_stats<K: std::hash::Hash + Eq>(
+    ops: &[RefOp<'_>],
+    keyed: impl Iterator<Item = (usize, K)>,
+) -> HashMap<K, GroupOps> {
+    let mut per_group: HashMap<K, GroupOps> = HashMap::new();
+    for (k, key) in keyed {
+        let p = per_group.entry(key).or_insert(GroupOps {
             n: 0,
             first: k,
             last_read: None,
         });
         p.n += 1;
-        if op.read {
+        if ops.get(k).is_some_and(|op| op.read) {
             p.last_read = Some(k);
         }
     }
-    // (path, fingerprint) -> (call id, what)
-    let mut known: HashMap<(&str, u64), (&str, &'static str)> = HashMap::new();
-    for (k, op) in ops.iter().enumerate() {
-        let Some(p) = per_path.get(op.path).filter(|p| p.n >= 2) else {
+    per_group
+}
+
+/// The read references among the ops `keyed` lists (index into `ops`, its
+/// group), in order, each op matched only within its group: a fingerprint
+/// is worked out only where it can matter, a write's when a read of its
+/// group follows, a read's when one follows or (when it may be rewritten)
+/// an op of its group came before.
+fn plan_grouped<K: std::hash::Hash + Eq + Copy, T>(
+    ops: &[RefOp<'_>],
+    keyed: &[(usize, K)],
+    mut hash: impl FnMut(usize) -> Option<(u64, T)>,
+    mut worth: impl FnMut(&T, &str) -> bool,
+) -> Vec<(usize, String)> {
+    let mut refs = Vec::new();
+    let per_group = group_stats(ops, keyed.iter().copied());
+    // (group, fingerprint) -> (call id, what)
+    let mut known: HashMap<(K, u64), (&str, &'static str)> = HashMap::new();
+    for &(k, key) in keyed {
+        let (Some(op), Some(p)) = (ops.get(k), per_group.get(&key).filter(|p| p.n >= 2)) else {
             continue;
         };
         // A later read may look this op's content up.
@@ -473,12 +558,12 @@ fn plan_refs<T>(
             // A later write or edit of the path invalidates older entries by
             // content only, so nothing to clear: equal content is equal.
             if looked_up && let Some((h, _)) = hash(k) {
-                known.insert((op.path, h), (op.call_id, "written by"));
+                known.insert((key, h), (op.call_id, "written by"));
             }
             continue;
         }
         // Only a read that may be rewritten looks up, and only an earlier
-        // op of its path can be found.
+        // op of its group can be found.
         let looks = op.mutable && k != p.first;
         if !looks && !looked_up {
             continue;
@@ -486,16 +571,28 @@ fn plan_refs<T>(
         let Some((h, result)) = hash(k) else {
             continue;
         };
-        if looks && let Some((src, what)) = known.get(&(op.path, h)) {
+        if looks && let Some((src, what)) = known.get(&(key, h)) {
             let text = reference_text(op.path, what, src);
             if worth(&result, &text) {
                 refs.push((k, text));
                 continue;
             }
         }
-        known.insert((op.path, h), (op.call_id, "returned by"));
+        known.insert((key, h), (op.call_id, "returned by"));
     }
     refs
+}
+
+/// [`plan_refs`] before line counts: every op planned in groups of one path
+/// (the reference the tests hold it to).
+#[cfg(test)]
+fn plan_refs_by_path<T>(
+    ops: &[RefOp<'_>],
+    hash: impl FnMut(usize) -> Option<(u64, T)>,
+    worth: impl FnMut(&T, &str) -> bool,
+) -> Vec<(usize, String)> {
+    let keyed: Vec<(usize, &str)> = ops.iter().enumerate().map(|(k, op)| (k, op.path)).collect();
+    plan_grouped(ops, &keyed, hash, worth)
 }
 
 /// [`plan_refs`] as first written: every op of a path with two or more is
@@ -600,7 +697,7 @@ impl StalePruner {
         };
         let traffic = Traffic::of(conv, &self.table, self.cfg.cwd.as_deref());
         let recs = self.collect(conv, &traffic);
-        let removed = self.decide(&recs);
+        let removed = self.decide(conv, &recs);
         let mut counts = Counts {
             display_data_deleted,
             ..Counts::default()
@@ -620,14 +717,36 @@ impl StalePruner {
             // (with the record each is).
             let mut ops: Vec<RefOp<'_>> = Vec::new();
             let mut of_rec: Vec<usize> = Vec::new();
+            // The kept reads and writes of one path, before their statuses
+            // are asked for: a path with only one can give no reference (its
+            // op alone is never looked at), so its op's status is not needed
+            // and the op is left out.
+            fn kept_one_path<'r>(r: &'r Rec<'_>, kept: bool) -> Option<&'r str> {
+                match r.op.paths.as_slice() {
+                    [path]
+                        if kept
+                            && matches!(r.op.kind, OpKind::Read | OpKind::Write)
+                            && r.result_msg.is_some() =>
+                    {
+                        Some(path.as_str())
+                    }
+                    _ => None,
+                }
+            }
+            let kept = |i: usize| removed.get(i).is_some_and(Option::is_none);
+            let mut per_path: HashMap<&str, usize> = HashMap::new();
             for (i, r) in recs.iter().enumerate() {
-                if let [path] = r.op.paths.as_slice()
-                    && matches!(r.op.kind, OpKind::Read | OpKind::Write)
-                    && removed.get(i).is_some_and(Option::is_none)
-                    && r.succeeded()
+                if let Some(path) = kept_one_path(r, kept(i)) {
+                    *per_path.entry(path).or_default() += 1;
+                }
+            }
+            for (i, r) in recs.iter().enumerate() {
+                if let Some(path) = kept_one_path(r, kept(i))
+                    && per_path.get(path).is_some_and(|&n| n >= 2)
+                    && r.succeeded(conv)
                 {
                     ops.push(RefOp {
-                        path: path.as_str(),
+                        path,
                         read: r.op.kind == OpKind::Read,
                         mutable: r.mutable,
                         call_id: r.call_id,
@@ -635,40 +754,49 @@ impl StalePruner {
                     of_rec.push(i);
                 }
             }
-            // A successful read's payload fingerprint, with its result text.
-            let read_hash = |r: &Rec<'_>| -> Option<(u64, Cow<'_, str>)> {
-                if !r.read_ok {
+            // A successful read's result text and its payload's range in it.
+            let read_payload = |r: &Rec<'_>| -> Option<(Cow<'_, str>, std::ops::Range<usize>)> {
+                if !r.read_ok(conv) {
                     return None;
                 }
                 let ri = r.result_msg?;
-                let res = conv
-                    .messages
-                    .get(ri)?
-                    .tool_results()
-                    .into_iter()
-                    .find(|x| x.call_id == r.call_id)?;
+                let res = conv.messages.get(ri)?.tool_result(r.call_id)?;
                 let facts = traffic::result_facts(conv, ri, r.call_id, &res.text);
-                Some((content_fingerprint(facts.payload(&res.text)), res.text))
+                Some((res.text, facts.payload_start..facts.payload_end))
             };
-            // A write's content is fingerprinted only when compared.
-            let write_hash = |r: &Rec<'_>| -> Option<u64> {
+            // A write's content: decoded only when compared (then kept by
+            // the traffic index's arguments).
+            let write_content = |r: &Rec<'_>| -> Option<&str> {
                 let call = traffic.call(&r.call);
-                self.table
-                    .write_content(&call.name, &call.args)
-                    .map(content_fingerprint)
+                self.table.write_content(&call.name, &call.args)
             };
-            let hash = |k: usize| {
-                let r = recs.get(*of_rec.get(k)?)?;
+            let rec_of = |k: usize| recs.get(*of_rec.get(k)?);
+            let lines = |k: usize| {
+                let r = rec_of(k)?;
                 if r.op.kind == OpKind::Read {
-                    read_hash(r)
+                    let (text, payload) = read_payload(r)?;
+                    Some(content_line_count(text.get(payload).unwrap_or("")))
                 } else {
-                    write_hash(r).map(|h| (h, Cow::Borrowed("")))
+                    write_content(r).map(content_line_count)
                 }
             };
-            refs = plan_refs(&ops, hash, |r: &Cow<'_, str>, t| worth_referencing(r, t))
-                .into_iter()
-                .filter_map(|(k, text)| Some((*of_rec.get(k)?, text)))
-                .collect();
+            // A successful read's payload fingerprint, with its result text.
+            let hash = |k: usize| {
+                let r = rec_of(k)?;
+                if r.op.kind == OpKind::Read {
+                    let (text, payload) = read_payload(r)?;
+                    let h = content_fingerprint(text.get(payload).unwrap_or(""));
+                    Some((h, text))
+                } else {
+                    write_content(r).map(|c| (content_fingerprint(c), Cow::Borrowed("")))
+                }
+            };
+            refs = plan_refs(&ops, lines, hash, |r: &Cow<'_, str>, t| {
+                worth_referencing(r, t)
+            })
+            .into_iter()
+            .filter_map(|(k, text)| Some((*of_rec.get(k)?, text)))
+            .collect();
         }
         counts.read_references = refs.len() as u64;
         // Apply: rewrite reference results, then remove calls and results.

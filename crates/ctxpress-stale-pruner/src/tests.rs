@@ -536,8 +536,15 @@ fn both_plans(
             .flatten()
             .map(|h| (h, worth.get(k).copied().unwrap_or(true)))
     };
-    let fast = plan_refs(&ops, |k| hash(&mut fast_calls, k), |w, _| *w);
+    // Line counts as fingerprints have them: equal for equal fingerprints,
+    // shared by some different ones.
+    let lines = |k: usize| hashes.get(k).copied().flatten().map(|h| (h % 2) as usize);
+    let fast = plan_refs(&ops, lines, |k| hash(&mut fast_calls, k), |w, _| *w);
     let every = plan_refs_every_hash(&ops, |k| hash(&mut every_calls, k), |w, _| *w);
+    let mut by_path_calls = 0;
+    let by_path = plan_refs_by_path(&ops, |k| hash(&mut by_path_calls, k), |w, _| *w);
+    assert_eq!(by_path, every, "{ops:?} {hashes:?}");
+    assert!(fast_calls <= by_path_calls && by_path_calls <= every_calls);
     (fast, every, fast_calls, every_calls)
 }
 
@@ -579,6 +586,16 @@ fn read_references_fingerprint_only_what_can_match() {
     }
     // Read then write of a path: neither is fingerprinted.
     let (_, _, calls, _) = both_plans(&[r(0), w(0)], &[Some(1), Some(1)], &[true, true]);
+    assert_eq!(calls, 0);
+    // Reads whose line counts differ from every other op's on their path
+    // are not fingerprinted.
+    let (_, _, calls, _) = both_plans(
+        &[r(0), r(0), r(0)],
+        &[Some(1), Some(2), Some(4)],
+        &[true; 3],
+    );
+    assert_eq!(calls, 2);
+    let (_, _, calls, _) = both_plans(&[w(0), r(0)], &[Some(1), Some(2)], &[true, true]);
     assert_eq!(calls, 0);
     let (refs, ..) = both_plans(&[w(0), r(0)], &[Some(7), Some(7)], &[true, true]);
     assert_eq!(

@@ -5,11 +5,7 @@
 /// line-number prefixes (`12\t`, `   12→`) removed when every line has one,
 /// trailing `<system-reminder>` blocks dropped, trailing whitespace ignored.
 pub fn content_fingerprint(text: &str) -> u64 {
-    let mut t = text;
-    if let Some(p) = memchr::memmem::find(t.as_bytes(), b"<system-reminder>") {
-        t = t.get(..p).unwrap_or(t);
-    }
-    let t = t.trim_end();
+    let t = hashed_content(text);
     // The text is hashed in one call at the end: a streaming hasher costs
     // several times more per line than the copy. The copy without the
     // number prefixes is made first (reads, which come numbered, need no
@@ -23,6 +19,38 @@ pub fn content_fingerprint(text: &str) -> u64 {
     buf.clear();
     push_lines(t, &mut buf, false);
     xxhash_rust::xxh3::xxh3_64(&buf)
+}
+
+/// The part of `text` [`content_fingerprint`] hashes: up to a
+/// `<system-reminder>` block, trailing white space trimmed.
+fn hashed_content(text: &str) -> &str {
+    let mut t = text;
+    if let Some(p) = memchr::memmem::find(t.as_bytes(), b"<system-reminder>") {
+        t = t.get(..p).unwrap_or(t);
+    }
+    t.trim_end()
+}
+
+/// How many lines [`content_fingerprint`] hashes for `text` (one a line of
+/// what it keeps, with or without number prefixes). Texts with equal
+/// fingerprints have equal counts (their hashed copies are equal, one `\n`
+/// a line), so texts whose counts differ cannot match: a caller comparing
+/// many texts fingerprints only those whose count another one shares. The
+/// newlines are counted sixteen bytes at a time.
+pub fn content_line_count(text: &str) -> usize {
+    use crate::text::sse2::{eq, lanes};
+    use safe_arch::move_mask_i8_m128i;
+    let b = hashed_content(text).as_bytes();
+    if b.is_empty() {
+        return 0;
+    }
+    let mut n = 0usize;
+    for (_, v) in lanes(b) {
+        n += move_mask_i8_m128i(eq(v, b'\n')).count_ones() as usize;
+    }
+    let tail = b.get(b.len() / 16 * 16..).unwrap_or(&[]);
+    n += tail.iter().filter(|&&c| c == b'\n').count();
+    n + 1
 }
 
 /// The index of the first `\n` at or after `from` in `b`, else `b.len()`:
@@ -216,6 +244,13 @@ mod tests {
         }
 
         #[test]
+        fn line_counts_are_those_of_the_hashed_lines(
+            t in "([ \t\u{a0}]{0,2}[0-9]{0,3}[\t→]?[a é\u{2003}\x0b]{0,24}[ \t]{0,2}[\r]{0,2}\n{0,2}){0,12}(<system-reminder>x\n)?"
+        ) {
+            prop_assert_eq!(content_line_count(&t), hashed_lines(&t));
+        }
+
+        #[test]
         fn line_ends_are_the_next_newline(
             b in proptest::collection::vec(prop_oneof![8 => 0u8..=255, 1 => Just(b'\n')], 0..70),
             from in 0usize..70,
@@ -230,6 +265,42 @@ mod tests {
             prop_assert_eq!(trim_end(&l), l.trim_end());
             prop_assert_eq!(trim_start(&l), l.trim_start());
         }
+    }
+
+    /// The lines the streaming fingerprint hashes (`str::lines` of what it
+    /// keeps): the reference for [`content_line_count`].
+    fn hashed_lines(text: &str) -> usize {
+        let mut t = text;
+        if let Some(p) = t.find("<system-reminder>") {
+            t = t.get(..p).unwrap_or(t);
+        }
+        t.trim_end().lines().count()
+    }
+
+    #[test]
+    fn line_counts_on_fixed_texts() {
+        let long = "fn main() {}   \r\n".repeat(500);
+        for (t, n) in [
+            ("", 0),
+            ("  \n\t\n", 0),
+            ("a", 1),
+            ("a\nb  \n\n", 2),
+            ("\n\na", 3),
+            (
+                "     1→a\n     2→b\n<system-reminder>x\ny\n</system-reminder>",
+                2,
+            ),
+            ("a\r\n\r\nb\n\n c  \n\td", 6),
+            (long.as_str(), 500),
+        ] {
+            assert_eq!(content_line_count(t), n, "{t:?}");
+            assert_eq!(hashed_lines(t), n, "{t:?}");
+        }
+        // Equal fingerprints, equal counts: a read and the write it returns.
+        let written = "fn a() {}\n\nfn b() {}\n";
+        let read = "     1→fn a() {}\n     2→\n     3→fn b() {}\n";
+        assert_eq!(content_fingerprint(written), content_fingerprint(read));
+        assert_eq!(content_line_count(written), content_line_count(read));
     }
 
     #[test]

@@ -25,7 +25,7 @@ pub mod shell;
 pub mod status;
 pub mod table;
 
-pub use fingerprint::content_fingerprint;
+pub use fingerprint::{content_fingerprint, content_line_count};
 pub use op::{ExitReport, OpKind, Operation, Status};
 pub use patch::parse_patch;
 pub use paths::{detect_cwd, normalize_path, normalize_ws};
