@@ -621,3 +621,107 @@ proptest::proptest! {
         proptest::prop_assert!(fast_calls <= every_calls);
     }
 }
+
+/// `decide` (statuses worked out when asked for) and `decide_eager` (every
+/// status first) on the session `ops` under `cfg`.
+fn lazy_and_eager_decisions(
+    ops: &[(&str, Value, &str)],
+    cfg: StalePrunerConfig,
+) -> (Vec<Option<Rule>>, Vec<Option<Rule>>) {
+    let conv = openai(ops, 1);
+    let p = StalePruner::new(cfg);
+    let traffic = Traffic::of(&conv, &p.table, p.cfg.cwd.as_deref());
+    let lazy = p.decide(&conv, &p.collect(&conv, &traffic));
+    let eager = p.decide_eager(&conv, &p.collect(&conv, &traffic));
+    (lazy, eager)
+}
+
+/// Configurations whose rules read statuses differently.
+fn decision_configs() -> Vec<StalePrunerConfig> {
+    let base = StalePrunerConfig {
+        protected_tail: 0,
+        ..StalePrunerConfig::default()
+    };
+    vec![
+        base.clone(),
+        StalePrunerConfig {
+            partial_edits: PartialEdits::KeepLast,
+            ..base.clone()
+        },
+        StalePrunerConfig {
+            failed_commands: false,
+            stale_searches: false,
+            ..base.clone()
+        },
+        StalePrunerConfig {
+            stale_reads: false,
+            superseded_edits: false,
+            ..base
+        },
+        StalePrunerConfig::default(),
+    ]
+}
+
+/// A random operation: (tool, arguments, result) from small sets, so paths,
+/// commands and outcomes repeat.
+fn decision_op(tool: usize, arg: usize, result: usize) -> (&'static str, Value, &'static str) {
+    const PATHS: [&str; 2] = ["/r/a.rs", "/r/b.rs"];
+    const COMMANDS: [&str; 5] = [
+        "cargo test",
+        "ls",
+        "rm /r/a.rs",
+        "echo x > /r/b.rs",
+        "npx jest a",
+    ];
+    const RESULTS: [&str; 5] = [
+        "ok",
+        "Exit code 1\nerror: boom",
+        "Error: failed",
+        BIG,
+        "<tool_use_error>x",
+    ];
+    let path = PATHS[arg % PATHS.len()];
+    let (tool, args) = match tool % 5 {
+        0 => ("Read", json!({"file_path": path})),
+        1 => ("Write", json!({"file_path": path, "content": BIG})),
+        2 => (
+            "Edit",
+            json!({"file_path": path, "old_string": "a", "new_string": "b"}),
+        ),
+        3 => ("Grep", json!({"pattern": path})),
+        _ => ("Bash", json!({"command": COMMANDS[arg % COMMANDS.len()]})),
+    };
+    (tool, args, RESULTS[result % RESULTS.len()])
+}
+
+#[test]
+fn lazy_statuses_decide_as_eager_ones_on_fixed_sessions() {
+    let sessions: Vec<Vec<(usize, usize, usize)>> = vec![
+        vec![(0, 0, 3), (2, 0, 0), (0, 0, 3)],
+        vec![(1, 0, 0), (1, 0, 1), (1, 0, 0), (0, 0, 3)],
+        vec![(4, 0, 1), (4, 4, 1), (4, 0, 0), (4, 4, 2)],
+        vec![(0, 0, 3), (4, 2, 0), (0, 0, 3), (4, 2, 4), (2, 0, 2)],
+    ];
+    for s in sessions {
+        let ops: Vec<_> = s.iter().map(|&(t, a, r)| decision_op(t, a, r)).collect();
+        for cfg in decision_configs() {
+            let (lazy, eager) = lazy_and_eager_decisions(&ops, cfg);
+            assert_eq!(lazy, eager, "{s:?}");
+        }
+    }
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(200))]
+
+    #[test]
+    fn lazy_statuses_decide_as_eager_ones(
+        s in proptest::collection::vec((0usize..5, 0usize..5, 0usize..5), 0..12),
+    ) {
+        let ops: Vec<_> = s.iter().map(|&(t, a, r)| decision_op(t, a, r)).collect();
+        for cfg in decision_configs() {
+            let (lazy, eager) = lazy_and_eager_decisions(&ops, cfg);
+            proptest::prop_assert_eq!(lazy, eager);
+        }
+    }
+}
