@@ -2115,17 +2115,21 @@ fn run_terms_bits<'a, const FAST: bool>(
         .then(|| term(s, e))
         .flatten()
     };
+    // The splits inside the trimmed run: its last byte is none, so a word
+    // after one starts before bit 64.
+    let inner = split & low_bits(b);
     let mut seg = a;
     let mut word = a;
     loop {
-        let ends = split & bits_from(word) & low_bits(b);
+        let ends = inner & u64::MAX.wrapping_shl(word as u32);
         let end = if ends == 0 {
             b
         } else {
             ends.trailing_zeros() as usize
         };
         if identifiers && end > word {
-            let wm = low_bits(end - word);
+            // One to 64 bits.
+            let wm = u64::MAX.wrapping_shr((64 - (end - word)) as u32);
             let at = |m: u64| (m >> word) & wm;
             if is_identifier_bits(at(lower), at(upper), at(digit), at(under), end - word)
                 && let Some(t) = term(word, end)
@@ -2255,6 +2259,8 @@ fn scan_terms<'a, const JSON_ESCAPED: bool, const FAST: bool>(
                 break;
             }
             let t = triggers.trailing_zeros() as usize;
+            // The bits below the trigger's.
+            let below = (triggers & triggers.wrapping_neg()).wrapping_sub(1);
             let p = base + t;
             if JSON_ESCAPED && cur.escape >> t & 1 != 0 {
                 i = p + if bytes.get(p + 1) == Some(&b'u') {
@@ -2265,7 +2271,7 @@ fn scan_terms<'a, const JSON_ESCAPED: bool, const FAST: bool>(
                 continue;
             }
             // The run's start: after the last non-term byte before `p`.
-            let before = !cur.tok & low_bits(t);
+            let before = !cur.tok & below;
             let start = if before != 0 {
                 base + 64 - before.leading_zeros() as usize
             } else if i >= base {
@@ -2282,7 +2288,7 @@ fn scan_terms<'a, const JSON_ESCAPED: bool, const FAST: bool>(
             }
             .max(i);
             // Its end: the first non-term byte after `p`.
-            let after = !cur.tok & bits_from(t);
+            let after = !cur.tok & !below;
             let end = if after != 0 {
                 base + after.trailing_zeros() as usize
             } else if !next.tok != 0 {
