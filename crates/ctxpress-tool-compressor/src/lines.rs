@@ -1969,10 +1969,17 @@ impl Block {
         b
     }
 
-    /// The classes of the 64 bytes of `bytes` from `at`, a byte at a time
-    /// (elsewhere than on x86-64).
+    /// The classes of the 64 bytes of `bytes` from `at` (zeros past its
+    /// end), a byte at a time (elsewhere than on x86-64).
     #[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
     fn of<const JSON_ESCAPED: bool>(bytes: &[u8], at: usize) -> Block {
+        Block::of_bytes::<JSON_ESCAPED>(bytes, at)
+    }
+
+    /// [`Block::of`] a byte at a time (elsewhere than on x86-64, and the
+    /// tests' check of the SIMD lanes).
+    #[cfg(any(test, not(all(target_arch = "x86_64", target_feature = "sse2"))))]
+    fn of_bytes<const JSON_ESCAPED: bool>(bytes: &[u8], at: usize) -> Block {
         let mut b = Block::default();
         for (k, &c) in bytes.get(at..).unwrap_or(&[]).iter().take(64).enumerate() {
             let bit = 1u64 << k;
@@ -3822,6 +3829,31 @@ mod tests {
                         }
                     }
                 }
+            }
+        }
+    }
+
+    #[test]
+    fn block_lanes_are_the_bytes() {
+        let mut next = xorshift(0x5e);
+        let alphabet = b"azAZ09_/.-\\ \n:@[`{\0\xc3\xa9";
+        for _ in 0..20_000 {
+            let n = next(140);
+            let text: Vec<u8> = (0..n).map(|_| alphabet[next(alphabet.len())]).collect();
+            for at in [0, 1, 17, 64, n] {
+                let (simd, bytes) = (
+                    Block::of::<true>(&text, at),
+                    Block::of_bytes::<true>(&text, at),
+                );
+                let fields = |b: Block| {
+                    [
+                        b.lower, b.upper, b.digit, b.under, b.slash, b.dot, b.tok, b.escape,
+                    ]
+                };
+                assert_eq!(fields(simd), fields(bytes), "{text:?} {at}");
+                let plain = Block::of::<false>(&text, at);
+                assert_eq!(plain.escape, 0);
+                assert_eq!(fields(plain)[..7], fields(bytes)[..7]);
             }
         }
     }
