@@ -1809,7 +1809,7 @@ pub fn for_each_term<'a>(text: &'a str, json_escaped: bool, f: impl FnMut(&'a st
 /// PascalCase a capital after a letter or digit), so the runs before it
 /// are skipped unread. `from` must not be inside a run (the byte before
 /// it is not looked at).
-#[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+#[cfg(all(test, target_arch = "x86_64", target_feature = "sse2"))]
 #[inline(always)]
 fn next_trigger<const JSON_ESCAPED: bool>(bytes: &[u8], from: usize) -> Option<usize> {
     use ctxpress_core::text::sse2::{eq, in_range as range};
@@ -1878,7 +1878,7 @@ fn next_trigger<const JSON_ESCAPED: bool>(bytes: &[u8], from: usize) -> Option<u
 
 /// [`next_trigger`] a byte at a time (elsewhere than on x86-64, and the
 /// tests' check of the SIMD lanes).
-#[cfg(any(test, not(all(target_arch = "x86_64", target_feature = "sse2"))))]
+#[cfg(test)]
 fn next_trigger_bytes<const JSON_ESCAPED: bool>(bytes: &[u8], from: usize) -> Option<usize> {
     let rest = bytes.get(from..)?;
     let mut prev = 0u8;
@@ -1894,12 +1894,445 @@ fn next_trigger_bytes<const JSON_ESCAPED: bool>(bytes: &[u8], from: usize) -> Op
         .map(|k| from + k)
 }
 
-#[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
+#[cfg(all(test, not(all(target_arch = "x86_64", target_feature = "sse2"))))]
 use next_trigger_bytes as next_trigger;
+
+/// The classes of 64 bytes of a text, a bit a byte (bit `k`: the block's
+/// byte `k`; bytes past the text's end are zeros, in no class). The scan
+/// of [`for_each_term`] finds runs, their triggers and their terms with
+/// bit operations on these instead of a loop over the bytes.
+#[derive(Clone, Copy, Default)]
+struct Block {
+    lower: u64,
+    upper: u64,
+    digit: u64,
+    under: u64,
+    slash: u64,
+    dot: u64,
+    /// Term bytes ([`T_TOK`]): ASCII letters and digits, `_`, `.`, `-`, `/`.
+    tok: u64,
+    /// `\`: only looked for in JSON-escaped text.
+    escape: u64,
+}
+
+/// The bits below bit `n` (all of them from 64 on).
+#[inline(always)]
+fn low_bits(n: usize) -> u64 {
+    if n >= 64 { !0 } else { (1u64 << n) - 1 }
+}
+
+/// The bits from bit `n` on (none from 64 on).
+#[inline(always)]
+fn bits_from(n: usize) -> u64 {
+    if n >= 64 { 0 } else { !0u64 << n }
+}
+
+impl Block {
+    /// The classes of the 64 bytes of `bytes` from `at` (zeros past its end).
+    #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
+    #[inline(always)]
+    fn of<const JSON_ESCAPED: bool>(bytes: &[u8], at: usize) -> Block {
+        use ctxpress_core::text::sse2::{eq, in_range};
+        use safe_arch::{load_unaligned_m128i, m128i, move_mask_i8_m128i};
+        let mut buf = [0u8; 64];
+        let rest = bytes.get(at..).unwrap_or(&[]);
+        let chunk = match rest.first_chunk::<64>() {
+            Some(c) => c,
+            None => {
+                if let Some(head) = buf.get_mut(..rest.len()) {
+                    head.copy_from_slice(rest);
+                }
+                &buf
+            }
+        };
+        let mut b = Block::default();
+        let mut dash = 0u64;
+        for (k, lane) in chunk.chunks_exact(16).enumerate() {
+            let Ok(lane) = <&[u8; 16]>::try_from(lane) else {
+                continue;
+            };
+            let v = load_unaligned_m128i(lane);
+            let at = 16 * k;
+            let bits = |m: m128i| u64::from(move_mask_i8_m128i(m) as u16) << at;
+            b.lower |= bits(in_range(v, b'a', 26));
+            b.upper |= bits(in_range(v, b'A', 26));
+            b.digit |= bits(in_range(v, b'0', 10));
+            b.under |= bits(eq(v, b'_'));
+            b.slash |= bits(eq(v, b'/'));
+            b.dot |= bits(eq(v, b'.'));
+            dash |= bits(eq(v, b'-'));
+            if JSON_ESCAPED {
+                b.escape |= bits(eq(v, b'\\'));
+            }
+        }
+        b.tok = b.lower | b.upper | b.digit | b.under | b.slash | b.dot | dash;
+        b
+    }
+
+    /// The classes of the 64 bytes of `bytes` from `at` (zeros past its
+    /// end), a byte at a time (elsewhere than on x86-64).
+    #[cfg(not(all(target_arch = "x86_64", target_feature = "sse2")))]
+    fn of<const JSON_ESCAPED: bool>(bytes: &[u8], at: usize) -> Block {
+        Block::of_bytes::<JSON_ESCAPED>(bytes, at)
+    }
+
+    /// [`Block::of`] a byte at a time (elsewhere than on x86-64, and the
+    /// tests' check of the SIMD lanes).
+    #[cfg(any(test, not(all(target_arch = "x86_64", target_feature = "sse2"))))]
+    fn of_bytes<const JSON_ESCAPED: bool>(bytes: &[u8], at: usize) -> Block {
+        let mut b = Block::default();
+        for (k, &c) in bytes.get(at..).unwrap_or(&[]).iter().take(64).enumerate() {
+            let bit = 1u64 << k;
+            let set = |m: &mut u64, yes: bool| {
+                if yes {
+                    *m |= bit;
+                }
+            };
+            set(&mut b.lower, c.is_ascii_lowercase());
+            set(&mut b.upper, c.is_ascii_uppercase());
+            set(&mut b.digit, c.is_ascii_digit());
+            set(&mut b.under, c == b'_');
+            set(&mut b.slash, c == b'/');
+            set(&mut b.dot, c == b'.');
+            set(&mut b.tok, TERM_BYTES[c as usize] & T_TOK != 0);
+            set(&mut b.escape, JSON_ESCAPED && c == b'\\');
+        }
+        b
+    }
+
+    /// The triggers of the block (see [`for_each_term`]'s scan): `_`, `/`,
+    /// a capital after a lower-case letter or a digit, a dot after a digit,
+    /// and (`JSON_ESCAPED`) `\`; `before` is the block before it.
+    #[inline(always)]
+    fn triggers<const JSON_ESCAPED: bool>(&self, before: &Block) -> u64 {
+        let word = self.lower | self.digit;
+        let word_before = word << 1 | (before.lower | before.digit) >> 63;
+        let digit_before = self.digit << 1 | before.digit >> 63;
+        let mut t =
+            self.under | self.slash | (self.upper & word_before) | (self.dot & digit_before);
+        if JSON_ESCAPED {
+            t |= self.escape;
+        }
+        t
+    }
+
+    /// The classes a run needs of the 64 bytes from bit `off` (0 to 63) of
+    /// `self` on, `next` being the block after it (`tok` and `escape` left
+    /// out: every byte of a run is a term byte).
+    #[inline(always)]
+    fn window(&self, next: &Block, off: usize) -> Block {
+        // `b << (64 - off)` in two steps, so that `off == 0` shifts out all.
+        let w = |a: u64, b: u64| a >> off | (b << 1) << (63 - off);
+        Block {
+            lower: w(self.lower, next.lower),
+            upper: w(self.upper, next.upper),
+            digit: w(self.digit, next.digit),
+            under: w(self.under, next.under),
+            slash: w(self.slash, next.slash),
+            dot: w(self.dot, next.dot),
+            tok: 0,
+            escape: 0,
+        }
+    }
+}
+
+/// Whether the word of `n` bytes (1 to 64) whose classes are `lower`,
+/// `upper`, `digit` and `under` (bit 0: its first byte; every byte in one
+/// of them) is a compound identifier: [`is_identifier`] by bit operations.
+#[inline(always)]
+fn is_identifier_bits(lower: u64, upper: u64, digit: u64, under: u64, n: usize) -> bool {
+    let Some(last) = n.checked_sub(1).and_then(|k| 1u64.checked_shl(k as u32)) else {
+        return false;
+    };
+    if under != 0 {
+        // snake_case: `[a-z][a-z0-9]*(_[a-z0-9]+)+`.
+        return upper == 0 && lower & 1 != 0 && under & (under >> 1) == 0 && under & last == 0;
+    }
+    // camelCase `[a-z]+([A-Z][a-z0-9]+)+`, PascalCase `([A-Z][a-z0-9]+){2,}`:
+    // no capital after another nor last.
+    if upper & (upper >> 1) != 0 || upper & last != 0 {
+        return false;
+    }
+    if lower & 1 != 0 {
+        // A capital, and no digit before the first.
+        upper != 0 && digit & ((upper & upper.wrapping_neg()) - 1) == 0
+    } else {
+        // Two capitals, the first first.
+        upper & 1 != 0 && upper & (upper - 1) != 0
+    }
+}
+
+/// The terms of the run `start..start + n` of `text` (1 to 64 bytes; not
+/// a term byte either side, or the scan's start before it), whose classes
+/// are `w` (bit 0: its first byte): as [`run_terms_bytes`] finds them.
+#[inline(always)]
+fn run_terms_bits<'a, const FAST: bool>(
+    text: &'a str,
+    start: usize,
+    n: usize,
+    w: &Block,
+    f: &mut impl FnMut(&'a str),
+) {
+    let r = low_bits(n);
+    let (lower, upper, digit, under) = (w.lower & r, w.upper & r, w.digit & r, w.under & r);
+    let (slash, dot) = (w.slash & r, w.dot & r);
+    let mark = under | slash;
+    let upper_inside = upper & !1;
+    let dotted_number = digit != 0 && dot != 0;
+    if mark == 0 && upper_inside == 0 && !dotted_number {
+        return;
+    }
+    // `-`, `/` and `.`.
+    let split = r & !(lower | upper | digit | under);
+    let term = |a: usize, b: usize| text.get(start + a..start + b);
+    if FAST && split == 0 {
+        if is_identifier_bits(lower, upper, digit, under, n)
+            && let Some(t) = term(0, n)
+        {
+            f(t);
+        }
+        return;
+    }
+    // Trimmed of `.`, `-` and `/` at both ends.
+    let keep = r & !split;
+    if keep == 0 {
+        return;
+    }
+    let a = keep.trailing_zeros() as usize;
+    let b = 64 - keep.leading_zeros() as usize;
+    if mark != 0
+        && is_path_bits(lower | upper | digit, lower | upper, slash, dot, a, b)
+        && let Some(t) = term(a, b)
+    {
+        f(t);
+    }
+    let identifiers = under != 0 || upper_inside != 0;
+    if !(identifiers || dotted_number) {
+        return;
+    }
+    // As `split_run`: each word between splits an identifier or not, each
+    // segment between `/` and `-` a version or not (reported as it ends).
+    let seps = split & !dot;
+    let bytes = text.as_bytes();
+    let version = |s: usize, e: usize| {
+        let seg = bytes.get(start + s..start + e)?;
+        (seg.first()
+            .is_some_and(|c| c.is_ascii_digit() || *c == b'v')
+            && is_version(seg))
+        .then(|| term(s, e))
+        .flatten()
+    };
+    // The splits inside the trimmed run: its last byte is none, so a word
+    // after one starts before bit 64.
+    let inner = split & low_bits(b);
+    let mut seg = a;
+    let mut word = a;
+    loop {
+        let ends = inner & u64::MAX.wrapping_shl(word as u32);
+        let end = if ends == 0 {
+            b
+        } else {
+            ends.trailing_zeros() as usize
+        };
+        if identifiers && end > word {
+            // One to 64 bits.
+            let wm = u64::MAX.wrapping_shr((64 - (end - word)) as u32);
+            let at = |m: u64| (m >> word) & wm;
+            if is_identifier_bits(at(lower), at(upper), at(digit), at(under), end - word)
+                && let Some(t) = term(word, end)
+            {
+                f(t);
+            }
+        }
+        if end >= b {
+            break;
+        }
+        if seps >> end & 1 != 0 {
+            if let Some(t) = version(seg, end) {
+                f(t);
+            }
+            seg = end + 1;
+        }
+        word = end + 1;
+    }
+    if let Some(t) = version(seg, b) {
+        f(t);
+    }
+}
+
+/// [`is_path`] of the trimmed run `a..b` of a window by its classes:
+/// a slash, then a name with a dot after its first byte, then an extension
+/// of one to six letters and digits with a letter.
+#[inline(always)]
+fn is_path_bits(alnum: u64, alpha: u64, slash: u64, dot: u64, a: usize, b: usize) -> bool {
+    let run = bits_from(a) & low_bits(b);
+    let slashes = slash & run;
+    if slashes == 0 {
+        return false;
+    }
+    let name = (64 - slashes.leading_zeros() as usize).min(b);
+    let dots = dot & bits_from(name + 1) & low_bits(b);
+    if dots == 0 {
+        return false;
+    }
+    let ext_start = 64 - dots.leading_zeros() as usize;
+    let ext = bits_from(ext_start) & low_bits(b);
+    let len = b - ext_start;
+    (1..=6).contains(&len) && alnum & ext == ext && alpha & ext != 0
+}
+
+/// The terms of the run `start..end` of `text` read a byte at a time: the
+/// scan's way with a run longer than 64 bytes.
+fn run_terms_bytes<'a, const FAST: bool>(
+    text: &'a str,
+    start: usize,
+    end: usize,
+    f: &mut impl FnMut(&'a str),
+) {
+    let bytes = text.as_bytes();
+    let Some(run) = bytes.get(start..end) else {
+        return;
+    };
+    let first = run.first().map_or(0, |c| TERM_BYTES[*c as usize]);
+    let upper_inside = run
+        .iter()
+        .skip(1)
+        .fold(0u8, |k, c| k | TERM_BYTES[*c as usize]);
+    let seen = first | upper_inside;
+    let interesting = seen & T_MARK != 0 || upper_inside & T_UPPER != 0;
+    if !(interesting || (seen & T_DIGIT != 0 && seen & T_DOT != 0)) {
+        return;
+    }
+    if FAST && seen & T_SPLIT == 0 {
+        if is_identifier(run)
+            && let Some(t) = text.get(start..end)
+        {
+            f(t);
+        }
+        return;
+    }
+    let split = |c: &u8| matches!(c, b'.' | b'-' | b'/');
+    let a = start + run.iter().take_while(|c| split(c)).count();
+    let b = (end - run.iter().rev().take_while(|c| split(c)).count()).max(a);
+    let (Some(run), Some(run_str)) = (bytes.get(a..b), text.get(a..b)) else {
+        return;
+    };
+    if seen & T_MARK != 0 && is_path(run) {
+        f(run_str);
+    }
+    let identifiers = seen & T_UNDERSCORE != 0 || upper_inside & T_UPPER != 0;
+    if identifiers || (seen & T_DIGIT != 0 && seen & T_DOT != 0) {
+        split_run(run, run_str, identifiers, f);
+    }
+}
 
 /// The scan of [`for_each_term`]; `FAST` takes the short cut for plain
 /// words (the tests compare it with the long way).
+///
+/// The text is read 64 bytes at a time ([`Block`]): the triggers of a
+/// block are its bits, and the run through a trigger ends at the nearest
+/// non-term bytes either side of it, found in the block's bits or its
+/// neighbours'; a run of at most 64 bytes is judged and split on the bits
+/// of a window over the two blocks it lies in, a longer one a byte at a
+/// time ([`run_terms_bytes`]). [`scan_terms_walk`] (tests) is the scan it
+/// answers as.
 fn scan_terms<'a, const JSON_ESCAPED: bool, const FAST: bool>(
+    text: &'a str,
+    mut f: impl FnMut(&'a str),
+) {
+    let bytes = text.as_bytes();
+    let len = bytes.len();
+    let is_tok = |k: usize| {
+        bytes
+            .get(k)
+            .is_some_and(|c| TERM_BYTES[*c as usize] & T_TOK != 0)
+    };
+    let mut prev = Block::default();
+    let mut cur = Block::of::<JSON_ESCAPED>(bytes, 0);
+    let mut base = 0usize;
+    // Everything before `i` is done: it is never inside a run, except
+    // after an escape (a run then starts at `i`).
+    let mut i = 0usize;
+    while base < len {
+        let next = if base + 64 < len {
+            Block::of::<JSON_ESCAPED>(bytes, base + 64)
+        } else {
+            Block::default()
+        };
+        let mut triggers = cur.triggers::<JSON_ESCAPED>(&prev);
+        loop {
+            triggers &= bits_from(i.saturating_sub(base));
+            if triggers == 0 {
+                break;
+            }
+            let t = triggers.trailing_zeros() as usize;
+            // The bits below the trigger's.
+            let below = (triggers & triggers.wrapping_neg()).wrapping_sub(1);
+            let p = base + t;
+            if JSON_ESCAPED && cur.escape >> t & 1 != 0 {
+                i = p + if bytes.get(p + 1) == Some(&b'u') {
+                    6
+                } else {
+                    2
+                };
+                continue;
+            }
+            // The run's start: after the last non-term byte before `p`.
+            let before = !cur.tok & below;
+            let start = if before != 0 {
+                base + 64 - before.leading_zeros() as usize
+            } else if i >= base {
+                i
+            } else if !prev.tok != 0 {
+                base - (!prev.tok).leading_zeros() as usize
+            } else {
+                // Longer than the block before: walked back.
+                let mut s = base - 64;
+                while s > i && is_tok(s - 1) {
+                    s -= 1;
+                }
+                s
+            }
+            .max(i);
+            // Its end: the first non-term byte after `p`.
+            let after = !cur.tok & !below;
+            let end = if after != 0 {
+                base + after.trailing_zeros() as usize
+            } else if !next.tok != 0 {
+                base + 64 + (!next.tok).trailing_zeros() as usize
+            } else {
+                let mut e = base + 128;
+                while is_tok(e) {
+                    e += 1;
+                }
+                e
+            };
+            let n = end - start;
+            if n <= 64 && start + 64 >= base {
+                let w = if start < base {
+                    prev.window(&cur, start + 64 - base)
+                } else {
+                    cur.window(&next, start - base)
+                };
+                run_terms_bits::<FAST>(text, start, n, &w, &mut f);
+            } else {
+                run_terms_bytes::<FAST>(text, start, end, &mut f);
+            }
+            i = end;
+        }
+        prev = cur;
+        cur = next;
+        base += 64;
+    }
+}
+
+/// The scan of [`for_each_term`] as it was before it read the classes of
+/// 64 bytes at a time ([`Block`]): it searched the next trigger
+/// ([`next_trigger`]) and walked a byte at a time to the start and the end
+/// of its run (the tests compare the two). `FAST` takes the short cut for
+/// plain words.
+#[cfg(test)]
+fn scan_terms_walk<'a, const JSON_ESCAPED: bool, const FAST: bool>(
     text: &'a str,
     mut f: impl FnMut(&'a str),
 ) {
@@ -3327,7 +3760,150 @@ mod tests {
         }
         assert_eq!(new, two, "{text:?}");
         assert_eq!(new_slow, two_slow, "{text:?}");
+        assert_eq!(new, walks(text, escaped, true), "{text:?}");
+        assert_eq!(new_slow, walks(text, escaped, false), "{text:?}");
         (new, old)
+    }
+
+    /// The terms [`scan_terms_walk`] finds in `text` (`fast`: with the
+    /// plain-word short cut).
+    fn walks(text: &str, escaped: bool, fast: bool) -> Vec<&str> {
+        let mut out = Vec::new();
+        match (escaped, fast) {
+            (true, true) => scan_terms_walk::<true, true>(text, |t| out.push(t)),
+            (true, false) => scan_terms_walk::<true, false>(text, |t| out.push(t)),
+            (false, true) => scan_terms_walk::<false, true>(text, |t| out.push(t)),
+            (false, false) => scan_terms_walk::<false, false>(text, |t| out.push(t)),
+        }
+        out
+    }
+
+    /// The terms the block scan finds in `text` (`fast`: with the
+    /// plain-word short cut).
+    fn block_scan(text: &str, escaped: bool, fast: bool) -> Vec<&str> {
+        let mut out = Vec::new();
+        match (escaped, fast) {
+            (true, true) => scan_terms::<true, true>(text, |t| out.push(t)),
+            (true, false) => scan_terms::<true, false>(text, |t| out.push(t)),
+            (false, true) => scan_terms::<false, true>(text, |t| out.push(t)),
+            (false, false) => scan_terms::<false, false>(text, |t| out.push(t)),
+        }
+        out
+    }
+
+    /// The classes of `w` as [`Block`] bits (its first 64 bytes).
+    fn block_of(w: &[u8]) -> Block {
+        let mut buf = w.to_vec();
+        buf.truncate(64);
+        Block::of::<true>(&buf, 0)
+    }
+
+    #[test]
+    fn the_block_scan_reads_runs_at_every_block_edge() {
+        // A term, a plain word, a long run and an escape at every offset
+        // about one, two and three block edges.
+        let pieces = [
+            "foo_bar",
+            "src/a_b.rs",
+            "v1.2.3",
+            "fooBar.Baz-x/y.Zq",
+            "\\u00e9a_b",
+            "\\nFooBar",
+            "a_",
+            "plain",
+            "x_y_z_w_aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
+            "dir/sub_dir/aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa/file.rs",
+            "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa",
+        ];
+        for piece in pieces {
+            for pad in 0..200 {
+                for filler in [" ", "x", "é"] {
+                    let text = format!("{}{piece} {piece}", filler.repeat(pad));
+                    for escaped in [false, true] {
+                        for fast in [false, true] {
+                            assert_eq!(
+                                block_scan(&text, escaped, fast),
+                                walks(&text, escaped, fast),
+                                "{text:?} {escaped} {fast}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn block_lanes_are_the_bytes() {
+        let mut next = xorshift(0x5e);
+        let alphabet = b"azAZ09_/.-\\ \n:@[`{\0\xc3\xa9";
+        for _ in 0..20_000 {
+            let n = next(140);
+            let text: Vec<u8> = (0..n).map(|_| alphabet[next(alphabet.len())]).collect();
+            for at in [0, 1, 17, 64, n] {
+                let (simd, bytes) = (
+                    Block::of::<true>(&text, at),
+                    Block::of_bytes::<true>(&text, at),
+                );
+                let fields = |b: Block| {
+                    [
+                        b.lower, b.upper, b.digit, b.under, b.slash, b.dot, b.tok, b.escape,
+                    ]
+                };
+                assert_eq!(fields(simd), fields(bytes), "{text:?} {at}");
+                let plain = Block::of::<false>(&text, at);
+                assert_eq!(plain.escape, 0);
+                assert_eq!(fields(plain)[..7], fields(bytes)[..7]);
+            }
+        }
+    }
+
+    #[test]
+    fn identifier_bits_are_the_automaton() {
+        let mut next = xorshift(0x1d);
+        let alphabet = b"abzAZ09_";
+        for _ in 0..200_000 {
+            let most = if next(4) == 0 { 64 } else { 8 };
+            let n = 1 + next(most);
+            let w: Vec<u8> = (0..n).map(|_| alphabet[next(alphabet.len())]).collect();
+            let b = block_of(&w);
+            assert_eq!(
+                is_identifier_bits(b.lower, b.upper, b.digit, b.under, n),
+                is_identifier(&w),
+                "{:?}",
+                String::from_utf8_lossy(&w)
+            );
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn the_block_scan_is_the_walk(parts in proptest::collection::vec("[a-cA-C0-9uv_./\\ \n-]{0,9}|[a-bA-B0-9_]{50,140}|[a-b/._-]{20,80}| {1,70}|é", 0..24), escaped in proptest::bool::ANY, fast in proptest::bool::ANY) {
+            let text: String = parts.concat();
+            proptest::prop_assert_eq!(block_scan(&text, escaped, fast), walks(&text, escaped, fast));
+        }
+
+        #[test]
+        fn is_identifier_bits_is_the_automaton(w in "[a-cA-C0-9_]{1,64}") {
+            let b = block_of(w.as_bytes());
+            proptest::prop_assert_eq!(
+                is_identifier_bits(b.lower, b.upper, b.digit, b.under, w.len()),
+                is_identifier(w.as_bytes())
+            );
+        }
+
+        #[test]
+        fn is_path_bits_is_is_path(run in "[a-cA-C0-9_./-]{1,64}") {
+            let r = run.as_bytes();
+            let b = block_of(r);
+            let split = |c: &u8| matches!(c, b'.' | b'-' | b'/');
+            let a = r.iter().take_while(|c| split(c)).count();
+            let e = (r.len() - r.iter().rev().take_while(|c| split(c)).count()).max(a);
+            proptest::prop_assert_eq!(
+                is_path_bits(b.lower | b.upper | b.digit, b.lower | b.upper, b.slash, b.dot, a, e),
+                is_path(&r[a..e])
+            );
+        }
     }
 
     #[test]
