@@ -3,9 +3,9 @@
 //! compressed" rule) and later runs recognise it.
 
 use crate::lines::{
-    Lang, OutlineState, Rank, declaration, error_line_candidates, is_blank, is_count_line,
-    is_diagnostic, is_error_line, is_heading, lang_of, push_clip, references_outside, shape,
-    split_numbered, trim,
+    Lang, LineRanks, OutlineState, Rank, declaration, error_line_candidates, is_blank,
+    is_count_line, is_diagnostic, is_error_line, is_heading, lang_of, push_clip,
+    references_outside, shape, split_numbered, trim,
 };
 use foldhash::HashSet;
 use std::fmt::Write as _;
@@ -152,8 +152,49 @@ fn push_clip_one_line(out: &mut String, s: &str, max: usize) {
 
 /// The summary of `text`, the result of a call described by `subject`.
 pub fn summarize(kind: Kind, subject: &Subject, text: &str, limits: &Limits) -> String {
+    summarize_with(kind, subject, text, limits, &mut LineRanks::default())
+}
+
+/// The summaries of one conversation: their limits, and the ranks of the
+/// lines of code and data outlined so far (see [`LineRanks`]), for the
+/// files read or written again.
+#[derive(Debug)]
+pub struct Summaries {
+    limits: Limits,
+    ranks: LineRanks,
+}
+
+impl Summaries {
+    /// Summaries within `limits`, no line outlined yet.
+    pub fn new(limits: Limits) -> Self {
+        Summaries {
+            limits,
+            ranks: LineRanks::default(),
+        }
+    }
+
+    /// [`summarize`] within these limits.
+    pub fn summarize(&mut self, kind: Kind, subject: &Subject, text: &str) -> String {
+        summarize_with(kind, subject, text, &self.limits, &mut self.ranks)
+    }
+
+    /// [`summarize_input`] within these limits.
+    pub fn summarize_input(&mut self, subject: &Subject, text: &str) -> String {
+        summarize_input_with(subject, text, &self.limits, &mut self.ranks)
+    }
+}
+
+/// [`summarize`], with the ranks of the lines outlined before in `ranks`
+/// (and those of `text` added).
+fn summarize_with(
+    kind: Kind,
+    subject: &Subject,
+    text: &str,
+    limits: &Limits,
+    ranks: &mut LineRanks,
+) -> String {
     match kind {
-        Kind::Read => read(subject, text, limits),
+        Kind::Read => read(subject, text, limits, ranks),
         Kind::Write | Kind::Edit => change(kind, subject, text, limits),
         Kind::Search => search(subject, text, limits, 0.5)
             .unwrap_or_else(|| output(Kind::Search, subject, text, limits)),
@@ -198,28 +239,48 @@ fn push_plural(out: &mut String, n: usize, one: &str, many: &str) {
 /// The summary of the file content a write call carried in its arguments
 /// (not its result): path, line count, outline and references, as for a read.
 pub fn summarize_input(subject: &Subject, text: &str, limits: &Limits) -> String {
+    summarize_input_with(subject, text, limits, &mut LineRanks::default())
+}
+
+/// [`summarize_input`], with the ranks of the lines outlined before in
+/// `ranks` (and those of `text` added).
+fn summarize_input_with(
+    subject: &Subject,
+    text: &str,
+    limits: &Limits,
+    ranks: &mut LineRanks,
+) -> String {
     let mut head = String::with_capacity(HEAD_ROOM);
     head.push_str(PREFIX);
     push_clip_one_line(&mut head, &subject.tool, 40);
     head.push_str(" input");
-    file_outline(head, subject, text, limits, true)
+    file_outline(head, subject, text, limits, true, ranks)
 }
 
 /// A read: path, line count and range, the outline (declarations with their
 /// line numbers) and the references of the rest.
-fn read(subject: &Subject, text: &str, limits: &Limits) -> String {
-    file_outline(subject.head(Kind::Read, 200), subject, text, limits, false)
+fn read(subject: &Subject, text: &str, limits: &Limits, ranks: &mut LineRanks) -> String {
+    file_outline(
+        subject.head(Kind::Read, 200),
+        subject,
+        text,
+        limits,
+        false,
+        ranks,
+    )
 }
 
 /// `head` followed by the line count and range, the outline and the
 /// references of file content. With `count_lines`, unnumbered content
 /// (a file as written, not as a read tool shows it) gets line numbers.
+/// `ranks` remembers the ranks of the lines met before.
 fn file_outline(
     mut out: String,
     subject: &Subject,
     text: &str,
     limits: &Limits,
     count_lines: bool,
+    ranks: &mut LineRanks,
 ) -> String {
     let lines = split_numbered(text);
     let lang = subject
@@ -238,7 +299,7 @@ fn file_outline(
             last = Some(n);
             numbered += 1;
         }
-        if let Some(r) = declaration(l.body, lang, &mut st) {
+        if let Some(r) = declaration(l.body, lang, &mut st, ranks) {
             decls.push((i, r));
         }
     }
