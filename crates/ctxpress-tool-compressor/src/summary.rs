@@ -962,6 +962,71 @@ mod tests {
     }
 
     #[test]
+    fn one_conversations_summaries_are_the_single_summaries() {
+        // Files read and written again (whole, in part, edited), in several
+        // kinds of text, through one `Summaries` and one at a time.
+        let numbered = |text: &str, from: usize| -> String {
+            text.lines()
+                .enumerate()
+                .map(|(i, l)| format!("{}\t{l}\n", i + from))
+                .collect()
+        };
+        let lines_rs = include_str!("lines.rs");
+        let part: String = lines_rs
+            .lines()
+            .skip(600)
+            .take(300)
+            .collect::<Vec<_>>()
+            .join("\n");
+        let edited = part.replace("fn ", "pub fn ");
+        let texts: Vec<(bool, &str, String)> = vec![
+            (false, "src/lines.rs", numbered(lines_rs, 1)),
+            (false, "src/lines.rs", numbered(&part, 601)),
+            (true, "src/lines.rs", edited.clone()),
+            (false, "src/lines.rs", numbered(&edited, 601)),
+            (false, "notes.md", "# A\ntext\n## B\n".into()),
+            (false, "c.yml", "a: 1\n  b: 2\n# c\n".into()),
+            (
+                true,
+                "c.json",
+                "{\n  \"a\": 1,\n  \"b\": {\"c\": 2}\n}\n".into(),
+            ),
+            (false, "c.yml", "a: 1\n  b: 2\n".into()),
+            (
+                false,
+                "s.sql",
+                "CREATE TABLE t (\n  id int,\n  name text\n);\n".into(),
+            ),
+            (false, "a.css", ".a {\n  color: red;\n}\n".into()),
+            (
+                false,
+                "src/summary.rs",
+                numbered(include_str!("summary.rs"), 1),
+            ),
+        ];
+        let limits = Limits::default();
+        let mut sums = Summaries::new(limits);
+        for _ in 0..2 {
+            for (input, path, text) in &texts {
+                let subject = subj("Read", Some(path), None, None);
+                if *input {
+                    assert_eq!(
+                        sums.summarize_input(&subject, text),
+                        summarize_input(&subject, text, &limits),
+                        "{path}"
+                    );
+                } else {
+                    assert_eq!(
+                        sums.summarize(Kind::Read, &subject, text),
+                        summarize(Kind::Read, &subject, text, &limits),
+                        "{path}"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
     fn read_outline_over_cap_keeps_structure_first() {
         let mut text = String::new();
         for i in 0..30 {
