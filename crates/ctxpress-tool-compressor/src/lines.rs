@@ -4190,10 +4190,25 @@ mod tests {
                     assert!(maybe, "{body:?}");
                 }
                 assert_eq!(is_heading(body), HEADING.is_match(body), "{body:?}");
+                // The outline's prefilter of Markdown headings (on the
+                // trimmed line).
+                assert!(
+                    trim(body).starts_with('#') || !HEADING.is_match(body),
+                    "{body:?}"
+                );
                 matched[1] += usize::from(HEADING.is_match(body));
             }
         }
         assert!(matched.iter().all(|n| *n > 100), "{matched:?}");
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn markdown_headings_start_with_a_hash(
+            body in "( |\t|\u{a0}|\u{2003}|\r){0,4}(#|##|#######|a|é| |\t|\u{a0}){0,5}",
+        ) {
+            proptest::prop_assert!(trim(&body).starts_with('#') || !HEADING.is_match(&body));
+        }
     }
 
     #[test]
