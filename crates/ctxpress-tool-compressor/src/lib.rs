@@ -78,7 +78,7 @@ use foldhash::{HashMap, HashMapExt, HashSet};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use std::hash::{BuildHasher, BuildHasherDefault, Hasher};
-pub use summary::{Kind, Limits, PREFIX, Subject, summarize, summarize_input};
+pub use summary::{Kind, Limits, PREFIX, Subject, Summaries, summarize, summarize_input};
 
 /// Parameters of the `tool_compressor` stage.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -942,7 +942,7 @@ impl ToolCompressor {
         &self,
         conv: &mut Conversation,
         c: &Candidate,
-        limits: &Limits,
+        sums: &mut Summaries,
         terms: Option<&mut Terms<'_>>,
         ctx: &StageContext,
         measure: bool,
@@ -971,7 +971,7 @@ impl ToolCompressor {
             } else {
                 text
             };
-            let mut s = summarize(c.kind, &subject, body, limits);
+            let mut s = sums.summarize(c.kind, &subject, body);
             // Tried once, before its result changes: the scan's record of
             // the text's terms still holds.
             let (counts, locals) = match terms {
@@ -1000,7 +1000,7 @@ impl ToolCompressor {
         &self,
         conv: &mut Conversation,
         c: &InputCandidate,
-        limits: &Limits,
+        sums: &mut Summaries,
         terms: Option<&mut Terms<'_>>,
         ctx: &StageContext,
         measure: bool,
@@ -1019,7 +1019,7 @@ impl ToolCompressor {
         let Some(text) = call.args.get(&c.key).and_then(Value::as_str) else {
             return Attempt::Skipped;
         };
-        let mut s = summarize_input(&c.subject, text, limits);
+        let mut s = sums.summarize_input(&c.subject, text);
         let (local, counts) = match terms {
             Some(Terms {
                 counts,
@@ -1167,7 +1167,8 @@ impl ToolCompressor {
         if budget.is_some_and(|b| total <= b) {
             return counts;
         }
-        let limits = self.cfg.limits();
+        // One conversation's summaries: files read again share the work.
+        let mut sums = Summaries::new(self.cfg.limits());
         let mut terms =
             (self.cfg.chars_per_lost_term > 0).then(|| term_counts(conv, &cands, &inputs));
         // Results oldest first, then write inputs oldest first.
@@ -1178,7 +1179,7 @@ impl ToolCompressor {
         let mut dense: Vec<Item<'_>> = Vec::new();
         let mut fits = false;
         for item in items {
-            match self.try_item(conv, item, &limits, terms.as_mut(), ctx, budget.is_some()) {
+            match self.try_item(conv, item, &mut sums, terms.as_mut(), ctx, budget.is_some()) {
                 Attempt::Applied { saved, tokens } => {
                     counts.record(item, saved);
                     if let (Some(b), Some((tb, ta))) = (budget, tokens) {
@@ -1198,7 +1199,7 @@ impl ToolCompressor {
             let mut rest = dense.into_iter();
             for item in rest.by_ref() {
                 if let Attempt::Applied { saved, tokens } =
-                    self.try_item(conv, item, &limits, None, ctx, true)
+                    self.try_item(conv, item, &mut sums, None, ctx, true)
                 {
                     counts.record(item, saved);
                     if let Some((tb, ta)) = tokens {
@@ -1220,14 +1221,14 @@ impl ToolCompressor {
         &self,
         conv: &mut Conversation,
         item: Item<'_>,
-        limits: &Limits,
+        sums: &mut Summaries,
         terms: Option<&mut Terms<'_>>,
         ctx: &StageContext,
         measure: bool,
     ) -> Attempt {
         match item {
-            Item::Result(c) => self.try_one(conv, c, limits, terms, ctx, measure),
-            Item::Input(c) => self.try_input(conv, c, limits, terms, ctx, measure),
+            Item::Result(c) => self.try_one(conv, c, sums, terms, ctx, measure),
+            Item::Input(c) => self.try_input(conv, c, sums, terms, ctx, measure),
         }
     }
 }

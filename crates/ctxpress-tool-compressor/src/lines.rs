@@ -2,6 +2,7 @@
 //! file), error lines, count lines and the references a text mentions.
 
 use regex::Regex;
+use std::collections::hash_map::Entry;
 use std::sync::LazyLock;
 
 fn re(p: &str) -> Regex {
@@ -612,9 +613,80 @@ pub struct OutlineState {
     in_block_comment: bool,
 }
 
+/// The most lines a [`LineRanks`] remembers (about 2 MB of table at most);
+/// lines past it are ranked as they come, unremembered.
+const LINE_RANKS_CAP: usize = 1 << 16;
+
+/// The lines a [`LineRanks`] has room for at first.
+const LINE_RANKS_START: usize = 1 << 10;
+
+/// The ranks of the lines of code and data an outline has looked at, for
+/// the lines of later files of the same conversation (an agent reads a file
+/// again, a part of it, or after an edit): a line met again is not tested
+/// again. Only what the rank of a line depends on is remembered, and only
+/// where the line would go to the tests that cost (the patterns and their
+/// prefilters): the kind of text, and the line itself, its bytes keyed by a
+/// 64-bit hash of them (foldhash's quality hash, a seed for each kind), so
+/// no line is copied; two lines would have to share all 64 bits to be
+/// taken one for the other. At most [`LINE_RANKS_CAP`] lines.
+#[derive(Debug, Default)]
+pub struct LineRanks(foldhash::HashMap<u64, Option<Rank>>);
+
+/// The seeds of [`LineRanks`]' hashes, one for each place a rank is
+/// remembered (a kind of text).
+static RANK_SEEDS: [foldhash::quality::FixedState; 7] = {
+    use foldhash::quality::FixedState;
+    [
+        FixedState::with_seed(0x6f75_746c_0000),
+        FixedState::with_seed(0x6f75_746c_0001),
+        FixedState::with_seed(0x6f75_746c_0002),
+        FixedState::with_seed(0x6f75_746c_0003),
+        FixedState::with_seed(0x6f75_746c_0004),
+        FixedState::with_seed(0x6f75_746c_0005),
+        FixedState::with_seed(0x6f75_746c_0006),
+    ]
+};
+
+impl LineRanks {
+    /// `rank()`, the rank of `body` in a text of kind `lang` (from a state
+    /// that `rank` neither reads nor changes), remembered.
+    #[inline]
+    fn get_or(
+        &mut self,
+        lang: Lang,
+        body: &str,
+        rank: impl FnOnce() -> Option<Rank>,
+    ) -> Option<Rank> {
+        use std::hash::BuildHasher as _;
+        let key = RANK_SEEDS
+            .get(lang as usize)
+            .map_or(0, |s| s.hash_one(body.as_bytes()));
+        let full = self.0.len() >= LINE_RANKS_CAP;
+        if self.0.capacity() == 0 {
+            // Room for the lines of a few files at once.
+            self.0.reserve(LINE_RANKS_START);
+        }
+        match self.0.entry(key) {
+            Entry::Occupied(e) => *e.get(),
+            Entry::Vacant(e) => {
+                let r = rank();
+                if !full {
+                    e.insert(r);
+                }
+                r
+            }
+        }
+    }
+}
+
 /// The rank of `body` as a declaration in a file of kind `lang`, or `None`
-/// when it is not one.
-pub fn declaration(body: &str, lang: Lang, st: &mut OutlineState) -> Option<Rank> {
+/// when it is not one; `ranks` remembers the ranks of lines met before.
+pub fn declaration(
+    body: &str,
+    lang: Lang,
+    st: &mut OutlineState,
+    ranks: &mut LineRanks,
+) -> Option<Rank> {
     let start = leading_space(body.as_bytes());
     if lang == Lang::Code
         && !st.in_block_comment
@@ -626,18 +698,24 @@ pub fn declaration(body: &str, lang: Lang, st: &mut OutlineState) -> Option<Rank
     {
         return None;
     }
-    declaration_of_trimmed(body, trim_after(body, start), lang, st)
+    declaration_of_trimmed(body, trim_after(body, start), lang, st, ranks)
 }
 
-/// [`declaration`] without its first-byte exit (the reference of the
-/// tests).
+/// [`declaration`] without its first-byte exit nor its memo (the reference
+/// of the tests).
 #[cfg(test)]
 fn declaration_reference(body: &str, lang: Lang, st: &mut OutlineState) -> Option<Rank> {
-    declaration_of_trimmed(body, trim(body), lang, st)
+    declaration_of_trimmed(body, trim(body), lang, st, &mut LineRanks::default())
 }
 
 /// [`declaration`] of `body`, `t` its [`trim`].
-fn declaration_of_trimmed(body: &str, t: &str, lang: Lang, st: &mut OutlineState) -> Option<Rank> {
+fn declaration_of_trimmed(
+    body: &str,
+    t: &str,
+    lang: Lang,
+    st: &mut OutlineState,
+    ranks: &mut LineRanks,
+) -> Option<Rank> {
     if t.is_empty() || t.len() > 400 {
         return None;
     }
@@ -656,23 +734,27 @@ fn declaration_of_trimmed(body: &str, t: &str, lang: Lang, st: &mut OutlineState
         return None;
     }
     match lang {
-        Lang::Doc => HEADING.is_match(body).then_some(Rank::Structure),
+        // A heading's `#` is its first character after the white space.
+        Lang::Doc => (t.starts_with('#') && HEADING.is_match(body)).then_some(Rank::Structure),
         Lang::Yaml => {
             if t.starts_with('#') {
                 return None;
             }
-            if !YAML_KEY.is_match(body) {
-                return None;
-            }
-            // The key's group `(\s*)` is all the leading white space (what
-            // follows it is no white space): the line's indentation.
-            match indent_of(body) {
-                0 => Some(Rank::Structure),
-                1..=4 => Some(Rank::Member),
-                _ => None,
-            }
+            ranks.get_or(lang, body, || {
+                if !YAML_KEY.is_match(body) {
+                    return None;
+                }
+                // The key's group `(\s*)` is all the leading white space
+                // (what follows it is no white space): the line's
+                // indentation.
+                match indent_of(body) {
+                    0 => Some(Rank::Structure),
+                    1..=4 => Some(Rank::Member),
+                    _ => None,
+                }
+            })
         }
-        Lang::Json => {
+        Lang::Json => ranks.get_or(lang, body, || {
             if !JSON_KEY.is_match(body) {
                 return None;
             }
@@ -682,7 +764,7 @@ fn declaration_of_trimmed(body: &str, t: &str, lang: Lang, st: &mut OutlineState
                 3..=4 => Some(Rank::Member),
                 _ => None,
             }
-        }
+        }),
         Lang::Ini => {
             if t.starts_with('#') || t.starts_with(';') {
                 return None;
@@ -690,9 +772,11 @@ fn declaration_of_trimmed(body: &str, t: &str, lang: Lang, st: &mut OutlineState
             if t.starts_with('[') {
                 return Some(Rank::Structure);
             }
-            INI_LINE.is_match(body).then_some(Rank::Member)
+            ranks.get_or(lang, body, || {
+                INI_LINE.is_match(body).then_some(Rank::Member)
+            })
         }
-        Lang::Sql => {
+        Lang::Sql => ranks.get_or(lang, body, || {
             if SQL_STMT.is_match(body) {
                 Some(Rank::Structure)
             } else if SQL_COLUMN.is_match(body) {
@@ -700,13 +784,20 @@ fn declaration_of_trimmed(body: &str, t: &str, lang: Lang, st: &mut OutlineState
             } else {
                 None
             }
-        }
-        Lang::Css => CSS_SELECTOR.is_match(body).then_some(Rank::Structure),
-        Lang::Code => code_declaration(body, t, st),
+        }),
+        Lang::Css => ranks.get_or(lang, body, || {
+            CSS_SELECTOR.is_match(body).then_some(Rank::Structure)
+        }),
+        Lang::Code => code_declaration(body, t, st, ranks),
     }
 }
 
-fn code_declaration(body: &str, t: &str, st: &mut OutlineState) -> Option<Rank> {
+fn code_declaration(
+    body: &str,
+    t: &str,
+    st: &mut OutlineState,
+    ranks: &mut LineRanks,
+) -> Option<Rank> {
     // Single-file components: the <style> block is CSS.
     if t.starts_with("<style") {
         st.in_style = true;
@@ -739,6 +830,13 @@ fn code_declaration(body: &str, t: &str, st: &mut OutlineState) -> Option<Rank> 
     {
         return None;
     }
+    ranks.get_or(Lang::Code, body, || code_rank(body, t, indent))
+}
+
+/// The rank of a line of code `body` (`t` its [`trim`], starting with a
+/// character a declaration may start with; `indent` its [`indent_of`], 12
+/// or less) out of style and comment blocks.
+fn code_rank(body: &str, t: &str, indent: usize) -> Option<Rank> {
     if is_import(body, t) {
         return Some(Rank::Import);
     }
@@ -3316,26 +3414,99 @@ mod tests {
         }
     }
 
+    /// Every kind of text.
+    const LANGS: [Lang; 7] = [
+        Lang::Code,
+        Lang::Doc,
+        Lang::Yaml,
+        Lang::Json,
+        Lang::Ini,
+        Lang::Sql,
+        Lang::Css,
+    ];
+
     /// [`declaration`] and [`declaration_reference`] line by line over
-    /// `text` (each with its own state), in every language.
+    /// `text` (each with its own state), in every language, twice: with
+    /// remembered ranks (`ranks`, shared by the languages) and without.
     fn assert_declarations_as_reference(text: &str) {
-        for lang in [
-            Lang::Code,
-            Lang::Doc,
-            Lang::Yaml,
-            Lang::Json,
-            Lang::Ini,
-            Lang::Sql,
-            Lang::Css,
-        ] {
+        let mut ranks = LineRanks::default();
+        for _ in 0..2 {
+            assert_declarations_as_reference_with(text, &mut ranks);
+        }
+        for lang in LANGS {
             let (mut st, mut st_ref) = (OutlineState::default(), OutlineState::default());
             for l in split_numbered(text) {
                 assert_eq!(
-                    declaration(l.body, lang, &mut st),
+                    declaration(l.body, lang, &mut st, &mut LineRanks::default()),
                     declaration_reference(l.body, lang, &mut st_ref),
                     "{lang:?} {:?}",
                     l.body
                 );
+            }
+        }
+    }
+
+    /// [`declaration`] with `ranks` and [`declaration_reference`] line by
+    /// line over `text` (each with its own state), in every language.
+    fn assert_declarations_as_reference_with(text: &str, ranks: &mut LineRanks) {
+        for lang in LANGS {
+            let (mut st, mut st_ref) = (OutlineState::default(), OutlineState::default());
+            for l in split_numbered(text) {
+                assert_eq!(
+                    declaration(l.body, lang, &mut st, ranks),
+                    declaration_reference(l.body, lang, &mut st_ref),
+                    "{lang:?} {:?}",
+                    l.body
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn remembered_ranks_are_the_ranks() {
+        // One memo over several files, each line met in several kinds of
+        // text, in and out of comment and style blocks.
+        let mut ranks = LineRanks::default();
+        let texts = [
+            include_str!("lines.rs"),
+            include_str!("summary.rs"),
+            include_str!("lib.rs"),
+            include_str!("tests.rs"),
+            "<template>\n  <div/>\n</template>\n<style scoped>\n.a {\n}\n  .b > c {\n</style>\n.a {\n  .b > c {\n",
+            "/* open\nfn a() {}\n*/ fn a() {}\nfn a() {}\n  name: String,\n# Title\nkey: value\n  \"k\": 1,\n[section]\na = 1\nCREATE TABLE t (\n  id int,\n",
+        ];
+        for _ in 0..2 {
+            for text in texts {
+                assert_declarations_as_reference_with(text, &mut ranks);
+            }
+        }
+        // A full memo remembers no more lines, and still answers.
+        let mut full = LineRanks::default();
+        for i in 0..LINE_RANKS_CAP + 10 {
+            let line = format!("  field{i}: u32,");
+            let mut st = OutlineState::default();
+            assert_eq!(
+                declaration(&line, Lang::Code, &mut st, &mut full),
+                Some(Rank::Member)
+            );
+        }
+        assert_eq!(full.0.len(), LINE_RANKS_CAP);
+        assert_declarations_as_reference_with(texts[0], &mut full);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn remembered_ranks_of_random_lines(
+            texts in proptest::collection::vec(
+                "(( |\t|\u{a0}){0,3}(/\\*|\\*/|<style>|</style>|[{}();:=#@\x22-]|fn |pub |class |x|é| ){0,5}\n){0,8}",
+                1..4,
+            ),
+        ) {
+            let mut ranks = LineRanks::default();
+            for _ in 0..2 {
+                for text in &texts {
+                    assert_declarations_as_reference_with(text, &mut ranks);
+                }
             }
         }
     }
@@ -3548,7 +3719,7 @@ mod tests {
         for lang in [Lang::Yaml, Lang::Json] {
             let mut st = OutlineState::default();
             assert_eq!(
-                declaration(body, lang, &mut st),
+                declaration(body, lang, &mut st, &mut LineRanks::default()),
                 key_rank_by_capture(body, lang),
                 "{lang:?} {body:?}"
             );
@@ -4283,7 +4454,12 @@ mod tests {
     use super::*;
 
     fn rank(body: &str, lang: Lang) -> Option<Rank> {
-        declaration(body, lang, &mut OutlineState::default())
+        declaration(
+            body,
+            lang,
+            &mut OutlineState::default(),
+            &mut LineRanks::default(),
+        )
     }
 
     #[test]
@@ -4417,7 +4593,7 @@ mod tests {
         ];
         let got: Vec<Option<Rank>> = lines
             .iter()
-            .map(|l| declaration(l, Lang::Code, &mut st))
+            .map(|l| declaration(l, Lang::Code, &mut st, &mut LineRanks::default()))
             .collect();
         assert_eq!(
             got,
@@ -4590,10 +4766,25 @@ mod tests {
                     assert!(maybe, "{body:?}");
                 }
                 assert_eq!(is_heading(body), HEADING.is_match(body), "{body:?}");
+                // The outline's prefilter of Markdown headings (on the
+                // trimmed line).
+                assert!(
+                    trim(body).starts_with('#') || !HEADING.is_match(body),
+                    "{body:?}"
+                );
                 matched[1] += usize::from(HEADING.is_match(body));
             }
         }
         assert!(matched.iter().all(|n| *n > 100), "{matched:?}");
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn markdown_headings_start_with_a_hash(
+            body in "( |\t|\u{a0}|\u{2003}|\r){0,4}(#|##|#######|a|é| |\t|\u{a0}){0,5}",
+        ) {
+            proptest::prop_assert!(trim(&body).starts_with('#') || !HEADING.is_match(&body));
+        }
     }
 
     #[test]

@@ -3,9 +3,9 @@
 //! compressed" rule) and later runs recognise it.
 
 use crate::lines::{
-    Lang, OutlineState, Rank, declaration, error_line_candidates, is_blank, is_count_line,
-    is_diagnostic, is_error_line, is_heading, lang_of, push_clip, references_outside, shape,
-    split_numbered, trim,
+    Lang, LineRanks, OutlineState, Rank, declaration, error_line_candidates, is_blank,
+    is_count_line, is_diagnostic, is_error_line, is_heading, lang_of, push_clip,
+    references_outside, shape, split_numbered, trim,
 };
 use foldhash::HashSet;
 use std::fmt::Write as _;
@@ -152,8 +152,49 @@ fn push_clip_one_line(out: &mut String, s: &str, max: usize) {
 
 /// The summary of `text`, the result of a call described by `subject`.
 pub fn summarize(kind: Kind, subject: &Subject, text: &str, limits: &Limits) -> String {
+    summarize_with(kind, subject, text, limits, &mut LineRanks::default())
+}
+
+/// The summaries of one conversation: their limits, and the ranks of the
+/// lines of code and data outlined so far (see [`LineRanks`]), for the
+/// files read or written again.
+#[derive(Debug)]
+pub struct Summaries {
+    limits: Limits,
+    ranks: LineRanks,
+}
+
+impl Summaries {
+    /// Summaries within `limits`, no line outlined yet.
+    pub fn new(limits: Limits) -> Self {
+        Summaries {
+            limits,
+            ranks: LineRanks::default(),
+        }
+    }
+
+    /// [`summarize`] within these limits.
+    pub fn summarize(&mut self, kind: Kind, subject: &Subject, text: &str) -> String {
+        summarize_with(kind, subject, text, &self.limits, &mut self.ranks)
+    }
+
+    /// [`summarize_input`] within these limits.
+    pub fn summarize_input(&mut self, subject: &Subject, text: &str) -> String {
+        summarize_input_with(subject, text, &self.limits, &mut self.ranks)
+    }
+}
+
+/// [`summarize`], with the ranks of the lines outlined before in `ranks`
+/// (and those of `text` added).
+fn summarize_with(
+    kind: Kind,
+    subject: &Subject,
+    text: &str,
+    limits: &Limits,
+    ranks: &mut LineRanks,
+) -> String {
     match kind {
-        Kind::Read => read(subject, text, limits),
+        Kind::Read => read(subject, text, limits, ranks),
         Kind::Write | Kind::Edit => change(kind, subject, text, limits),
         Kind::Search => search(subject, text, limits, 0.5)
             .unwrap_or_else(|| output(Kind::Search, subject, text, limits)),
@@ -198,28 +239,48 @@ fn push_plural(out: &mut String, n: usize, one: &str, many: &str) {
 /// The summary of the file content a write call carried in its arguments
 /// (not its result): path, line count, outline and references, as for a read.
 pub fn summarize_input(subject: &Subject, text: &str, limits: &Limits) -> String {
+    summarize_input_with(subject, text, limits, &mut LineRanks::default())
+}
+
+/// [`summarize_input`], with the ranks of the lines outlined before in
+/// `ranks` (and those of `text` added).
+fn summarize_input_with(
+    subject: &Subject,
+    text: &str,
+    limits: &Limits,
+    ranks: &mut LineRanks,
+) -> String {
     let mut head = String::with_capacity(HEAD_ROOM);
     head.push_str(PREFIX);
     push_clip_one_line(&mut head, &subject.tool, 40);
     head.push_str(" input");
-    file_outline(head, subject, text, limits, true)
+    file_outline(head, subject, text, limits, true, ranks)
 }
 
 /// A read: path, line count and range, the outline (declarations with their
 /// line numbers) and the references of the rest.
-fn read(subject: &Subject, text: &str, limits: &Limits) -> String {
-    file_outline(subject.head(Kind::Read, 200), subject, text, limits, false)
+fn read(subject: &Subject, text: &str, limits: &Limits, ranks: &mut LineRanks) -> String {
+    file_outline(
+        subject.head(Kind::Read, 200),
+        subject,
+        text,
+        limits,
+        false,
+        ranks,
+    )
 }
 
 /// `head` followed by the line count and range, the outline and the
 /// references of file content. With `count_lines`, unnumbered content
 /// (a file as written, not as a read tool shows it) gets line numbers.
+/// `ranks` remembers the ranks of the lines met before.
 fn file_outline(
     mut out: String,
     subject: &Subject,
     text: &str,
     limits: &Limits,
     count_lines: bool,
+    ranks: &mut LineRanks,
 ) -> String {
     let lines = split_numbered(text);
     let lang = subject
@@ -238,7 +299,7 @@ fn file_outline(
             last = Some(n);
             numbered += 1;
         }
-        if let Some(r) = declaration(l.body, lang, &mut st) {
+        if let Some(r) = declaration(l.body, lang, &mut st, ranks) {
             decls.push((i, r));
         }
     }
@@ -898,6 +959,71 @@ mod tests {
             s,
             "[summary: tool Read src/app/auth.service.ts: 9 lines; outline: 5 declarations]\n1: import { Injectable } from '@angular/core';\n3: @Injectable()\n4: export class AuthService {\n5:   private token: string = '';\n6:   login(user: string): boolean {"
         );
+    }
+
+    #[test]
+    fn one_conversations_summaries_are_the_single_summaries() {
+        // Files read and written again (whole, in part, edited), in several
+        // kinds of text, through one `Summaries` and one at a time.
+        let numbered = |text: &str, from: usize| -> String {
+            text.lines()
+                .enumerate()
+                .map(|(i, l)| format!("{}\t{l}\n", i + from))
+                .collect()
+        };
+        let lines_rs = include_str!("lines.rs");
+        let part: String = lines_rs
+            .lines()
+            .skip(600)
+            .take(300)
+            .collect::<Vec<_>>()
+            .join("\n");
+        let edited = part.replace("fn ", "pub fn ");
+        let texts: Vec<(bool, &str, String)> = vec![
+            (false, "src/lines.rs", numbered(lines_rs, 1)),
+            (false, "src/lines.rs", numbered(&part, 601)),
+            (true, "src/lines.rs", edited.clone()),
+            (false, "src/lines.rs", numbered(&edited, 601)),
+            (false, "notes.md", "# A\ntext\n## B\n".into()),
+            (false, "c.yml", "a: 1\n  b: 2\n# c\n".into()),
+            (
+                true,
+                "c.json",
+                "{\n  \"a\": 1,\n  \"b\": {\"c\": 2}\n}\n".into(),
+            ),
+            (false, "c.yml", "a: 1\n  b: 2\n".into()),
+            (
+                false,
+                "s.sql",
+                "CREATE TABLE t (\n  id int,\n  name text\n);\n".into(),
+            ),
+            (false, "a.css", ".a {\n  color: red;\n}\n".into()),
+            (
+                false,
+                "src/summary.rs",
+                numbered(include_str!("summary.rs"), 1),
+            ),
+        ];
+        let limits = Limits::default();
+        let mut sums = Summaries::new(limits);
+        for _ in 0..2 {
+            for (input, path, text) in &texts {
+                let subject = subj("Read", Some(path), None, None);
+                if *input {
+                    assert_eq!(
+                        sums.summarize_input(&subject, text),
+                        summarize_input(&subject, text, &limits),
+                        "{path}"
+                    );
+                } else {
+                    assert_eq!(
+                        sums.summarize(Kind::Read, &subject, text),
+                        summarize(Kind::Read, &subject, text, &limits),
+                        "{path}"
+                    );
+                }
+            }
+        }
     }
 
     #[test]
