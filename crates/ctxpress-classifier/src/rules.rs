@@ -203,21 +203,33 @@ pub fn decide_lazy(
 ) -> Vec<(Decision, DecisionRule, Option<Classification>)> {
     let tail = conv.tail_start(cfg.recency_window);
     (0..conv.messages.len())
-        .map(|index| {
-            if let Some((d, r)) = rule_without_text(conv, index, tail, cfg) {
-                return (d, r, None);
-            }
-            let text = message_text(&conv.messages[index]);
-            match text_rule(&text, cfg) {
-                Some((d, r)) => (d, r, None),
-                None => {
-                    let cls = classify(&text);
-                    let (d, r) = content_rule(&text, &cls, cfg);
-                    (d, r, Some(cls))
-                }
-            }
-        })
+        .map(|index| decide_one(conv, index, tail, cfg))
         .collect()
+}
+
+/// [`decide_lazy`]'s answer for the message at `index` (`tail` is where the
+/// recency window starts).
+fn decide_one(
+    conv: &Conversation,
+    index: usize,
+    tail: usize,
+    cfg: &ClassifierConfig,
+) -> (Decision, DecisionRule, Option<Classification>) {
+    if let Some((d, r)) = rule_without_text(conv, index, tail, cfg) {
+        return (d, r, None);
+    }
+    let Some(m) = conv.messages.get(index) else {
+        return (Decision::Preserve, DecisionRule::ShortContent, None);
+    };
+    let text = message_text(m);
+    match text_rule(&text, cfg) {
+        Some((d, r)) => (d, r, None),
+        None => {
+            let cls = classify(&text);
+            let (d, r) = content_rule(&text, &cls, cfg);
+            (d, r, Some(cls))
+        }
+    }
 }
 
 /// The `classifier` strategy: writes `classification` and `decision` into every
@@ -269,15 +281,20 @@ impl Strategy for Classifier {
         conv: &mut Conversation,
         _ctx: &StageContext,
     ) -> Result<StageOutcome, StrategyError> {
-        let decisions = decide_lazy(conv, &self.cfg);
-        let ids: Vec<_> = conv.messages.iter().map(|m| m.id().clone()).collect();
+        let tail = conv.tail_start(self.cfg.recency_window);
         let mut outcome = StageOutcome::default();
         // Counted here, added once per decision kind (the counters are a map).
         let mut counts = [0u64; 4];
-        for ((decision, rule, cls), id) in decisions.into_iter().zip(ids) {
+        // Message by message, as decide_lazy decides them (each decision
+        // reads only its own message and annotations other stages wrote).
+        for index in 0..conv.messages.len() {
+            let (decision, rule, cls) = decide_one(conv, index, tail, &self.cfg);
             if let Some(n) = counts.get_mut(decision_index(decision)) {
                 *n += 1;
             }
+            let Some(id) = conv.messages.get(index).map(|m| m.id().clone()) else {
+                continue;
+            };
             let ann = conv.ann_mut(&id);
             ann.classification = cls;
             ann.decision = Some((decision, rule));
