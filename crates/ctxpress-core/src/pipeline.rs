@@ -616,6 +616,81 @@ mod tests {
         }
     }
 
+    /// Annotates every message, changes none.
+    struct Annotate;
+    impl Strategy for Annotate {
+        fn name(&self) -> &str {
+            "annotate"
+        }
+        fn apply(
+            &self,
+            conv: &mut Conversation,
+            _: &StageContext,
+        ) -> Result<StageOutcome, StrategyError> {
+            let ids: Vec<_> = conv.messages.iter().map(|m| m.id().clone()).collect();
+            for id in ids {
+                conv.ann_mut(&id).protected = false;
+            }
+            Ok(StageOutcome::default())
+        }
+    }
+
+    /// Shortens the second message.
+    struct Shrink;
+    impl Strategy for Shrink {
+        fn name(&self) -> &str {
+            "shrink"
+        }
+        fn apply(
+            &self,
+            conv: &mut Conversation,
+            _: &StageContext,
+        ) -> Result<StageOutcome, StrategyError> {
+            conv.messages[1].set_text("short");
+            Ok(StageOutcome::default())
+        }
+    }
+
+    #[test]
+    fn an_annotating_stage_keeps_the_figures_the_next_stage_starts_from() {
+        let doc = format!(
+            r#"[{{"role":"user","content":"q"}},{{"role":"assistant","content":"{}"}},{{"role":"user","content":"b"}},{{"role":"assistant","content":"c"}}]"#,
+            "a".repeat(200)
+        );
+        let ctx = StageContext::default();
+        let mut p = Pipeline::default();
+        p.push(Box::new(Annotate));
+        p.push(Box::new(DropTool));
+        p.push(Box::new(ShrinkAndGrow));
+        p.push(Box::new(Annotate));
+        p.push(Box::new(Shrink));
+        p.push(Box::new(Annotate));
+        let mut c = Conversation::parse(&doc).unwrap();
+        let figures = |m: &Measure| (m.messages, m.tokens, m.chars);
+        let (first, _) = measure(&c, &ctx, None);
+        let r = p.run(&mut c, &ctx);
+        let (last, _) = measure(&c, &ctx, None);
+        assert_ne!(figures(&first), figures(&last));
+        let applied = [true, true, false, true, true, true];
+        for (s, ok) in r.stages.iter().zip(applied) {
+            assert_eq!(s.status == StageStatus::Applied, ok, "{}", s.name);
+        }
+        let before = |s: &StageReport| (s.messages_before, s.tokens_before, s.chars_before);
+        let after = |s: &StageReport| (s.messages_after, s.tokens_after, s.chars_after);
+        for s in &r.stages[..4] {
+            assert_eq!(before(s), figures(&first), "{}", s.name);
+            assert_eq!(after(s), figures(&first), "{}", s.name);
+        }
+        assert_eq!(before(&r.stages[4]), figures(&first));
+        assert_eq!(after(&r.stages[4]), figures(&last));
+        assert_eq!(before(&r.stages[5]), figures(&last));
+        assert_eq!(after(&r.stages[5]), figures(&last));
+        assert_eq!(
+            (r.messages_after, r.tokens_after, r.chars_after),
+            figures(&last)
+        );
+    }
+
     #[test]
     fn a_stage_that_makes_one_message_longer_is_reverted() {
         let doc = format!(
