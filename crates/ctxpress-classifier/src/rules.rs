@@ -203,21 +203,34 @@ pub fn decide_lazy(
 ) -> Vec<(Decision, DecisionRule, Option<Classification>)> {
     let tail = conv.tail_start(cfg.recency_window);
     (0..conv.messages.len())
-        .map(|index| {
-            if let Some((d, r)) = rule_without_text(conv, index, tail, cfg) {
-                return (d, r, None);
-            }
-            let text = message_text(&conv.messages[index]);
-            match text_rule(&text, cfg) {
-                Some((d, r)) => (d, r, None),
-                None => {
-                    let cls = classify(&text);
-                    let (d, r) = content_rule(&text, &cls, cfg);
-                    (d, r, Some(cls))
-                }
-            }
-        })
+        .map(|index| decide_one(conv, index, tail, cfg))
         .collect()
+}
+
+/// [`decide_lazy`]'s answer for the message at `index` (`tail` is where the
+/// recency window starts).
+fn decide_one(
+    conv: &Conversation,
+    index: usize,
+    tail: usize,
+    cfg: &ClassifierConfig,
+) -> (Decision, DecisionRule, Option<Classification>) {
+    if let Some((d, r)) = rule_without_text(conv, index, tail, cfg) {
+        return (d, r, None);
+    }
+    // Callers pass the index of a message: not reached.
+    let Some(m) = conv.messages.get(index) else {
+        return (Decision::Preserve, DecisionRule::ShortContent, None);
+    };
+    let text = message_text(m);
+    match text_rule(&text, cfg) {
+        Some((d, r)) => (d, r, None),
+        None => {
+            let cls = classify(&text);
+            let (d, r) = content_rule(&text, &cls, cfg);
+            (d, r, Some(cls))
+        }
+    }
 }
 
 /// The `classifier` strategy: writes `classification` and `decision` into every
@@ -269,15 +282,20 @@ impl Strategy for Classifier {
         conv: &mut Conversation,
         _ctx: &StageContext,
     ) -> Result<StageOutcome, StrategyError> {
-        let decisions = decide_lazy(conv, &self.cfg);
-        let ids: Vec<_> = conv.messages.iter().map(|m| m.id().clone()).collect();
+        let tail = conv.tail_start(self.cfg.recency_window);
         let mut outcome = StageOutcome::default();
         // Counted here, added once per decision kind (the counters are a map).
         let mut counts = [0u64; 4];
-        for ((decision, rule, cls), id) in decisions.into_iter().zip(ids) {
+        // Message by message, as decide_lazy decides them (each decision
+        // reads only its own message and annotations other stages wrote).
+        for index in 0..conv.messages.len() {
+            let (decision, rule, cls) = decide_one(conv, index, tail, &self.cfg);
             if let Some(n) = counts.get_mut(decision_index(decision)) {
                 *n += 1;
             }
+            let Some(id) = conv.messages.get(index).map(|m| m.id().clone()) else {
+                continue;
+            };
             let ann = conv.ann_mut(&id);
             ann.classification = cls;
             ann.decision = Some((decision, rule));
@@ -690,7 +708,22 @@ mod tests {
                     (d.decision, d.rule, (!early).then_some(d.classification))
                 })
                 .collect();
-            proptest::prop_assert_eq!(decide_lazy(&c, &cfg), want);
+            let lazy = decide_lazy(&c, &cfg);
+            proptest::prop_assert_eq!(&lazy, &want);
+            // The stage, which decides and annotates message by message,
+            // writes exactly these answers (messages sharing an id share
+            // annotations: the last one's answer).
+            let mut applied = c.clone();
+            let run = Classifier::new(cfg.clone()).apply(&mut applied, &StageContext::default());
+            proptest::prop_assert!(run.is_ok());
+            let mut last = std::collections::HashMap::new();
+            for (m, (d, r, cls)) in c.messages.iter().zip(lazy) {
+                last.insert(m.id().clone(), (Some((d, r)), cls));
+            }
+            for m in &applied.messages {
+                let written = applied.ann(m.id()).map(|a| (a.decision, a.classification.clone()));
+                proptest::prop_assert_eq!(written.as_ref(), last.get(m.id()));
+            }
         }
     }
 }

@@ -368,7 +368,7 @@ impl Pipeline {
                 BuiltStrategy::Async(s) if awaits => Some(s.apply_async(conv, ctx).await),
                 BuiltStrategy::Async(_) => None,
             };
-            let (r, m, v) = finish(stage, result, snapshot, conv, ctx, &before, &violations, t);
+            let (r, m, v) = finish(stage, result, snapshot, conv, ctx, before, violations, t);
             stages.push(r);
             before = m;
             violations = v;
@@ -424,6 +424,10 @@ fn touched_protected(before: &Conversation, after: &Conversation) -> Option<Mess
         .map(|m| m.id().clone())
 }
 
+/// Keep or revert what a stage did to `conv` (given `snapshot`, the
+/// conversation before it): the figures and violations after it, or, when
+/// it changed no message or is reverted, `before` and `violations` as they
+/// were (moved through, not copied).
 #[allow(clippy::too_many_arguments)]
 fn finish(
     stage: &Stage,
@@ -431,8 +435,8 @@ fn finish(
     snapshot: Conversation,
     conv: &mut Conversation,
     ctx: &StageContext,
-    before: &Measure,
-    violations: &[crate::Violation],
+    before: Measure,
+    violations: Vec<crate::Violation>,
     t: Instant,
 ) -> (StageReport, Measure, Vec<crate::Violation>) {
     let (status, outcome) = match result {
@@ -444,12 +448,12 @@ fn finish(
         Some(Ok(o)) => (StageStatus::Applied, o),
     };
     let mut status = status;
-    let mut after_v = violations.to_vec();
-    let mut after = None;
+    let mut kept = None;
     if status == StageStatus::Applied {
-        let (m, longer) = measure(conv, ctx, Some(before));
         // A stage that only annotated (every message the one it was given,
-        // in its place) left the checks' answers as they were.
+        // in its place) left the checks' answers and the figures as they
+        // were: `before` measured exactly the messages of `snapshot`, so a
+        // new measure would find every entry unchanged.
         let unchanged = conv.format == snapshot.format
             && conv.messages.len() == snapshot.messages.len()
             && conv
@@ -457,42 +461,42 @@ fn finish(
                 .iter()
                 .zip(&snapshot.messages)
                 .all(|(a, b)| Message::same(a, b));
-        // A stage that rewrote texts in place (same roles and pairing
-        // facts) left them too.
-        let v = if unchanged || same_violations(&snapshot, conv) {
-            violations.to_vec()
-        } else {
-            validate(conv)
-        };
-        if introduces_violations(violations, &v) {
-            let first = v
-                .iter()
-                .find(|x| !violations.contains(x))
-                .map(|x| x.to_string())
-                .unwrap_or_default();
-            status = StageStatus::Reverted(format!("introduced a violation: {first}"));
-        } else if let Some(id) = (!unchanged)
-            .then(|| touched_protected(&snapshot, conv))
-            .flatten()
-        {
-            status = StageStatus::Reverted(format!("changed protected message {id}"));
-        } else if m.chars > before.chars {
-            status = StageStatus::Reverted(format!(
-                "made the conversation longer ({} > {} chars)",
-                m.chars, before.chars
-            ));
-        } else if let Some((id, n, b)) = longer {
-            status = StageStatus::Reverted(format!("made message {id} longer ({n} > {b} chars)"));
-        } else {
-            after_v = v;
-            after = Some(m);
+        if !unchanged {
+            let (m, longer) = measure(conv, ctx, Some(&before));
+            // A stage that rewrote texts in place (same roles and pairing
+            // facts) left the violations as they were.
+            let v = if same_violations(&snapshot, conv) {
+                None
+            } else {
+                Some(validate(conv))
+            };
+            let new_v = v.as_deref().unwrap_or(&violations);
+            if introduces_violations(&violations, new_v) {
+                let first = new_v
+                    .iter()
+                    .find(|x| !violations.contains(x))
+                    .map(|x| x.to_string())
+                    .unwrap_or_default();
+                status = StageStatus::Reverted(format!("introduced a violation: {first}"));
+            } else if let Some(id) = touched_protected(&snapshot, conv) {
+                status = StageStatus::Reverted(format!("changed protected message {id}"));
+            } else if m.chars > before.chars {
+                status = StageStatus::Reverted(format!(
+                    "made the conversation longer ({} > {} chars)",
+                    m.chars, before.chars
+                ));
+            } else if let Some((id, n, b)) = longer {
+                status =
+                    StageStatus::Reverted(format!("made message {id} longer ({n} > {b} chars)"));
+            } else {
+                kept = Some((m, v));
+            }
         }
     }
     if status != StageStatus::Applied {
         *conv = snapshot;
     }
-    let after = after.unwrap_or_else(|| before.clone());
-    let r = StageReport {
+    let r = |after: &Measure, status| StageReport {
         name: stage.name.clone(),
         status,
         messages_before: before.messages,
@@ -504,7 +508,10 @@ fn finish(
         outcome,
         micros: t.elapsed().as_micros(),
     };
-    (r, after, after_v)
+    match kept {
+        Some((after, v)) => (r(&after, status), after, v.unwrap_or(violations)),
+        None => (r(&before, status), before, violations),
+    }
 }
 
 #[cfg(test)]
@@ -607,6 +614,81 @@ mod tests {
             conv.messages[3].set_text(t);
             Ok(StageOutcome::default())
         }
+    }
+
+    /// Annotates every message, changes none.
+    struct Annotate;
+    impl Strategy for Annotate {
+        fn name(&self) -> &str {
+            "annotate"
+        }
+        fn apply(
+            &self,
+            conv: &mut Conversation,
+            _: &StageContext,
+        ) -> Result<StageOutcome, StrategyError> {
+            let ids: Vec<_> = conv.messages.iter().map(|m| m.id().clone()).collect();
+            for id in ids {
+                conv.ann_mut(&id).protected = false;
+            }
+            Ok(StageOutcome::default())
+        }
+    }
+
+    /// Shortens the second message.
+    struct Shrink;
+    impl Strategy for Shrink {
+        fn name(&self) -> &str {
+            "shrink"
+        }
+        fn apply(
+            &self,
+            conv: &mut Conversation,
+            _: &StageContext,
+        ) -> Result<StageOutcome, StrategyError> {
+            conv.messages[1].set_text("short");
+            Ok(StageOutcome::default())
+        }
+    }
+
+    #[test]
+    fn an_annotating_stage_keeps_the_figures_the_next_stage_starts_from() {
+        let doc = format!(
+            r#"[{{"role":"user","content":"q"}},{{"role":"assistant","content":"{}"}},{{"role":"user","content":"b"}},{{"role":"assistant","content":"c"}}]"#,
+            "a".repeat(200)
+        );
+        let ctx = StageContext::default();
+        let mut p = Pipeline::default();
+        p.push(Box::new(Annotate));
+        p.push(Box::new(DropTool));
+        p.push(Box::new(ShrinkAndGrow));
+        p.push(Box::new(Annotate));
+        p.push(Box::new(Shrink));
+        p.push(Box::new(Annotate));
+        let mut c = Conversation::parse(&doc).unwrap();
+        let figures = |m: &Measure| (m.messages, m.tokens, m.chars);
+        let (first, _) = measure(&c, &ctx, None);
+        let r = p.run(&mut c, &ctx);
+        let (last, _) = measure(&c, &ctx, None);
+        assert_ne!(figures(&first), figures(&last));
+        let applied = [true, true, false, true, true, true];
+        for (s, ok) in r.stages.iter().zip(applied) {
+            assert_eq!(s.status == StageStatus::Applied, ok, "{}", s.name);
+        }
+        let before = |s: &StageReport| (s.messages_before, s.tokens_before, s.chars_before);
+        let after = |s: &StageReport| (s.messages_after, s.tokens_after, s.chars_after);
+        for s in &r.stages[..4] {
+            assert_eq!(before(s), figures(&first), "{}", s.name);
+            assert_eq!(after(s), figures(&first), "{}", s.name);
+        }
+        assert_eq!(before(&r.stages[4]), figures(&first));
+        assert_eq!(after(&r.stages[4]), figures(&last));
+        assert_eq!(before(&r.stages[5]), figures(&last));
+        assert_eq!(after(&r.stages[5]), figures(&last));
+        assert_eq!(
+            (r.messages_after, r.tokens_after, r.chars_after),
+            figures(&last)
+        );
     }
 
     #[test]

@@ -10,8 +10,8 @@ use ctxpress_core::archive::content_hash;
 use ctxpress_core::summarize::{SummarizeAsync, SummaryKind, SummaryRequest, build_backend};
 use ctxpress_core::text::terms::{for_each_term, term_counts};
 use ctxpress_core::{
-    AsyncStrategy, BuiltStrategy, ConfigError, Conversation, Decision, DecisionRule, Message,
-    MessageId, Role, StageContext, StageOutcome, Strategy, StrategyError, StrategyFactory,
+    Annotations, AsyncStrategy, BuiltStrategy, ConfigError, Conversation, Decision, DecisionRule,
+    Message, MessageId, Role, StageContext, StageOutcome, Strategy, StrategyError, StrategyFactory,
     parse_params,
 };
 use serde::{Deserialize, Serialize};
@@ -230,7 +230,16 @@ fn text_only_block(block: &Value) -> Option<String> {
 
 /// Whether and how a message may be summarized, with the text to summarize.
 fn touch(conv: &Conversation, m: &Message, cfg: &SummarizerConfig) -> Option<(Target, String)> {
-    if m.has_tool_calls() || conv.ann(m.id()).is_some_and(|a| a.protected) {
+    touch_annotated(conv.ann(m.id()), m, cfg)
+}
+
+/// [`touch`], given the message's annotations (`ann`).
+fn touch_annotated(
+    ann: Option<&Annotations>,
+    m: &Message,
+    cfg: &SummarizerConfig,
+) -> Option<(Target, String)> {
+    if m.has_tool_calls() || ann.is_some_and(|a| a.protected) {
         return None;
     }
     let (target, text) = if m.is_tool_result() {
@@ -273,16 +282,16 @@ fn plan(conv: &Conversation, cfg: &SummarizerConfig) -> Plan {
     let msgs = &conv.messages;
     let mut i = 0;
     while let Some(m) = msgs.get(i) {
+        // One look-up of the annotations for the decision and `touch`.
+        let ann = conv.ann(m.id());
+        let decided = ann.and_then(|a| a.decision).map(|(d, _)| d);
         // Preserved and dedup messages are left alone whatever `touch` says:
         // skipped before their text is copied.
-        if matches!(
-            decision(conv, m),
-            Some(Decision::Preserve | Decision::Dedup)
-        ) {
+        if matches!(decided, Some(Decision::Preserve | Decision::Dedup)) {
             i += 1;
             continue;
         }
-        let Some((target, text)) = touch(conv, m, cfg) else {
+        let Some((target, text)) = touch_annotated(ann, m, cfg) else {
             i += 1;
             continue;
         };
@@ -291,7 +300,7 @@ fn plan(conv: &Conversation, cfg: &SummarizerConfig) -> Plan {
         } else {
             SummaryKind::Tool
         };
-        match decision(conv, m) {
+        match decided {
             None => {
                 p.unclassified += 1;
                 i += 1;
