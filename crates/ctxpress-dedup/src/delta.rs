@@ -14,7 +14,148 @@ pub enum Edit<'a> {
 
 /// The edits turning `old` into `new` (lines split on `\n`), or `None` when
 /// more than `max_edits` lines differ.
+///
+/// The lines the two texts share at their start and at their end are found
+/// on the bytes (the common byte prefix and suffix, cut back to whole lines)
+/// and only the lines between are split and diffed, so the long unchanged
+/// runs of a re-read file are never split into lines.
 pub fn line_diff<'a>(old: &'a str, new: &'a str, max_edits: usize) -> Option<Vec<Edit<'a>>> {
+    let (a, b) = (old.as_bytes(), new.as_bytes());
+    // Common whole lines at the start: those whose newline lies inside the
+    // common byte prefix, plus the line the prefix ends in when it ends
+    // both texts' lines there (at a newline or a text's end).
+    let k = common_prefix(a, b);
+    let mut pre = newlines(a.get(..k).unwrap_or(&[]));
+    let start = match (a.get(k), b.get(k)) {
+        // Equal texts.
+        (None, None) => return Some(Vec::new()),
+        // `old`'s last line ends where `new`'s line does: `old` has no
+        // line left.
+        (None, Some(b'\n')) => {
+            pre += 1;
+            let bm = split_lines(new.get(k + 1..).unwrap_or(""));
+            return finish(pre, &[], &bm, max_edits);
+        }
+        (Some(b'\n'), None) => {
+            pre += 1;
+            let am = split_lines(old.get(k + 1..).unwrap_or(""));
+            return finish(pre, &am, &[], max_edits);
+        }
+        // The line `k` falls in differs: both texts' rest starts with it.
+        _ => memchr::memrchr(b'\n', a.get(..k).unwrap_or(&[])).map_or(0, |p| p + 1),
+    };
+    let (x, y) = (a.get(start..).unwrap_or(&[]), b.get(start..).unwrap_or(&[]));
+    // Common whole lines at the end of the rests, the same way: a line
+    // whose newline before it lies inside the common suffix, plus the line
+    // the suffix starts in when it starts both texts' lines there.
+    let m = common_suffix(x, y);
+    let (xs, ys) = (x.len() - m, y.len() - m);
+    let whole_first = match (xs.checked_sub(1), ys.checked_sub(1)) {
+        (None, Some(j)) => y.get(j) == Some(&b'\n'),
+        (Some(i), None) => x.get(i) == Some(&b'\n'),
+        _ => false,
+    };
+    // Where the middle lines of each rest end: before the first newline of
+    // the common suffix, or before the newline ahead of it.
+    let (x_end, y_end) = if whole_first {
+        (xs.saturating_sub(1), ys.saturating_sub(1))
+    } else {
+        match x.get(xs..).and_then(|t| memchr::memchr(b'\n', t)) {
+            Some(i) => (xs + i, ys + i),
+            None => (x.len(), y.len()),
+        }
+    };
+    let middle = |text: &'a str, end: usize, empty: bool| {
+        if empty {
+            Vec::new()
+        } else {
+            split_lines(text.get(start..start + end).unwrap_or(""))
+        }
+    };
+    let am = middle(old, x_end, whole_first && xs == 0);
+    let bm = middle(new, y_end, whole_first && ys == 0);
+    finish(pre, &am, &bm, max_edits)
+}
+
+/// The edits between the middle lines `am` and `bm` that follow `pre`
+/// common lines, or `None` beyond `max_edits`.
+fn finish<'a>(
+    pre: usize,
+    am: &[&'a str],
+    bm: &[&'a str],
+    max_edits: usize,
+) -> Option<Vec<Edit<'a>>> {
+    if am.len().abs_diff(bm.len()) > max_edits {
+        return None;
+    }
+    let script = myers(am, bm, max_edits)?;
+    Some(
+        script
+            .into_iter()
+            .map(|e| match e {
+                Op::Del(i) => Edit::Del(pre + i + 1, am.get(i).copied().unwrap_or("")),
+                Op::Ins(j) => Edit::Ins(pre + j + 1, bm.get(j).copied().unwrap_or("")),
+            })
+            .collect(),
+    )
+}
+
+/// The number of newlines in `b`.
+fn newlines(b: &[u8]) -> usize {
+    memchr::memchr_iter(b'\n', b).count()
+}
+
+/// The length of the longest common prefix of `a` and `b`, eight bytes at a
+/// time.
+fn common_prefix(a: &[u8], b: &[u8]) -> usize {
+    let n = a.len().min(b.len());
+    let mut i = 0usize;
+    while let (Some(x), Some(y)) = (a.get(i..i + 8), b.get(i..i + 8)) {
+        let d = word(x) ^ word(y);
+        if d != 0 {
+            return i + (d.trailing_zeros() / 8) as usize;
+        }
+        i += 8;
+    }
+    while i < n && a.get(i) == b.get(i) {
+        i += 1;
+    }
+    i
+}
+
+/// The length of the longest common suffix of `a` and `b`, eight bytes at a
+/// time.
+fn common_suffix(a: &[u8], b: &[u8]) -> usize {
+    let n = a.len().min(b.len());
+    let mut i = 0usize;
+    while i + 8 <= n {
+        let (Some(x), Some(y)) = (
+            a.get(a.len() - i - 8..a.len() - i),
+            b.get(b.len() - i - 8..b.len() - i),
+        ) else {
+            break;
+        };
+        let d = word(x) ^ word(y);
+        if d != 0 {
+            return i + (d.leading_zeros() / 8) as usize;
+        }
+        i += 8;
+    }
+    while i < n && a.get(a.len() - i - 1) == b.get(b.len() - i - 1) {
+        i += 1;
+    }
+    i
+}
+
+/// Eight bytes as a little-endian word (zero when `b` is shorter).
+fn word(b: &[u8]) -> u64 {
+    u64::from_le_bytes(b.get(..8).and_then(|w| w.try_into().ok()).unwrap_or([0; 8]))
+}
+
+/// [`line_diff`] as first written: both texts split into lines and the
+/// common lines at the start and the end compared line by line.
+#[cfg(test)]
+fn line_diff_by_lines<'a>(old: &'a str, new: &'a str, max_edits: usize) -> Option<Vec<Edit<'a>>> {
     let a = split_lines(old);
     let b = split_lines(new);
     let pre = a.iter().zip(&b).take_while(|(x, y)| x == y).count();
@@ -210,6 +351,80 @@ mod tests {
         assert_eq!(line_diff("a\nb", "a\nb", 0).unwrap(), vec![]);
         assert!(line_diff("a\nb\nc", "x\ny\nz", 5).is_none());
         assert!(line_diff("a\nb\nc", "x\ny\nz", 6).is_some());
+    }
+
+    /// Texts of a few short lines from a small alphabet, so lines repeat,
+    /// texts share starts and ends, and one text is often a prefix or a
+    /// suffix of the other.
+    fn lines_text() -> impl Strategy<Value = String> {
+        proptest::collection::vec("[ab\\n]{0,3}", 0..10).prop_map(|v| v.concat())
+    }
+
+    #[test]
+    fn byte_level_ends_match_the_line_diff_by_lines() {
+        let long = "line of a file\n".repeat(30);
+        let cases = [
+            ("", ""),
+            ("", "\n"),
+            ("\n", ""),
+            ("a", "a\n"),
+            ("a\n", "a"),
+            ("a\nb", "a\nb\nc"),
+            ("a\nb\nc", "a\nb"),
+            ("a\nb", "a\nbc"),
+            ("ab\nc", "b\nc"),
+            ("b\nc", "ab\nc"),
+            ("x\nb\nc", "b\nc"),
+            ("b\nc", "x\nb\nc"),
+            ("a\nb\na", "a\na"),
+            ("a\n\na", "a\na"),
+            ("abcdefghijklmnop\nq", "abcdefghijklmnoX\nq"),
+            (long.as_str(), "line of a file\n"),
+        ];
+        let edited = format!("{long}one more\n{long}");
+        let doubled = format!("{long}{long}");
+        let all = cases.iter().copied().chain([
+            (long.as_str(), edited.as_str()),
+            (doubled.as_str(), edited.as_str()),
+        ]);
+        for (old, new) in all {
+            for max in [0, 1, 2, 40] {
+                assert_eq!(
+                    line_diff(old, new, max),
+                    line_diff_by_lines(old, new, max),
+                    "{old:?} -> {new:?} within {max}"
+                );
+            }
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(1024))]
+        #[test]
+        fn byte_level_ends_match_by_lines_on_any_texts(
+            old in lines_text(),
+            new in lines_text(),
+            shared_start in lines_text(),
+            shared_end in lines_text(),
+            max in 0usize..12,
+        ) {
+            let (old, new) = (
+                format!("{shared_start}{old}{shared_end}"),
+                format!("{shared_start}{new}{shared_end}"),
+            );
+            prop_assert_eq!(line_diff(&old, &new, max), line_diff_by_lines(&old, &new, max));
+        }
+
+        #[test]
+        fn common_ends_are_bytewise(
+            a in proptest::collection::vec(0u8..3, 0..40),
+            b in proptest::collection::vec(0u8..3, 0..40),
+        ) {
+            let pre = a.iter().zip(&b).take_while(|(x, y)| x == y).count();
+            let suf = a.iter().rev().zip(b.iter().rev()).take_while(|(x, y)| x == y).count();
+            prop_assert_eq!(common_prefix(&a, &b), pre);
+            prop_assert_eq!(common_suffix(&a, &b), suf);
+        }
     }
 
     proptest! {

@@ -8,31 +8,6 @@
 //! Posting lists keep only their most recent entries and each text is compared
 //! with a bounded number of candidates, so the work is linear in the input.
 
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
-
-/// Hasher for keys that are line hashes already (xxh3): the key is its own
-/// hash, so the maps of [`similar_pairs`] skip SipHash.
-#[derive(Default, Clone, Copy)]
-struct LineHashHasher(u64);
-
-impl Hasher for LineHashHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = self.0.rotate_left(8) ^ u64::from(b);
-        }
-    }
-    fn write_u64(&mut self, n: u64) {
-        self.0 = n;
-    }
-}
-
-/// A map keyed by line hashes.
-type LineMap<V> = HashMap<u64, V, BuildHasherDefault<LineHashHasher>>;
-
 /// The normalized line set of one text.
 #[derive(Debug, Clone, Default)]
 pub struct LineSet {
@@ -413,72 +388,124 @@ impl UnionFind {
 /// No posting: the end of a posting list.
 const NIL: u32 = u32::MAX;
 
+/// One distinct line of a [`LineIndex`]: its hash, the number of texts
+/// holding it (its document frequency, 0 for a free entry) and the stamp of
+/// the last text or similarity that marked it, in one 16-byte entry, so a
+/// line is one memory access wherever it is looked at.
+#[derive(Debug, Clone, Copy, Default)]
+#[repr(C, align(16))]
+struct Line {
+    hash: u64,
+    df: u32,
+    mark: u32,
+}
+
 /// The line sets of many texts over one table of distinct lines.
 ///
-/// Every distinct line hash gets a slot (one hash lookup per line); a text is
-/// the list of the slots of its distinct lines, in the order they first occur
-/// in it, all texts in one array. The line sets are the same as
-/// [`LineHasher::hashes_into`] gives, without a sort or a vector per text:
-/// repeats within a text are dropped by a per-slot mark, and a similarity
-/// marks the lines of one text and counts the other's marked lines.
+/// The table is open addressing by the line hash (linear probing, at most
+/// three quarters full), an entry per distinct line holding its hash,
+/// document frequency and mark ([`Line`]); a text is the list of the entries
+/// of its distinct lines, in the order they first occur in it, all texts in
+/// one array. The line sets are the same as [`LineHasher::hashes_into`]
+/// gives, without a sort or a vector per text: repeats within a text are
+/// dropped by the entry's mark, and a similarity marks the lines of one text
+/// and counts the other's marked lines.
 #[derive(Debug, Clone, Default)]
 pub struct LineIndex {
-    /// The slot of each line hash.
-    slot_of: LineMap<u32>,
-    /// Per slot: its line hash.
-    hash: Vec<u64>,
-    /// Per slot: the number of texts holding it (document frequency).
-    df: Vec<u32>,
-    /// Per slot: the stamp of the last text that marked it.
-    mark: Vec<u32>,
+    /// The distinct lines; empty or a power of two long.
+    table: Vec<Line>,
+    /// The number of distinct lines in `table`.
+    distinct: usize,
     /// The stamp of the latest marking (0 marks nothing).
     stamp: u32,
-    /// The slots of every text, text after text.
+    /// The table entries of every text, text after text.
     slots: Vec<u32>,
-    /// Where each text's slots end in `slots`.
+    /// Where each text's entries end in `slots`.
     ends: Vec<usize>,
+}
+
+/// The table length that holds `lines` distinct lines at most three
+/// quarters full.
+fn table_len(lines: usize) -> usize {
+    lines
+        .saturating_add(lines / 3 + 1)
+        .next_power_of_two()
+        .max(16)
 }
 
 impl LineIndex {
     /// An empty index with room for `lines` line hashes of `texts` texts.
     pub fn with_capacity(lines: usize, texts: usize) -> Self {
-        let mut slot_of = LineMap::default();
-        slot_of.reserve(lines);
         LineIndex {
-            slot_of,
-            hash: Vec::with_capacity(lines),
-            df: Vec::with_capacity(lines),
-            mark: Vec::with_capacity(lines),
+            table: vec![Line::default(); table_len(lines)],
+            distinct: 0,
             stamp: 0,
             slots: Vec::with_capacity(lines),
             ends: Vec::with_capacity(texts),
         }
     }
 
+    /// Make room for `more` new distinct lines: a larger table, every entry
+    /// moved and every text's entries renumbered (the table at least
+    /// doubles, so the moves cost linear time over all texts).
+    fn reserve(&mut self, more: usize) {
+        let need = self.distinct.saturating_add(more);
+        if need <= self.table.len() / 4 * 3 {
+            return;
+        }
+        let len = table_len(need).max(self.table.len() * 2);
+        let old = std::mem::replace(&mut self.table, vec![Line::default(); len]);
+        let mask = len - 1;
+        let mut moved = vec![0u32; old.len()];
+        for (line, to) in old.iter().zip(moved.iter_mut()) {
+            if line.df == 0 {
+                continue;
+            }
+            let mut at = line.hash as usize & mask;
+            while self.table.get(at).is_some_and(|l| l.df != 0) {
+                at = (at + 1) & mask;
+            }
+            if let Some(free) = self.table.get_mut(at) {
+                *free = *line;
+            }
+            *to = at as u32;
+        }
+        for s in &mut self.slots {
+            *s = moved.get(*s as usize).copied().unwrap_or(0);
+        }
+    }
+
     /// Add the next text, given the hashes of its lines in any order,
     /// repeats allowed.
     pub fn push_text(&mut self, hashes: &[u64]) {
+        self.reserve(hashes.len());
         self.stamp += 1;
         let stamp = self.stamp;
+        let mask = self.table.len().wrapping_sub(1);
         for &h in hashes {
-            let next = self.hash.len() as u32;
-            let slot = *self.slot_of.entry(h).or_insert(next);
-            if slot == next {
-                self.hash.push(h);
-                self.df.push(0);
-                self.mark.push(0);
+            // From the hash's home entry to the line or a free entry (there
+            // is one: the table is at most three quarters full).
+            let mut at = h as usize & mask;
+            while self.table.get(at).is_some_and(|l| l.df != 0 && l.hash != h) {
+                at = (at + 1) & mask;
             }
-            let Some(m) = self.mark.get_mut(slot as usize) else {
+            let Some(line) = self.table.get_mut(at) else {
                 continue;
             };
-            if *m == stamp {
+            if line.df == 0 {
+                *line = Line {
+                    hash: h,
+                    df: 1,
+                    mark: stamp,
+                };
+                self.distinct += 1;
+            } else if line.mark == stamp {
                 continue;
+            } else {
+                line.mark = stamp;
+                line.df += 1;
             }
-            *m = stamp;
-            if let Some(n) = self.df.get_mut(slot as usize) {
-                *n += 1;
-            }
-            self.slots.push(slot);
+            self.slots.push(at as u32);
         }
         self.ends.push(self.slots.len());
     }
@@ -505,8 +532,8 @@ impl LineIndex {
         if x.is_empty() && y.is_empty() {
             return 1.0;
         }
-        mark_all(&mut self.mark, x, stamp);
-        let inter = count_marked(&self.mark, y, stamp);
+        mark_all(&mut self.table, x, stamp);
+        let inter = count_marked(&self.table, y, stamp);
         ratio(inter, x.len(), y.len())
     }
 
@@ -514,15 +541,15 @@ impl LineIndex {
     /// at or above `limits.threshold` that candidate generation finds, plus
     /// the number of similarity computations made (see [`similar_pairs`]).
     ///
-    /// A line's document frequency and the head of its posting list are
-    /// arrays by slot. A line no other text holds finds nothing and is found
-    /// by nothing, so it is neither probed nor indexed. A posting list is a
-    /// chain, newest entry first, through one arena; only its first
-    /// `max_postings` entries are read, which are the entries a list that
-    /// drops its oldest beyond `max_postings` would hold.
+    /// The head of a line's posting list is in an array by table entry. A
+    /// line no other text holds finds nothing and is found by nothing, so it
+    /// is neither probed nor indexed. A posting list is a chain, newest entry
+    /// first, through one arena; only its first `max_postings` entries are
+    /// read, which are the entries a list that drops its oldest beyond
+    /// `max_postings` would hold.
     pub fn similar_pairs(&mut self, limits: Limits) -> (Vec<(usize, usize, f64)>, u64) {
         let n = self.len();
-        let mut heads: Vec<u32> = vec![NIL; self.hash.len()];
+        let mut heads: Vec<u32> = vec![NIL; self.table.len()];
         // The arena of `(text, next)` posting entries.
         let mut arena: Vec<(u32, u32)> = Vec::new();
         let mut keyed: Vec<(u32, u64, u32)> = Vec::new();
@@ -535,7 +562,7 @@ impl LineIndex {
                 continue;
             }
             // The prefix is the first `p` lines by (document frequency, hash),
-            // which is unique within a text, so the slot never decides the
+            // which is unique within a text, so the entry never decides the
             // order. It starts with the lines of this text alone (frequency
             // 1): their lists are read and written by this text only, so they
             // are left out (and no text is indexed or probed when they fill
@@ -544,12 +571,11 @@ impl LineIndex {
             keyed.clear();
             let mut alone = 0usize;
             for &slot in own {
-                let f = self.df.get(slot as usize).copied().unwrap_or(0);
-                if f <= 1 {
+                let line = self.table.get(slot as usize).copied().unwrap_or_default();
+                if line.df <= 1 {
                     alone += 1;
                 } else {
-                    let h = self.hash.get(slot as usize).copied().unwrap_or(0);
-                    keyed.push((f, h, slot));
+                    keyed.push((line.df, line.hash, slot));
                 }
             }
             if alone >= p {
@@ -603,12 +629,12 @@ impl LineIndex {
                         Some(s) => s,
                         None => {
                             self.stamp += 1;
-                            mark_all(&mut self.mark, own, self.stamp);
+                            mark_all(&mut self.table, own, self.stamp);
                             marked = Some(self.stamp);
                             self.stamp
                         }
                     };
-                    let inter = count_marked(&self.mark, other, stamp);
+                    let inter = count_marked(&self.table, other, stamp);
                     let j = ratio(inter, own.len(), other.len());
                     if j >= limits.threshold {
                         pairs.push((d, c, j));
@@ -632,20 +658,20 @@ fn text_of<'a>(slots: &'a [u32], ends: &[usize], i: usize) -> &'a [u32] {
     slots.get(start..end).unwrap_or(&[])
 }
 
-/// Give every slot of `slots` the mark `stamp`.
-fn mark_all(mark: &mut [u32], slots: &[u32], stamp: u32) {
+/// Give the lines of entries `slots` the mark `stamp`.
+fn mark_all(table: &mut [Line], slots: &[u32], stamp: u32) {
     for &s in slots {
-        if let Some(m) = mark.get_mut(s as usize) {
-            *m = stamp;
+        if let Some(l) = table.get_mut(s as usize) {
+            l.mark = stamp;
         }
     }
 }
 
-/// The number of slots of `slots` marked `stamp`.
-fn count_marked(mark: &[u32], slots: &[u32], stamp: u32) -> usize {
+/// The number of the lines of entries `slots` marked `stamp`.
+fn count_marked(table: &[Line], slots: &[u32], stamp: u32) -> usize {
     slots
         .iter()
-        .filter(|&&s| mark.get(s as usize) == Some(&stamp))
+        .filter(|&&s| table.get(s as usize).is_some_and(|l| l.mark == stamp))
         .count()
 }
 
@@ -670,8 +696,12 @@ pub fn similar_pairs(sets: &[LineSet], limits: Limits) -> (Vec<(usize, usize, f6
 }
 
 #[cfg(test)]
+mod reference;
+
+#[cfg(test)]
 mod tests {
     use super::*;
+    use std::collections::HashMap;
 
     fn file(n: usize, tag: &str) -> String {
         (0..n)
@@ -1055,6 +1085,101 @@ mod tests {
                         index.jaccard(a, b).to_bits(),
                         jaccard(&sets[a], &sets[b]).to_bits()
                     );
+                }
+            }
+        }
+    }
+
+    /// Raw line hashes that crowd the table: small values, values sharing
+    /// their low bits (one home entry), zero, the largest values and
+    /// scattered ones.
+    fn crowded_hash(k: u8) -> u64 {
+        match k % 5 {
+            0 => u64::from(k),
+            1 => u64::from(k) << 40,
+            2 => u64::MAX - u64::from(k),
+            3 => 0,
+            _ => u64::from(k).wrapping_mul(0x9E37_79B9_7F4A_7C15),
+        }
+    }
+
+    /// Both indexes over the same texts of raw hashes, the new one sized
+    /// in advance or grown from empty.
+    fn both_indexes(texts: &[Vec<u64>], sized: bool) -> (LineIndex, reference::SlotIndex) {
+        let total = texts.iter().map(Vec::len).sum();
+        let mut new = if sized {
+            LineIndex::with_capacity(total, texts.len())
+        } else {
+            LineIndex::default()
+        };
+        let mut old = reference::SlotIndex::with_capacity(total, texts.len());
+        for t in texts {
+            new.push_text(t);
+            old.push_text(t);
+        }
+        (new, old)
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn line_index_matches_the_slot_index(
+            texts in proptest::collection::vec(
+                proptest::collection::vec(0u8..60, 0..40), 1..30),
+            t in 0.3f64..1.0,
+            max_postings in 1usize..6,
+            max_candidates in 1usize..6,
+            sized in proptest::bool::ANY,
+        ) {
+            let texts: Vec<Vec<u64>> = texts
+                .iter()
+                .map(|t| t.iter().map(|&k| crowded_hash(k)).collect())
+                .collect();
+            let (mut new, mut old) = both_indexes(&texts, sized);
+            proptest::prop_assert_eq!(new.len(), old.len());
+            for limits in [
+                Limits { threshold: t, max_postings, max_candidates },
+                Limits { threshold: t, max_postings: 1000, max_candidates: 1000 },
+            ] {
+                proptest::prop_assert_eq!(new.similar_pairs(limits), old.similar_pairs(limits));
+            }
+            for a in 0..texts.len() {
+                for b in 0..texts.len() {
+                    proptest::prop_assert_eq!(
+                        new.jaccard(a, b).to_bits(),
+                        old.jaccard(a, b).to_bits()
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn line_index_grows_and_matches_the_slot_index() {
+        // Texts of new lines and lines of earlier texts, from an empty
+        // table through several growths, and a text of one line repeated.
+        let mut texts: Vec<Vec<u64>> = (0..60u64)
+            .map(|i| {
+                (0..40u64)
+                    .map(|l| (i * 17 + l * 31) % 900 * 0x1_0000_0001)
+                    .collect()
+            })
+            .collect();
+        texts.push(vec![7; 50]);
+        texts.push(Vec::new());
+        texts.push((0..3000u64).map(|l| l << 33).collect());
+        for sized in [false, true] {
+            let (mut new, mut old) = both_indexes(&texts, sized);
+            assert!(new.table.len().is_power_of_two());
+            assert!(new.distinct * 4 <= new.table.len() * 3);
+            let limits = Limits {
+                threshold: 0.5,
+                max_postings: 64,
+                max_candidates: 128,
+            };
+            assert_eq!(new.similar_pairs(limits), old.similar_pairs(limits));
+            for a in 0..texts.len() {
+                for b in 0..texts.len() {
+                    assert_eq!(new.jaccard(a, b).to_bits(), old.jaccard(a, b).to_bits());
                 }
             }
         }
