@@ -2527,100 +2527,6 @@ fn scan_terms_walk<'a, const JSON_ESCAPED: bool, const FAST: bool>(
     }
 }
 
-/// [`scan_terms`] as it was before it or-ed the classes of a run's bytes
-/// before its trigger on the way back to its start (it read them again
-/// from the start; the tests compare the two).
-#[cfg(test)]
-fn scan_terms_two_pass<'a, const JSON_ESCAPED: bool, const FAST: bool>(
-    text: &'a str,
-    mut f: impl FnMut(&'a str),
-) {
-    let bytes = text.as_bytes();
-    // Never inside a run.
-    let mut i = 0;
-    loop {
-        let Some(p) = next_trigger::<JSON_ESCAPED>(bytes, i) else {
-            return;
-        };
-        let c = bytes.get(p).copied().unwrap_or(0);
-        if JSON_ESCAPED && c == b'\\' {
-            i = p + if bytes.get(p + 1) == Some(&b'u') {
-                6
-            } else {
-                2
-            };
-            continue;
-        }
-        // The run through `p` starts after the last non-run byte before it
-        // (no escape lies between `i` and `p`).
-        let start = bytes
-            .get(i..p)
-            .and_then(|r| r.iter().rposition(|c| TERM_BYTES[*c as usize] & T_TOK == 0))
-            .map_or(i, |k| i + k + 1);
-        i = start;
-        let c = bytes.get(i).copied().unwrap_or(0);
-        // Only runs with an underscore, a slash, an inner capital or a dotted
-        // number can hold a term: plain words are skipped without splitting.
-        let first = TERM_BYTES[c as usize];
-        let mut upper_inside = 0u8;
-        i += 1;
-        while let Some(&c) = bytes.get(i) {
-            let k = TERM_BYTES[c as usize];
-            if k & T_TOK == 0 {
-                break;
-            }
-            upper_inside |= k;
-            i += 1;
-        }
-        let seen = first | upper_inside;
-        let interesting = seen & T_MARK != 0 || upper_inside & T_UPPER != 0;
-        if !(interesting || (seen & T_DIGIT != 0 && seen & T_DOT != 0)) {
-            continue;
-        }
-        // Most runs are one plain word (no `-`, `/` or `.`): nothing to trim
-        // or split, no path and no version, only an identifier.
-        if FAST && seen & T_SPLIT == 0 {
-            // Without `/`, the mark is an underscore: only snake_case can
-            // hold one, and only camelCase or PascalCase can do without.
-            if let (Some(run), Some(run_str)) = (bytes.get(start..i), text.get(start..i))
-                && is_identifier(run)
-            {
-                f(run_str);
-            }
-            continue;
-        }
-        // Trim punctuation at the ends (sentence dots, leading slashes).
-        let mut a = start;
-        let mut b = i;
-        while a < b
-            && bytes
-                .get(a)
-                .is_some_and(|c| matches!(c, b'.' | b'-' | b'/'))
-        {
-            a += 1;
-        }
-        while b > a
-            && bytes
-                .get(b - 1)
-                .is_some_and(|c| matches!(c, b'.' | b'-' | b'/'))
-        {
-            b -= 1;
-        }
-        let (Some(run), Some(run_str)) = (bytes.get(a..b), text.get(a..b)) else {
-            continue;
-        };
-        // A path has a slash; an identifier an underscore or a capital after
-        // the run's first byte; a version digits and dots.
-        if seen & T_MARK != 0 && is_path(run) {
-            f(run_str);
-        }
-        let identifiers = seen & T_UNDERSCORE != 0 || upper_inside & T_UPPER != 0;
-        if identifiers || (seen & T_DIGIT != 0 && seen & T_DOT != 0) {
-            split_run(run, run_str, identifiers, &mut f);
-        }
-    }
-}
-
 /// The versions and identifiers of a trimmed run (which neither starts nor
 /// ends with `.`, `-` or `/`): its segments between `/` and `-`, each a
 /// version or split at dots into identifiers (only looked for with
@@ -3911,28 +3817,22 @@ mod tests {
     }
 
     /// The terms the scan finds in `text` and those the reference scan finds
-    /// (after checking that the scan finds those [`scan_terms_two_pass`]
-    /// finds, with and without the plain-word short cut).
+    /// (after checking that the scan finds those [`scan_terms_walk`], the
+    /// scan it replaced, finds, with and without the plain-word short cut).
     fn scans(text: &str, escaped: bool) -> (Vec<&str>, Vec<&str>) {
         let (mut new, mut old) = (Vec::new(), Vec::new());
-        let (mut two, mut new_slow, mut two_slow) = (Vec::new(), Vec::new(), Vec::new());
         if escaped {
-            scan_terms::<true, true>(text, |t| new.push(t));
             scan_terms_reference::<true, true>(text, |t| old.push(t));
-            scan_terms_two_pass::<true, true>(text, |t| two.push(t));
-            scan_terms::<true, false>(text, |t| new_slow.push(t));
-            scan_terms_two_pass::<true, false>(text, |t| two_slow.push(t));
         } else {
-            scan_terms::<false, true>(text, |t| new.push(t));
             scan_terms_reference::<false, true>(text, |t| old.push(t));
-            scan_terms_two_pass::<false, true>(text, |t| two.push(t));
-            scan_terms::<false, false>(text, |t| new_slow.push(t));
-            scan_terms_two_pass::<false, false>(text, |t| two_slow.push(t));
         }
-        assert_eq!(new, two, "{text:?}");
-        assert_eq!(new_slow, two_slow, "{text:?}");
+        new.extend(block_scan(text, escaped, true));
         assert_eq!(new, walks(text, escaped, true), "{text:?}");
-        assert_eq!(new_slow, walks(text, escaped, false), "{text:?}");
+        assert_eq!(
+            block_scan(text, escaped, false),
+            walks(text, escaped, false),
+            "{text:?}"
+        );
         (new, old)
     }
 
@@ -4097,7 +3997,7 @@ mod tests {
     }
 
     #[test]
-    fn one_pass_runs_read_what_two_passes_read() {
+    fn triggers_anywhere_in_a_run_find_the_same_terms() {
         // Triggers at a run's first byte, deep inside it, after an escape,
         // at the text's start and end.
         for text in [
