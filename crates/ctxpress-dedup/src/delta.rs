@@ -2,6 +2,8 @@
 //! stripping the common prefix and suffix, giving up beyond a bound on D so the
 //! cost stays linear in the text size.
 
+use ctxpress_core::text::lines::count_newlines;
+
 /// One edit of a line diff. Line numbers are 1-based: a deletion numbers the
 /// line in the keep target, an insertion numbers it in the replaced text.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -25,7 +27,7 @@ pub fn line_diff<'a>(old: &'a str, new: &'a str, max_edits: usize) -> Option<Vec
     // common byte prefix, plus the line the prefix ends in when it ends
     // both texts' lines there (at a newline or a text's end).
     let k = common_prefix(a, b);
-    let mut pre = newlines(a.get(..k).unwrap_or(&[]));
+    let mut pre = count_newlines(a.get(..k).unwrap_or(&[]));
     let start = match (a.get(k), b.get(k)) {
         // Equal texts.
         (None, None) => return Some(Vec::new()),
@@ -98,11 +100,6 @@ fn finish<'a>(
             })
             .collect(),
     )
-}
-
-/// The number of newlines in `b`.
-fn newlines(b: &[u8]) -> usize {
-    memchr::memchr_iter(b'\n', b).count()
 }
 
 /// The length of the longest common prefix of `a` and `b`, eight bytes at a

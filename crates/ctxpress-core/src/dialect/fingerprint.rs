@@ -35,22 +35,13 @@ fn hashed_content(text: &str) -> &str {
 /// what it keeps, with or without number prefixes). Texts with equal
 /// fingerprints have equal counts (their hashed copies are equal, one `\n`
 /// a line), so texts whose counts differ cannot match: a caller comparing
-/// many texts fingerprints only those whose count another one shares. The
-/// newlines are counted sixteen bytes at a time.
+/// many texts fingerprints only those whose count another one shares.
 pub fn content_line_count(text: &str) -> usize {
-    use crate::text::sse2::{eq, lanes};
-    use safe_arch::move_mask_i8_m128i;
     let b = hashed_content(text).as_bytes();
     if b.is_empty() {
         return 0;
     }
-    let mut n = 0usize;
-    for (_, v) in lanes(b) {
-        n += move_mask_i8_m128i(eq(v, b'\n')).count_ones() as usize;
-    }
-    let tail = b.get(b.len() / 16 * 16..).unwrap_or(&[]);
-    n += tail.iter().filter(|&&c| c == b'\n').count();
-    n + 1
+    crate::text::lines::count_newlines(b) + 1
 }
 
 /// The index of the first `\n` at or after `from` in `b`, else `b.len()`:
