@@ -471,23 +471,11 @@ impl Conversation {
             if m.role() == Role::Assistant && m.has_tool_calls() {
                 let call_ids: Vec<String> =
                     m.tool_calls().iter().map(|c| c.id.to_string()).collect();
-                let mut results = Vec::new();
-                let mut j = i + 1;
-                if j < n
-                    && self.messages[j].role() == Role::User
-                    && self.messages[j].is_tool_result()
-                {
-                    results.push(j);
-                    j += 1;
-                } else {
-                    while j < n && matches!(self.messages[j].role(), Role::Tool | Role::Function) {
-                        results.push(j);
-                        j += 1;
-                    }
-                }
+                let results = exchange_results(&self.messages, i);
+                let j = results.end;
                 out.push(Exchange {
                     call: i,
-                    results,
+                    results: results.collect(),
                     call_ids,
                 });
                 i = j;
@@ -629,6 +617,30 @@ pub fn to_json_styled(fields: &Map<String, Value>, style: Style) -> String {
         .serialize(&mut ser)
         .expect("a JSON map always serializes");
     String::from_utf8(buf).expect("serialized JSON is UTF-8")
+}
+
+/// The indices of the messages holding the results of the exchange whose
+/// calls are in message `i` of `msgs` (the one rule of
+/// [`Conversation::exchanges`] and the traffic index's walk): the next
+/// message when it is a user message carrying tool results, else the run
+/// of tool (or function) messages after `i`.
+pub(crate) fn exchange_results(msgs: &[Message], i: usize) -> std::ops::Range<usize> {
+    let start = i + 1;
+    let mut j = start;
+    if msgs
+        .get(j)
+        .is_some_and(|m| *m.role_ref() == Role::User && m.is_tool_result())
+    {
+        j += 1;
+    } else {
+        while msgs
+            .get(j)
+            .is_some_and(|m| matches!(m.role_ref(), Role::Tool | Role::Function))
+        {
+            j += 1;
+        }
+    }
+    start..j
 }
 
 #[cfg(test)]

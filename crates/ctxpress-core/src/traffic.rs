@@ -18,7 +18,7 @@
 //! dropped and rebuilt when a stage asks with another dialect table or
 //! working directory.
 
-use crate::conversation::{Conversation, Exchange};
+use crate::conversation::{Conversation, Exchange, exchange_results};
 use crate::dialect::{self, DialectTable, Operation, ResultFacts};
 use crate::message::{Message, Role};
 use foldhash::{HashMap, HashMapExt};
@@ -409,29 +409,6 @@ fn cached_calls(
         state.results.retain(|_, r| r.seen == pass);
     }
     out
-}
-
-/// The indices of the messages holding the results of the exchange whose
-/// calls are in message `i`, as [`Conversation::exchanges`] finds them: the
-/// next message when it is a user message carrying tool results, else the
-/// run of tool (or function) messages after `i`.
-fn exchange_results(msgs: &[Message], i: usize) -> std::ops::Range<usize> {
-    let start = i + 1;
-    let mut j = start;
-    if msgs
-        .get(j)
-        .is_some_and(|m| *m.role_ref() == Role::User && m.is_tool_result())
-    {
-        j += 1;
-    } else {
-        while msgs
-            .get(j)
-            .is_some_and(|m| matches!(m.role_ref(), Role::Tool | Role::Function))
-        {
-            j += 1;
-        }
-    }
-    start..j
 }
 
 /// [`Conversation::exchanges`], with the call ids from the parsed calls.
