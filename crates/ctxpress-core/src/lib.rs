@@ -13,6 +13,7 @@ pub mod conversation;
 pub mod dialect;
 #[cfg(any(test, feature = "fixtures"))]
 pub mod fixtures;
+pub mod ledger;
 pub mod message;
 pub mod pipeline;
 pub mod registry;

@@ -29,7 +29,7 @@ use crate::pipeline::{Pipeline, Report};
 use crate::strategy::{StageContext, StageOutcome, Strategy, StrategyError};
 use crate::tokens::{MESSAGE_OVERHEAD, TokenCounter, count_message};
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::time::Instant;
 
@@ -270,6 +270,8 @@ pub fn protected_ids(conv: &Conversation, tail: usize) -> HashSet<MessageId> {
 /// user's requests, so the "last user message" rule looks past them.
 pub fn is_generated_note(text: &str) -> bool {
     text.starts_with("[Context Summary")
+        || text.starts_with(crate::ledger::HEAD)
+        || (text.starts_with('[') && text.contains(" earlier messages moved to the archive"))
         || (text.starts_with('[') && text.contains(" earlier messages archived: "))
 }
 
@@ -434,9 +436,34 @@ pub async fn fit(
             now = r.tokens_after + fixed;
         }
         if cfg.force_converge {
+            // The state before the summarizing rungs: what the allocation
+            // keeps whole.
+            let mut base: Option<Conversation> = None;
             for rung in ladder {
                 if now <= limits.target {
                     break;
+                }
+                if rung.name == EVICT {
+                    let t = Instant::now();
+                    let whole = base.take().unwrap_or_else(|| conv.clone());
+                    let Some(out) = allocate(&whole, conv, &run_ctx, inner_target) else {
+                        continue;
+                    };
+                    let after = tokens_of(&out.conv, ctx).iter().sum::<usize>() + fixed;
+                    budget.rungs.push(RungReport {
+                        name: rung.name.clone(),
+                        conversations: 1,
+                        messages_changed: out.summarized,
+                        messages_removed: conv.messages.len().saturating_sub(out.conv.messages.len()),
+                        tokens_removed: now.saturating_sub(after),
+                        micros: t.elapsed().as_micros(),
+                    });
+                    *conv = out.conv;
+                    now = after;
+                    continue;
+                }
+                if base.is_none() {
+                    base = Some(conv.clone());
                 }
                 let t = Instant::now();
                 let was: HashSet<usize> = conv.messages.iter().map(Message::share_key).collect();
@@ -483,6 +510,232 @@ pub async fn fit(
     report.budget = Some(budget);
     report.micros = start.elapsed().as_micros();
     report
+}
+
+/// Share of the room left by the protected core that the session ledger
+/// gets at least, once older messages have to go.
+const LEDGER_SHARE: f64 = 0.12;
+/// Tokens the ledger gets at least.
+const LEDGER_MIN: usize = 120;
+/// Share of the room (after the ledger's floor) that the newest messages
+/// may take whole before older ones are taken summarized.
+const WHOLE_SHARE: f64 = 0.6;
+
+/// What [`allocate`] made.
+struct Allocation {
+    conv: Conversation,
+    /// Messages taken in their summarized form.
+    summarized: usize,
+}
+
+/// Spend `target` on, in this order: the protected core (locked messages
+/// and their results, as in `whole`), the session ledger (a floor share),
+/// the newest messages whole (newest first), then older messages in their
+/// summarized form (`summ`: the same conversation after the summarizing
+/// rungs), newest first; every older message goes to the archive behind the
+/// ledger, which is rendered to fill what room is left. Whole exchanges
+/// throughout (a call never leaves its results). `None` when nothing needs
+/// to move (everything fits summarized).
+fn allocate<'a>(
+    whole: &'a Conversation,
+    summ: &'a Conversation,
+    ctx: &StageContext,
+    target: usize,
+) -> Option<Allocation> {
+    let counter = ctx.counter.as_ref();
+    let n = whole.messages.len();
+    let by_id: HashMap<&'a MessageId, &'a Message> = summ.messages.iter().map(|m| (m.id(), m)).collect();
+    // Units: a message and the tool results after it.
+    let mut units: Vec<(usize, usize)> = Vec::new();
+    for (i, m) in whole.messages.iter().enumerate() {
+        if i > 0 && m.is_tool_result() {
+            if let Some(u) = units.last_mut() {
+                u.1 = i + 1;
+                continue;
+            }
+        }
+        units.push((i, i + 1));
+    }
+    // The core: system messages, the last user request and the newest
+    // exchange (the one the agent is acting on). The rest of the protected
+    // tail comes first among the newest messages kept whole.
+    let last_user = whole.messages.iter().rposition(|m| {
+        m.role() == Role::User && !m.is_tool_result_carrier() && !is_generated_note(&m.text())
+    });
+    let locked = |i: usize| whole.messages[i].role().is_system() || Some(i) == last_user;
+    let mut unit_locked: Vec<bool> = units.iter().map(|&(s, e)| (s..e).any(locked)).collect();
+    if let Some(l) = unit_locked.last_mut() {
+        *l = true;
+    }
+    let short = |m: &'a Message| -> &'a Message { by_id.get(m.id()).copied().unwrap_or(m) };
+    let cost = |s: usize, e: usize, summarized: bool| -> usize {
+        whole.messages[s..e]
+            .iter()
+            .map(|m| count_message(counter, if summarized { short(m) } else { m }))
+            .sum()
+    };
+    let core: usize = units
+        .iter()
+        .zip(&unit_locked)
+        .filter(|(_, l)| **l)
+        .map(|(&(s, e), _)| cost(s, e, false))
+        .sum();
+    let room = target.saturating_sub(core);
+    let all_short: usize = units
+        .iter()
+        .zip(&unit_locked)
+        .filter(|(_, l)| !**l)
+        .map(|(&(s, e), _)| cost(s, e, true))
+        .sum();
+    // How each unlocked unit goes out: 0 evicted, 1 summarized, 2 whole.
+    let mut how = vec![2u8; units.len()];
+    if all_short <= room {
+        // No eviction: the newest whole while the rest fits summarized.
+        let mut used = all_short;
+        let mut whole_from = units.len();
+        for u in (0..units.len()).rev() {
+            if unit_locked[u] {
+                continue;
+            }
+            let (s, e) = units[u];
+            let extra = cost(s, e, false) - cost(s, e, true).min(cost(s, e, false));
+            if used + extra > room {
+                break;
+            }
+            used += extra;
+            whole_from = u;
+        }
+        for u in 0..whole_from {
+            if !unit_locked[u] {
+                how[u] = 1;
+            }
+        }
+    } else {
+        let floor = ((target as f64 * LEDGER_SHARE) as usize)
+            .max(LEDGER_MIN)
+            .min(room);
+        let room = room.saturating_sub(floor);
+        let whole_cap = (room as f64 * WHOLE_SHARE) as usize;
+        let mut used = 0usize;
+        let mut phase = 2u8;
+        for u in (0..units.len()).rev() {
+            if unit_locked[u] {
+                continue;
+            }
+            let (s, e) = units[u];
+            if phase == 2 {
+                let c = cost(s, e, false);
+                if used + c <= whole_cap {
+                    used += c;
+                    continue;
+                }
+                phase = 1;
+            }
+            if phase == 1 {
+                let c = cost(s, e, true);
+                if used + c <= room {
+                    used += c;
+                    how[u] = 1;
+                    continue;
+                }
+                phase = 0;
+            }
+            how[u] = 0;
+        }
+    }
+    for (u, l) in unit_locked.iter().enumerate() {
+        if *l {
+            how[u] = 2;
+        }
+    }
+    let mut out = whole.clone();
+    out.messages = Vec::with_capacity(n);
+    let evicting = how.contains(&0);
+    // The ledger of everything evicted, leaving out what stays visible.
+    let mut kept_text = String::new();
+    for (u, &(s, e)) in units.iter().enumerate() {
+        if how[u] == 0 {
+            continue;
+        }
+        for m in &whole.messages[s..e] {
+            let m = if how[u] == 1 { short(m) } else { m };
+            kept_text.push_str(&m.text());
+            kept_text.push('\n');
+            for c in m.tool_calls() {
+                kept_text.push_str(&c.arguments);
+                kept_text.push('\n');
+            }
+            if !matches!(m.role(), Role::Tool | Role::Function) {
+                for r in m.tool_results() {
+                    kept_text.push_str(&r.text);
+                    kept_text.push('\n');
+                }
+            }
+        }
+    }
+    let mut ledger = crate::ledger::Ledger::new([kept_text.as_str()]);
+    let mut kept_tokens = core;
+    for (u, &(s, e)) in units.iter().enumerate() {
+        match how[u] {
+            0 => whole.messages[s..e].iter().for_each(|m| ledger.add(m)),
+            1 => kept_tokens += cost(s, e, true),
+            _ => {
+                if !unit_locked[u] {
+                    kept_tokens += cost(s, e, false);
+                }
+            }
+        }
+    }
+    let mut summarized = 0;
+    let mut u = 0;
+    let mut first_note = true;
+    while u < units.len() {
+        let (s, e) = units[u];
+        match how[u] {
+            0 => {
+                // A run of evicted units behind one note.
+                let mut v = u;
+                while v < units.len() && how[v] == 0 {
+                    v += 1;
+                }
+                let end = units[v - 1].1;
+                let id = out.fresh_id("evicted");
+                let text = if first_note {
+                    let limit = target.saturating_sub(kept_tokens);
+                    ledger.render_within(limit, counter).0
+                } else {
+                    format!(
+                        "[{} earlier messages moved to the archive; the session ledger above lists what they held; `ctxpress expand` restores them]",
+                        end - s
+                    )
+                };
+                first_note = false;
+                out.ann_mut(&id).replaces =
+                    whole.messages[s..end].iter().map(|m| m.id().clone()).collect();
+                out.messages.push(Message::text_message(id, "user", &text));
+                u = v;
+                continue;
+            }
+            1 => {
+                for m in &whole.messages[s..e] {
+                    let m2 = short(m);
+                    if m2.share_key() != m.share_key() {
+                        summarized += 1;
+                    }
+                    out.messages.push(m2.clone());
+                }
+            }
+            _ => out.messages.extend(whole.messages[s..e].iter().cloned()),
+        }
+        u += 1;
+    }
+    if !evicting && summarized == 0 {
+        return None;
+    }
+    Some(Allocation {
+        conv: out,
+        summarized,
+    })
 }
 
 /// Tokens of the text a conversation sends outside its messages: the
@@ -539,173 +792,15 @@ pub fn ready<F: Future>(f: F) -> Option<F::Output> {
 /// The last rung: moves the oldest whole exchanges (never a tool call
 /// without its results, never a protected or system message) out of the
 /// conversation, oldest first, until it fits `ctx.budget`, each contiguous
-/// run behind one user-role note
-/// `[N earlier messages archived: ...; ctxpress expand restores them]`
-/// whose `replaces` names them, so the archive keeps them for `expand`.
+/// run behind one user-role session ledger note (`core::ledger`) whose
+/// `replaces` names them, so the archive keeps them for `expand`. (Inside
+/// [`fit`], the ladder's `evict` rung is the allocation instead, which
+/// writes one ledger for everything it moves out.)
 #[derive(Debug, Clone, Copy, Default)]
 pub struct EvictOldest;
 
 /// Registered name of [`EvictOldest`].
 pub const EVICT: &str = "evict";
-
-/// Paths an evict note lists as only read (edited ones come first and, at
-/// full detail, all of them).
-const NOTE_READ: usize = 6;
-/// Characters of the first user request a note quotes.
-const NOTE_REQUEST: usize = 160;
-/// Detail levels of a note, most first: the most edited paths it lists.
-const NOTE_DETAIL: [usize; 4] = [usize::MAX, 40, 12, 0];
-
-fn push_new(v: &mut Vec<String>, p: &str) {
-    if !v.iter().any(|x| x == p) {
-        v.push(p.to_string());
-    }
-}
-
-/// What the messages an evict note stands for were, gathered one message at
-/// a time: roles, tools, the files they edited and read, and the prose of the
-/// first user request (before any code fence), clipped.
-#[derive(Debug, Default)]
-struct NoteBuilder {
-    count: usize,
-    roles: BTreeMap<&'static str, usize>,
-    tools: BTreeMap<String, usize>,
-    edited: Vec<String>,
-    read: Vec<String>,
-    request: Option<String>,
-}
-
-impl NoteBuilder {
-    fn add(&mut self, m: &Message) {
-        self.count += 1;
-        let role = if m.is_tool_result() {
-            "tool result"
-        } else {
-            match m.role() {
-                Role::User => "user",
-                Role::Assistant => "assistant",
-                _ => "other",
-            }
-        };
-        *self.roles.entry(role).or_default() += 1;
-        if role == "user" && self.request.is_none() {
-            let t = m.text();
-            let prose = t.split("```").next().unwrap_or("");
-            let words: Vec<&str> = prose.split_whitespace().collect();
-            if !words.is_empty() {
-                let flat = words.join(" ");
-                let clipped: String = flat.chars().take(NOTE_REQUEST).collect();
-                let more = if clipped.len() < flat.len() {
-                    "…"
-                } else {
-                    ""
-                };
-                self.request = Some(format!("{clipped}{more}"));
-            }
-        }
-        for c in m.tool_calls() {
-            *self.tools.entry(c.name.to_string()).or_default() += 1;
-            if let Some(op) = crate::dialect::extract(&c) {
-                for p in op.modified_paths() {
-                    push_new(&mut self.edited, p);
-                }
-                for p in &op.paths {
-                    if !op.modified_paths().contains(p) {
-                        push_new(&mut self.read, p);
-                    }
-                }
-            }
-        }
-    }
-
-    /// The note, listing at most `max_edited` edited paths (and the number
-    /// left out).
-    fn render(&self, max_edited: usize) -> String {
-        // Paths relative to the folder they all share, named once.
-        let base = common_dir(self.edited.iter().chain(&self.read));
-        let rel = |p: &str| p.get(base.len()..).unwrap_or(p).to_string();
-        let mut s = format!("[{} earlier messages archived: ", self.count);
-        let parts: Vec<String> = self.roles.iter().map(|(r, n)| format!("{n} {r}")).collect();
-        s.push_str(&parts.join(", "));
-        if !self.tools.is_empty() {
-            let mut t: Vec<(&String, &usize)> = self.tools.iter().collect();
-            t.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
-            let t: Vec<String> = t.iter().take(6).map(|(k, v)| format!("{k}×{v}")).collect();
-            s.push_str("; tools: ");
-            s.push_str(&t.join(", "));
-        }
-        if !self.edited.is_empty() && max_edited > 0 {
-            let shown: Vec<String> = self
-                .edited
-                .iter()
-                .take(max_edited)
-                .map(|p| rel(p))
-                .collect();
-            if !base.is_empty() {
-                s.push_str(&format!("; in {base}"));
-            }
-            s.push_str(&format!("; edited: {}", shown.join(", ")));
-            if shown.len() < self.edited.len() {
-                s.push_str(&format!(" (+{} more)", self.edited.len() - shown.len()));
-            }
-        }
-        let read: Vec<String> = self
-            .read
-            .iter()
-            .filter(|p| !self.edited.contains(p))
-            .take(if max_edited == 0 { 0 } else { NOTE_READ })
-            .map(|p| rel(p))
-            .collect();
-        if !read.is_empty() {
-            if !base.is_empty() && (self.edited.is_empty() || max_edited == 0) {
-                s.push_str(&format!("; in {base}"));
-            }
-            s.push_str(&format!("; read: {}", read.join(", ")));
-        }
-        if let Some(r) = &self.request {
-            s.push_str(&format!("; first request: \"{r}\""));
-        }
-        s.push_str("; ctxpress expand restores them]");
-        s
-    }
-
-    /// The most detailed rendering whose tokens stay within `limit` (the
-    /// least detailed one otherwise), with its tokens.
-    fn render_within(&self, limit: usize, ctx: &StageContext) -> (String, usize) {
-        let mut last = (String::new(), usize::MAX);
-        for cap in NOTE_DETAIL {
-            let text = self.render(cap);
-            let probe = Message::text_message(MessageId::new(""), "user", &text);
-            let t = count_message(ctx.counter.as_ref(), &probe);
-            last = (text, t);
-            if t <= limit {
-                break;
-            }
-        }
-        last
-    }
-}
-
-/// The longest folder (ending in `/`, at least two segments deep) that
-/// every path starts with; empty when there is none or just one path.
-fn common_dir<'a>(mut paths: impl Iterator<Item = &'a String>) -> String {
-    let Some(first) = paths.next() else {
-        return String::new();
-    };
-    let mut len = first.rfind('/').map_or(0, |i| i + 1);
-    let mut n = 1;
-    for p in paths {
-        n += 1;
-        while len > 0 && !(p.len() > len && p.is_char_boundary(len) && p[..len] == first[..len]) {
-            len = first[..len - 1].rfind('/').map_or(0, |i| i + 1);
-        }
-    }
-    let dir = &first[..len];
-    if n < 2 || dir.matches('/').count() < 3 {
-        return String::new();
-    }
-    dir.to_string()
-}
 
 /// At most this share of the target goes to one evict note.
 const NOTE_SHARE: usize = 4;
@@ -743,14 +838,14 @@ impl Strategy for EvictOldest {
             }
             let mut best = None;
             let (mut e, mut saved) = (i, 0usize);
-            let mut note = NoteBuilder::default();
+            let mut note = crate::ledger::Ledger::new(std::iter::empty::<&str>());
             let limit = (target / NOTE_SHARE).max(64);
             while e < n && !locked[e] {
                 saved += toks[e];
                 note.add(&conv.messages[e]);
                 e += 1;
                 if cut(e) {
-                    let (note, nt) = note.render_within(limit, ctx);
+                    let (note, nt) = note.render_within(limit, ctx.counter.as_ref());
                     if saved > nt {
                         best = Some((e, saved - nt, note));
                         if total - (saved - nt) <= target {
@@ -882,50 +977,15 @@ mod tests {
         assert_eq!(c.messages[0].role(), Role::System);
         let note = c.messages[1].text().into_owned();
         assert!(
-            note.starts_with("[6 earlier messages archived: 2 assistant, 2 tool result, 2 user; tools: Read×2; read: /r/f0.rs, /r/f1.rs; first request: \"task 0 word word"),
+            note.starts_with("[session ledger: 6 earlier messages (2 user, 2 assistant, 2 tool results) moved to the archive;"),
             "{note}"
         );
+        assert!(note.contains("first request: \"task 0 word word"), "{note}");
+        assert!(note.contains("/r/f0.rs: read") && note.contains("/r/f1.rs: read"), "{note}");
         assert_eq!(out.counters["messages_archived"], 6);
         assert_eq!(c.ann(c.messages[1].id()).unwrap().replaces.len(), 6);
         assert_eq!(c.messages.last().unwrap().text(), "last");
         assert_eq!(c.messages[2].text(), format!("task 2 {big}"));
-    }
-
-    #[test]
-    fn notes_name_paths_under_their_shared_folder_and_shrink_to_fit() {
-        let p = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-        assert_eq!(
-            common_dir(p(&["/w/repo/a.rs", "/w/repo/src/b.rs"]).iter()),
-            "/w/repo/"
-        );
-        assert_eq!(common_dir(p(&["/w/repo/a.rs"]).iter()), "", "one path");
-        assert_eq!(common_dir(p(&["/a.rs", "/b.rs"]).iter()), "", "too shallow");
-        assert_eq!(common_dir(p(&["/w/x/é.rs", "/w/x/éa.rs"]).iter()), "/w/x/");
-        let mut b = NoteBuilder::default();
-        for i in 0..50 {
-            let args = format!("{{\"file_path\":\"/w/repo/src/module_{i}.rs\",\"content\":\"x\"}}");
-            let m = serde_json::json!({"role": "assistant", "content": "", "tool_calls": [
-                {"id": format!("c{i}"), "type": "function", "function": {"name": "Write", "arguments": args}}]});
-            b.add(&Message::from_fields(
-                MessageId::new(format!("m{i}")),
-                m.as_object().unwrap().clone(),
-            ));
-        }
-        let ctx = StageContext::default();
-        let (full, t_full) = b.render_within(usize::MAX, &ctx);
-        assert!(
-            full.contains("in /w/repo/src/; edited: module_0.rs, module_1.rs"),
-            "{full}"
-        );
-        assert!(
-            full.contains("module_49.rs") && !full.contains("more)"),
-            "{full}"
-        );
-        let (short, t_short) = b.render_within(t_full - 1, &ctx);
-        assert!(t_short < t_full);
-        assert!(short.contains("(+10 more)"), "40 listed: {short}");
-        let (bare, _) = b.render_within(1, &ctx);
-        assert!(!bare.contains("edited"), "{bare}");
     }
 
     #[test]

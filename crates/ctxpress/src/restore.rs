@@ -8,7 +8,9 @@ use serde_json::Value;
 /// Positions of the messages ctxpress wrote in place of others: extractive
 /// or LLM summaries (`[summary: `, `[summary#`), tool-result summaries,
 /// dedup references (`[cce:dup of `, `[cce:near-dup of `), stale-pruner notes
-/// (`[ctxpress: `), evict notes (`[N earlier messages archived: `) and
+/// (`[ctxpress: `), evict notes (`[N earlier messages archived: `, the
+/// session ledger `[session ledger: `, `[N earlier messages moved to the
+/// archive`) and
 /// compaction clips (`[Context Summary`). Any string of the message counts
 /// (content, content blocks, tool results, tool-call arguments, which are
 /// JSON inside a string).
@@ -43,7 +45,13 @@ pub fn looks_generated(s: &str) -> bool {
     let Some(rest) = t.strip_prefix('[') else {
         return false;
     };
-    if ["summary: ", "summary#", "ctxpress: ", "Context Summary"]
+    if [
+        "summary: ",
+        "summary#",
+        "ctxpress: ",
+        "Context Summary",
+        "session ledger:",
+    ]
         .iter()
         .any(|p| rest.starts_with(p))
     {
@@ -51,7 +59,10 @@ pub fn looks_generated(s: &str) -> bool {
     }
     // `[N earlier messages archived: `
     let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
-    if digits > 0 && rest[digits..].starts_with(" earlier messages archived: ") {
+    if digits > 0
+        && (rest[digits..].starts_with(" earlier messages archived: ")
+            || rest[digits..].starts_with(" earlier messages moved to the archive"))
+    {
         return true;
     }
     // `[LABEL:dup of ` / `[LABEL:near-dup of `
@@ -79,6 +90,8 @@ mod tests {
             "[ctxpress: a.rs unchanged: same content as Read call c1]",
             "[16 earlier messages archived: 8 assistant; ctxpress expand restores them]",
             "  [Context Summary: 9 earlier messages]",
+            "[session ledger: 12 earlier messages (1 user, 6 assistant, 5 tool results) moved to the archive; `ctxpress expand` restores them. What they held, most used first:",
+            "[3 earlier messages moved to the archive; the session ledger above lists what they held; `ctxpress expand` restores them]",
         ] {
             assert!(looks_generated(t), "{t}");
         }

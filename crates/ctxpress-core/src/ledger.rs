@@ -1,0 +1,933 @@
+//! The session ledger: what the messages moved out of a conversation held
+//! that the agent may need next, as one deterministic note a model can read.
+//!
+//! [`Ledger::add`] reads messages in order (user requests, tool calls with
+//! their operations and results, assistant prose) and keeps:
+//!
+//! - the task: the first and the latest user request, verbatim where they fit;
+//! - files: each path with what was done to it (read, edited, written, how
+//!   often), the names changed there (from edit and write arguments) or seen
+//!   in its content, and the last error on it;
+//! - commands: each command with its last status and the key error line, and
+//!   the names its output mentioned;
+//! - open errors (a failure not followed by a success of the same command or
+//!   on the same path), open todo items of plan tools, and decisions stated in
+//!   assistant prose;
+//! - other names and values (identifiers, versions, URLs, error names, hashes,
+//!   numbers with units) grouped by where they were seen: the user's
+//!   messages, the assistant's, another tool's results.
+//!
+//! Every item gets a score from how often (in how many messages) and how
+//! recently it was used, more for what the user and the assistant wrote than
+//! for tool output. [`Ledger::render_within`] prints the most detailed note
+//! whose tokens fit a limit by dropping the lowest-scored items (never by
+//! clipping lines); the format is documented in `docs/ledger.md`. A name is
+//! never printed bare: it stands in a line that says what it belongs to.
+//!
+//! A ledger note that is itself moved out again is read back
+//! ([`Ledger::add`] sees its text): its lines are carried into the new note,
+//! below what the newer messages give (the anchored update).
+
+use crate::dialect::{self, OpKind, Status, result_payload, result_status};
+use crate::message::{Message, Role};
+use crate::text::entities::ascii_regex;
+use crate::tokens::{TokenCounter, count_message};
+use regex::Regex;
+use serde_json::Value;
+use std::collections::{HashMap, HashSet};
+use std::fmt::Write as _;
+use std::sync::LazyLock;
+
+/// First words of a ledger note.
+pub const HEAD: &str = "[session ledger:";
+/// Last line of a ledger note.
+pub const END: &str = "[/session ledger]";
+/// Characters a quoted request keeps.
+const REQUEST_CHARS: usize = 600;
+/// Characters any other value keeps.
+const VALUE_CHARS: usize = 160;
+/// Most names listed in one line.
+const MAX_NAMES: usize = 400;
+/// Most names tracked (the rest, seen once and early, are dropped).
+const MAX_TERMS: usize = 20_000;
+/// Most decisions kept (the latest).
+const MAX_DECISIONS: usize = 12;
+
+/// Names and values worth keeping: paths with an extension, compound
+/// identifiers (camelCase, PascalCase, snake_case), numbers with units,
+/// URLs, versions, hex ids with a digit, error names.
+static TERM: LazyLock<Regex> = LazyLock::new(|| {
+    ascii_regex(concat!(
+        r"https?://[^\s)<>'`\x22\]]+",
+        r"|(?:[A-Za-z0-9_.-]+/)+[A-Za-z0-9_.-]+\.[A-Za-z0-9]{1,6}\b",
+        r"|\b[A-Za-z_][A-Za-z0-9_]*\.(?:rs|ts|tsx|js|jsx|py|go|java|c|h|cpp|md|json|toml|yaml|yml|sh|html|css|sql|rb)\b",
+        r"|\bv?\d+\.\d+\.\d+\b",
+        r"|\b\d+(?:\.\d+)?\s?(?:ms|s|sec|seconds|minutes|MB|GB|KB|kB|MiB|GiB|%|px|tokens|lines|bytes)\b",
+        r"|\b[A-Z][A-Za-z]*(?:Error|Exception)\b",
+        r"|\b[a-z]+(?:[A-Z][a-z0-9]+)+\b",
+        r"|\b[A-Z][a-z0-9]+(?:[A-Z][a-z0-9]+)+\b",
+        r"|\b[A-Za-z][A-Za-z0-9]*(?:_[A-Za-z0-9]+)+\b",
+        r"|\b[0-9a-f]{7,40}\b",
+    ))
+});
+
+/// Sentences of assistant prose that state a decision or a finding.
+static DECISION: LazyLock<Regex> = LazyLock::new(|| {
+    ascii_regex(
+        r"(?i)\b(?:I'll|I will|I'm going to|let's|we should|decided|instead|the (?:fix|issue|problem|cause|bug) (?:is|was)|root cause|because|turns out|the plan)\b",
+    )
+});
+
+/// One line, white space collapsed, clipped to `max` characters (with `…`).
+pub fn clip_line(s: &str, max: usize) -> String {
+    let flat = s.split_whitespace().collect::<Vec<_>>().join(" ");
+    if flat.chars().count() <= max {
+        return flat;
+    }
+    let mut out: String = flat.chars().take(max.saturating_sub(1)).collect();
+    out.push('…');
+    out
+}
+
+/// Normalized tool name: lower case, letters and digits only.
+fn norm(name: &str) -> String {
+    name.chars()
+        .filter(char::is_ascii_alphanumeric)
+        .map(|c| c.to_ascii_lowercase())
+        .collect()
+}
+
+/// True for plan/todo tools (TodoWrite, update_plan, write_todos,
+/// TaskCreate, TaskUpdate, ...).
+pub fn is_plan_tool(name: &str) -> bool {
+    let n = norm(name);
+    n.contains("todo") || n == "updateplan" || n == "plan" || n == "taskcreate" || n == "taskupdate"
+}
+
+const DONE: &[&str] = &[
+    "completed",
+    "complete",
+    "done",
+    "cancelled",
+    "canceled",
+    "deleted",
+];
+
+fn item_text(v: &Value) -> Option<String> {
+    match v {
+        Value::String(s) => Some(s.clone()),
+        Value::Object(o) => [
+            "content",
+            "text",
+            "title",
+            "step",
+            "subject",
+            "task",
+            "description",
+        ]
+        .iter()
+        .find_map(|k| o.get(*k).and_then(Value::as_str))
+        .map(str::to_string),
+        _ => None,
+    }
+}
+
+fn item_open(v: &Value) -> bool {
+    let st = v
+        .get("status")
+        .or_else(|| v.get("state"))
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let done_flag = v.get("done").and_then(Value::as_bool) == Some(true)
+        || v.get("completed").and_then(Value::as_bool) == Some(true);
+    !done_flag && !DONE.contains(&st.to_ascii_lowercase().as_str())
+}
+
+/// What a plan/todo call does to the open items.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PlanOp {
+    /// A whole list (TodoWrite, update_plan): its open items replace the old.
+    Replace(Vec<String>),
+    /// One new open task (TaskCreate); its id comes with the result.
+    Add(String),
+    /// A task closed by id (TaskUpdate to completed or deleted).
+    Close(String),
+    /// Nothing to do.
+    None,
+}
+
+/// What the arguments of a plan/todo call do to the open items.
+pub fn plan_op(args: &Value) -> PlanOp {
+    for key in ["todos", "plan", "tasks", "items", "steps"] {
+        if let Some(Value::Array(a)) = args.get(key) {
+            let open = a
+                .iter()
+                .filter(|v| item_open(v))
+                .filter_map(item_text)
+                .map(|t| clip_line(&t, 200))
+                .filter(|t| !t.is_empty())
+                .collect();
+            return PlanOp::Replace(open);
+        }
+    }
+    let id = ["taskId", "task_id", "id"]
+        .iter()
+        .find_map(|k| match args.get(*k) {
+            Some(Value::String(s)) => Some(s.clone()),
+            Some(Value::Number(n)) => Some(n.to_string()),
+            _ => None,
+        });
+    if let Some(id) = id {
+        return if item_open(args) {
+            PlanOp::None
+        } else {
+            PlanOp::Close(id)
+        };
+    }
+    match item_text(args) {
+        Some(t) if item_open(args) => PlanOp::Add(clip_line(&t, 200)),
+        _ => PlanOp::None,
+    }
+}
+
+/// The id a task-creating tool's result reports (`Task #3 created ...`).
+pub fn created_id(result: &str) -> Option<String> {
+    let p = result.find('#')?;
+    let digits: String = result[p + 1..]
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
+    (!digits.is_empty()).then_some(digits)
+}
+
+/// Where names were seen: a file, a command's output, another tool's
+/// results, or the user's or the assistant's messages.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+enum Place {
+    File(String),
+    Command(String),
+    Tool(String),
+    User,
+    Assistant,
+}
+
+/// A file and what happened to it.
+#[derive(Debug, Clone, Default)]
+struct FileEntry {
+    reads: usize,
+    edits: usize,
+    writes: usize,
+    last_action: &'static str,
+    last_error: Option<String>,
+    score: f64,
+}
+
+/// A command and its last outcome.
+#[derive(Debug, Clone, Default)]
+struct CommandEntry {
+    runs: usize,
+    status: &'static str,
+    error: Option<String>,
+    score: f64,
+}
+
+/// A name, where it was seen most and how much it counts.
+#[derive(Debug, Clone, Default)]
+struct TermEntry {
+    score: f64,
+    /// Weight by place; the heaviest names the line it goes in.
+    places: Vec<(Place, f64, bool)>,
+    /// Message count it was last seen in (to count a message once).
+    last_msg: usize,
+}
+
+/// A call waiting for its result.
+struct Pending {
+    op: Option<dialect::Operation>,
+    place: Option<Place>,
+    plan_add: Option<String>,
+}
+
+/// The ledger of the messages it was given (see the module docs).
+#[derive(Default)]
+pub struct Ledger {
+    messages: usize,
+    roles: [usize; 3],
+    first_request: Option<String>,
+    latest_request: Option<String>,
+    files: HashMap<String, FileEntry>,
+    commands: HashMap<String, CommandEntry>,
+    errors: Vec<(String, String)>,
+    open: Vec<String>,
+    decisions: Vec<String>,
+    terms: HashMap<String, TermEntry>,
+    carried: Vec<String>,
+    pending: HashMap<String, Pending>,
+    /// Names the reader already sees elsewhere: not listed again.
+    visible: HashSet<String>,
+}
+
+impl std::fmt::Debug for Ledger {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ledger")
+            .field("messages", &self.messages)
+            .field("files", &self.files.len())
+            .field("terms", &self.terms.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Weight of a use at message `pos` (later counts more).
+fn recency(pos: usize) -> f64 {
+    // Grows slowly and without bound, so the newest uses rank first among
+    // names used as often.
+    1.0 + (pos as f64 + 1.0).ln() * 0.25
+}
+
+fn push_unique(v: &mut Vec<String>, s: &str) {
+    if let Some(p) = v.iter().position(|x| x == s) {
+        v.remove(p);
+    }
+    v.push(s.to_string());
+}
+
+fn set_pair(v: &mut Vec<(String, String)>, k: &str, val: &str) {
+    v.retain(|(x, _)| x != k);
+    v.push((k.to_string(), val.to_string()));
+}
+
+/// The line of a failed result worth quoting: the first that names an
+/// error, else the first non-empty one.
+fn error_line(text: &str) -> String {
+    let payload = result_payload(text);
+    let pick = payload
+        .lines()
+        .find(|l| {
+            let l = l.to_ascii_lowercase();
+            l.contains("error") || l.contains("fail") || l.contains("exception") || l.contains("panic")
+        })
+        .or_else(|| payload.lines().find(|l| !l.trim().is_empty()))
+        .unwrap_or("failed");
+    clip_line(pick, VALUE_CHARS)
+}
+
+impl Ledger {
+    /// An empty ledger that leaves out the names in `visible` (text the
+    /// reader sees anyway: the messages that stay).
+    pub fn new<'a>(visible: impl IntoIterator<Item = &'a str>) -> Ledger {
+        let mut l = Ledger::default();
+        for t in visible {
+            for m in TERM.find_iter(t) {
+                l.visible.insert(m.as_str().to_string());
+            }
+        }
+        l
+    }
+
+    /// Messages read so far.
+    pub fn messages(&self) -> usize {
+        self.messages
+    }
+
+    fn term(&mut self, t: &str, place: &Place, weight: f64, changed: bool) {
+        let t = t.trim_end_matches(['.', ',', ':', ';']);
+        if t.len() < 3 || t.len() > 120 || self.visible.contains(t) {
+            return;
+        }
+        if let Place::File(p) = place
+            && p.ends_with(t)
+        {
+            return;
+        }
+        if self.terms.len() >= MAX_TERMS && !self.terms.contains_key(t) {
+            return;
+        }
+        let pos = self.messages;
+        let e = self.terms.entry(t.to_string()).or_default();
+        if e.last_msg == pos + 1 && !changed {
+            return;
+        }
+        e.last_msg = pos + 1;
+        e.score += weight * recency(pos);
+        match e.places.iter_mut().find(|(p, _, _)| p == place) {
+            Some(x) => {
+                x.1 += weight;
+                x.2 |= changed;
+            }
+            None => e.places.push((place.clone(), weight, changed)),
+        }
+    }
+
+    fn terms_of(&mut self, text: &str, place: &Place, weight: f64, changed: bool) {
+        let mut seen: HashSet<&str> = HashSet::new();
+        for m in TERM.find_iter(text) {
+            if seen.insert(m.as_str()) {
+                self.term(m.as_str(), place, weight, changed);
+            }
+        }
+    }
+
+    fn file(&mut self, p: &str) -> &mut FileEntry {
+        self.files.entry(p.to_string()).or_default()
+    }
+
+    /// Read one more message (messages in conversation order).
+    pub fn add(&mut self, m: &Message) {
+        let pos = self.messages;
+        self.messages += 1;
+        let text = m.text();
+        if text.starts_with(HEAD) {
+            self.carry(&text);
+            return;
+        }
+        let role = m.role();
+        if m.is_tool_result() {
+            self.roles[2] += 1;
+        } else if role == Role::User {
+            self.roles[0] += 1;
+        } else {
+            self.roles[1] += 1;
+        }
+        if role == Role::User && !m.is_tool_result_carrier() {
+            let t = text.trim();
+            if !t.is_empty() && !crate::window::is_generated_note(t) {
+                let r = clip_line(t, REQUEST_CHARS);
+                if self.first_request.is_none() {
+                    self.first_request = Some(r.clone());
+                }
+                self.latest_request = Some(r);
+                self.terms_of(t, &Place::User, 4.0, false);
+            }
+        } else if role == Role::Assistant && !text.trim().is_empty() {
+            self.terms_of(&text, &Place::Assistant, 2.0, false);
+            for s in text.split_inclusive(['.', '\n']) {
+                let s = s.trim();
+                if s.len() > 24 && DECISION.is_match(s) && !s.contains("```") {
+                    push_unique(&mut self.decisions, &clip_line(s, VALUE_CHARS * 2));
+                }
+            }
+            let n = self.decisions.len();
+            if n > MAX_DECISIONS {
+                self.decisions.drain(..n - MAX_DECISIONS);
+            }
+        }
+        for c in m.tool_calls() {
+            let args = c.args();
+            if is_plan_tool(&c.name) {
+                let mut plan_add = None;
+                match plan_op(&args) {
+                    PlanOp::Replace(items) => self.open = items,
+                    PlanOp::Add(t) => plan_add = Some(t),
+                    PlanOp::Close(id) => {
+                        let prefix = format!("#{id} ");
+                        self.open.retain(|o| !o.starts_with(&prefix));
+                    }
+                    PlanOp::None => {}
+                }
+                self.pending.insert(
+                    c.id.to_string(),
+                    Pending {
+                        op: None,
+                        place: None,
+                        plan_add,
+                    },
+                );
+                continue;
+            }
+            let op = dialect::extract(&c);
+            let place = match &op {
+                Some(op) if op.kind == OpKind::Command => {
+                    Place::Command(clip_line(op.command.as_deref().unwrap_or(""), VALUE_CHARS))
+                }
+                Some(op) if !op.paths.is_empty() => Place::File(op.paths[0].clone()),
+                _ => Place::Tool(c.name.to_string()),
+            };
+            let w = recency(pos);
+            if let Some(op) = &op {
+                for p in &op.paths {
+                    let f = self.file(p);
+                    f.score += 3.0 * w;
+                    match op.kind {
+                        OpKind::Read => {
+                            f.reads += 1;
+                            f.last_action = "read";
+                        }
+                        OpKind::Edit => {
+                            f.edits += 1;
+                            f.last_action = "edited";
+                        }
+                        OpKind::Write => {
+                            f.writes += 1;
+                            f.last_action = "written";
+                        }
+                        OpKind::Search => f.last_action = "searched",
+                        OpKind::Command => f.last_action = "used by a command",
+                    }
+                }
+                for p in &op.writes {
+                    let f = self.file(p);
+                    f.score += 3.0 * w;
+                    f.writes += 1;
+                    f.last_action = "changed by a command";
+                }
+                if let Place::Command(cmd) = &place {
+                    let e = self.commands.entry(cmd.clone()).or_default();
+                    e.runs += 1;
+                    e.score += 3.0 * w;
+                    e.status = "no result yet";
+                }
+            }
+            // Names the call writes (edits, new file content) were changed.
+            let changes = matches!(
+                op.as_ref().map(|o| o.kind),
+                Some(OpKind::Edit | OpKind::Write)
+            );
+            let mut strings = Vec::new();
+            collect_strings(&args, &mut strings, 0);
+            for s in strings {
+                self.terms_of(s, &place, if changes { 3.0 } else { 2.0 }, changes);
+            }
+            self.pending.insert(
+                c.id.to_string(),
+                Pending {
+                    op,
+                    place: Some(place),
+                    plan_add: None,
+                },
+            );
+        }
+        if m.is_tool_result() {
+            for r in m.tool_results() {
+                let Some(p) = self.pending.remove(r.call_id.as_ref()) else {
+                    continue;
+                };
+                if let Some(t) = p.plan_add {
+                    let item = match created_id(&r.text) {
+                        Some(id) => format!("#{id} {t}"),
+                        None => t,
+                    };
+                    push_unique(&mut self.open, &item);
+                    continue;
+                }
+                let Some(place) = p.place else { continue };
+                let exit = p.op.as_ref().map(|o| o.exit).unwrap_or_default();
+                let status = result_status(exit, &r.text, r.is_error);
+                self.outcome(&place, p.op.as_ref(), status, &r.text);
+                self.terms_of(&r.text, &place, 1.0, false);
+            }
+        }
+    }
+
+    fn outcome(
+        &mut self,
+        place: &Place,
+        op: Option<&dialect::Operation>,
+        status: Status,
+        text: &str,
+    ) {
+        let (key, word) = match place {
+            Place::Command(c) => (format!("command `{c}`"), None),
+            Place::File(p) => (format!("file {p}"), Some(p.clone())),
+            Place::Tool(t) => (format!("tool {t}"), None),
+            _ => return,
+        };
+        if let Place::Command(c) = place
+            && let Some(e) = self.commands.get_mut(c)
+        {
+            e.status = match status {
+                Status::Success => "ok",
+                Status::Failure => "failed",
+                Status::Unknown => "ran",
+            };
+            e.error = (status == Status::Failure).then(|| error_line(text));
+        }
+        match status {
+            Status::Failure => {
+                let line = error_line(text);
+                if let Some(p) = &word {
+                    self.file(p).last_error = Some(line.clone());
+                }
+                set_pair(&mut self.errors, &key, &line);
+            }
+            Status::Success => {
+                self.errors.retain(|(k, _)| k != &key);
+                if let Some(op) = op {
+                    for p in op.modified_paths() {
+                        let k = format!("file {p}");
+                        self.errors.retain(|(x, _)| x != &k);
+                    }
+                }
+            }
+            Status::Unknown => {}
+        }
+    }
+
+    /// Lines of an earlier note, carried below the newer items.
+    fn carry(&mut self, text: &str) {
+        for l in text.lines().skip(1) {
+            let l = l.trim();
+            if l.is_empty() || l == END || l.starts_with('#') {
+                continue;
+            }
+            if let Some(r) = l.strip_prefix("- first request: ")
+                && self.first_request.is_none()
+            {
+                self.first_request = Some(r.trim_matches('"').to_string());
+                continue;
+            }
+            push_unique(&mut self.carried, l);
+        }
+    }
+
+    /// Every line the note can hold, in print order, and the score of
+    /// every rank slot (a line's own slot, and one per name).
+    fn items(&self) -> (Vec<Item>, Vec<f64>) {
+        let mut scores: Vec<f64> = Vec::new();
+        let mut slot = |s: f64| {
+            scores.push(s);
+            scores.len() - 1
+        };
+        // Each name goes in the line of the place it was used most.
+        let mut by_place: HashMap<&Place, Vec<(&str, f64)>> = HashMap::new();
+        for (t, e) in &self.terms {
+            let Some((p, _, _)) = e.places.iter().max_by(|a, b| {
+                a.1.total_cmp(&b.1)
+                    .then_with(|| b.0.cmp(&a.0))
+            }) else {
+                continue;
+            };
+            if crate::secrets::find_secrets(t).is_empty() {
+                by_place.entry(p).or_default().push((t.as_str(), e.score));
+            }
+        }
+        for v in by_place.values_mut() {
+            v.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(b.0)));
+            v.truncate(MAX_NAMES);
+        }
+        let names_of = |p: &Place, slot: &mut dyn FnMut(f64) -> usize| -> Vec<(String, usize)> {
+            by_place
+                .get(p)
+                .map(|v| v.iter().map(|(t, s)| (format!("`{t}`"), slot(*s))).collect())
+                .unwrap_or_default()
+        };
+        let mut items = Vec::new();
+        let push = |items: &mut Vec<Item>,
+                    section: &'static str,
+                    head: String,
+                    label: &str,
+                    names: Vec<(String, usize)>,
+                    always: bool,
+                    slot: usize| {
+            items.push(Item {
+                section,
+                head,
+                names_label: label.to_string(),
+                names,
+                always,
+                slot,
+            });
+        };
+        if let Some(r) = &self.first_request {
+            push(&mut items, "task", format!("first request: \"{r}\""), "", Vec::new(), true, usize::MAX);
+        }
+        if let Some(r) = &self.latest_request
+            && self.first_request.as_ref() != Some(r)
+        {
+            push(&mut items, "task", format!("latest request: \"{r}\""), "", Vec::new(), true, usize::MAX);
+        }
+        let user = names_of(&Place::User, &mut slot);
+        if !user.is_empty() {
+            let s = slot(0.0);
+            push(&mut items, "task", "the user named".into(), ": ", user, false, s);
+        }
+        for o in &self.open {
+            let s = slot(1e6);
+            push(&mut items, "open todos", o.clone(), "", Vec::new(), false, s);
+        }
+        let open_error = |k: &str| self.errors.iter().find(|(x, _)| x == k).map(|(_, e)| e);
+        let mut files: Vec<(&String, &FileEntry)> = self.files.iter().collect();
+        files.sort_by(|a, b| b.1.score.total_cmp(&a.1.score).then(a.0.cmp(b.0)));
+        for (p, f) in files {
+            let mut head = format!("{p}: ");
+            let mut acts = Vec::new();
+            for (n, w) in [(f.edits, "edited"), (f.writes, "written"), (f.reads, "read")] {
+                match n {
+                    0 => {}
+                    1 => acts.push(w.to_string()),
+                    n => acts.push(format!("{w} {n}×")),
+                }
+            }
+            if acts.is_empty() {
+                acts.push(f.last_action.to_string());
+            }
+            head.push_str(&acts.join(", "));
+            if acts.len() > 1 {
+                let _ = write!(head, " (last {})", f.last_action);
+            }
+            if let Some(e) = open_error(&format!("file {p}")) {
+                let _ = write!(head, "; unresolved error: {e}");
+            }
+            let names = names_of(&Place::File(p.clone()), &mut slot);
+            let s = slot(f.score);
+            push(&mut items, "files", head, "; names in it: ", names, false, s);
+        }
+        let mut cmds: Vec<(&String, &CommandEntry)> = self.commands.iter().collect();
+        cmds.sort_by(|a, b| b.1.score.total_cmp(&a.1.score).then(a.0.cmp(b.0)));
+        for (c, e) in cmds {
+            let mut head = format!("`{c}`: {}", e.status);
+            if e.runs > 1 {
+                let _ = write!(head, " (last of {} runs)", e.runs);
+            }
+            if let Some(err) = &e.error {
+                let _ = write!(head, ": {err}");
+            }
+            let names = names_of(&Place::Command(c.clone()), &mut slot);
+            let s = slot(e.score);
+            push(&mut items, "commands", head, "; names in its output: ", names, false, s);
+        }
+        let mut tools: Vec<&Place> = by_place.keys().copied().filter(|p| matches!(p, Place::Tool(_))).collect();
+        tools.sort();
+        for p in tools {
+            let Place::Tool(t) = p else { continue };
+            let key = format!("tool {t}");
+            let mut head = format!("tool {t}");
+            if let Some(e) = open_error(&key) {
+                let _ = write!(head, " (unresolved error: {e})");
+            }
+            let names = names_of(p, &mut slot);
+            let best = by_place.get(p).and_then(|v| v.first()).map_or(0.0, |x| x.1);
+            let s = slot(best);
+            push(&mut items, "other tools", head, ": values in its calls and results: ", names, false, s);
+        }
+        let n = self.decisions.len();
+        for (i, d) in self.decisions.iter().enumerate() {
+            let s = slot(5.0 + (i + 1) as f64 / (n + 1) as f64);
+            push(&mut items, "decisions and findings (assistant)", d.clone(), "", Vec::new(), false, s);
+        }
+        let asst = names_of(&Place::Assistant, &mut slot);
+        if !asst.is_empty() {
+            let s = slot(0.0);
+            push(&mut items, "decisions and findings (assistant)", "the assistant named".into(), ": ", asst, false, s);
+        }
+        for (i, l) in self.carried.iter().enumerate() {
+            let s = slot(1.0 / (1.0 + i as f64));
+            let l = l.strip_prefix("- ").unwrap_or(l).to_string();
+            push(&mut items, "from an earlier ledger", l, "", Vec::new(), false, s);
+        }
+        (items, scores)
+    }
+
+    /// The note with the `k` best-scored slots, with the header saying how
+    /// many messages it stands for.
+    fn render(&self, items: &[Item], order: &[usize], k: usize) -> String {
+        let keep: HashSet<usize> = order.iter().take(k).copied().collect();
+        let mut out = String::new();
+        let [u, a, t] = self.roles;
+        let _ = write!(
+            out,
+            "{HEAD} {} earlier messages ({u} user, {a} assistant, {t} tool results) moved to the archive; `ctxpress expand` restores them. What they held, most used first:",
+            self.messages
+        );
+        out.push('\n');
+        let mut section = "";
+        for it in items {
+            let names: Vec<&str> = it
+                .names
+                .iter()
+                .filter(|(_, j)| keep.contains(j))
+                .map(|(n, _)| n.as_str())
+                .collect();
+            if !it.always && !keep.contains(&it.slot) && names.is_empty() {
+                continue;
+            }
+            if it.section != section {
+                section = it.section;
+                let _ = writeln!(out, "# {section}");
+            }
+            out.push_str("- ");
+            out.push_str(&it.head);
+            if !names.is_empty() {
+                out.push_str(&it.names_label);
+                out.push_str(&names.join(", "));
+            }
+            out.push('\n');
+        }
+        out.push_str(END);
+        out
+    }
+
+    /// The most detailed note whose tokens (as a user message) stay within
+    /// `limit`, with its tokens; the bare header when even that is over.
+    pub fn render_within(&self, limit: usize, counter: &dyn TokenCounter) -> (String, usize) {
+        let (items, scores) = self.items();
+        let mut order: Vec<usize> = (0..scores.len()).collect();
+        order.sort_by(|a, b| scores[*b].total_cmp(&scores[*a]).then(a.cmp(b)));
+        let n = order.len();
+        let cost = |k: usize| {
+            let text = self.render(&items, &order, k);
+            let probe = Message::text_message(crate::MessageId::new(""), "user", &text);
+            let t = count_message(counter, &probe);
+            (text, t)
+        };
+        let full = cost(n);
+        if full.1 <= limit {
+            return full;
+        }
+        let (mut lo, mut hi) = (0usize, n);
+        let mut best = cost(0);
+        if best.1 > limit {
+            return best;
+        }
+        // Largest k that fits: the tokens grow with k.
+        while hi - lo > 1 {
+            let mid = lo + (hi - lo) / 2;
+            let c = cost(mid);
+            if c.1 <= limit {
+                best = c;
+                lo = mid;
+            } else {
+                hi = mid;
+            }
+        }
+        best
+    }
+}
+
+/// The strings in a JSON value (keys left out), depth-bounded.
+fn collect_strings<'v>(v: &'v Value, out: &mut Vec<&'v str>, depth: usize) {
+    if depth > 32 {
+        return;
+    }
+    match v {
+        Value::String(s) => out.push(s),
+        Value::Array(a) => a.iter().for_each(|x| collect_strings(x, out, depth + 1)),
+        Value::Object(o) => o.values().for_each(|x| collect_strings(x, out, depth + 1)),
+        _ => {}
+    }
+}
+
+/// One line of the note before selection: its fixed head and its names,
+/// each with its rank slot.
+struct Item {
+    section: &'static str,
+    head: String,
+    names_label: String,
+    names: Vec<(String, usize)>,
+    always: bool,
+    slot: usize,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Conversation;
+    use crate::tokens::Heuristic;
+    use serde_json::json;
+
+    /// A short coding session: a request, a read, a failing test run, an
+    /// edit, a passing run, a todo list and a decision.
+    fn session() -> Conversation {
+        let call = |id: &str, name: &str, args: Value| {
+            json!({"role": "assistant", "content": "", "tool_calls": [
+                {"id": id, "type": "function", "function": {"name": name, "arguments": args.to_string()}}]})
+        };
+        let result = |id: &str, text: &str| json!({"role": "tool", "tool_call_id": id, "content": text});
+        let msgs = json!([
+            {"role": "system", "content": "You are a coding agent."},
+            {"role": "user", "content": "The parser in src/parse.rs rejects empty arrays; fix it and add a test."},
+            call("c1", "Read", json!({"file_path": "/repo/src/parse.rs"})),
+            result("c1", "pub fn parse_array(input: &str) -> Result<Vec<Value>, ParseError> {\n    if input.is_empty() { return Err(ParseError::Empty) }\n}\nconst MAX_DEPTH: usize = 64;"),
+            {"role": "assistant", "content": "The bug is that parse_array treats `[]` as empty input. I'll check the tests first."},
+            call("c2", "Bash", json!({"command": "cargo test -p parser"})),
+            result("c2", "running 3 tests\ntest parse_empty_array ... FAILED\nerror: test failed, to rerun pass `-p parser --lib`\nParseError::Empty at src/parse.rs:2\nexit code: 101"),
+            call("c3", "Edit", json!({"file_path": "/repo/src/parse.rs", "old_string": "if input.is_empty()", "new_string": "if input.trim().is_empty() && !input.starts_with('[')"})),
+            result("c3", "The file /repo/src/parse.rs has been updated."),
+            call("c4", "TodoWrite", json!({"todos": [
+                {"content": "fix parse_array", "status": "completed"},
+                {"content": "add a regression test for empty arrays", "status": "pending"}]})),
+            result("c4", "Todos updated"),
+            call("c5", "Bash", json!({"command": "cargo test -p parser"})),
+            result("c5", "running 3 tests\ntest result: ok. 3 passed; 0 failed; finished in 0.42s\nexit code: 0"),
+            {"role": "user", "content": "Good. Now bump the crate to version 0.4.1 in Cargo.toml."}
+        ]);
+        Conversation::parse(&msgs.to_string()).unwrap()
+    }
+
+    fn ledger_of(c: &Conversation) -> Ledger {
+        let mut l = Ledger::new(std::iter::empty::<&str>());
+        for m in &c.messages[1..] {
+            l.add(m);
+        }
+        l
+    }
+
+    #[test]
+    fn golden_ledger_of_a_short_session() {
+        let (text, _) = ledger_of(&session()).render_within(usize::MAX, &Heuristic);
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/golden/ledger.txt");
+        if std::env::var_os("UPDATE_GOLDEN").is_some() {
+            std::fs::write(path, &text).unwrap();
+        }
+        let want = std::fs::read_to_string(path).expect("golden file (UPDATE_GOLDEN=1 writes it)");
+        assert_eq!(text, want, "the ledger format changed: check it, then UPDATE_GOLDEN=1");
+    }
+
+    #[test]
+    fn the_ledger_shrinks_by_dropping_lines_not_by_clipping() {
+        let l = ledger_of(&session());
+        let (full, t_full) = l.render_within(usize::MAX, &Heuristic);
+        let (small, t_small) = l.render_within(t_full / 2, &Heuristic);
+        assert!(t_small <= t_full / 2, "{t_small} > {}", t_full / 2);
+        assert!(small.starts_with(HEAD) && small.ends_with(END), "{small}");
+        // Every line of the short note is a line of the full one (names
+        // may be fewer), and the task is always there.
+        assert!(small.contains("first request: \"The parser in src/parse.rs"));
+        for line in small.lines() {
+            let head = line.split("; names in").next().unwrap_or(line);
+            assert!(full.contains(head), "{line} not in\n{full}");
+        }
+        // Tighter limits never give a longer note.
+        let mut last = t_full;
+        for limit in (0..t_full).rev().step_by(7) {
+            let (_, t) = l.render_within(limit, &Heuristic);
+            assert!(t <= last, "{limit}: {t} > {last}");
+            last = t;
+        }
+    }
+
+    #[test]
+    fn names_already_visible_are_left_out_and_notes_are_carried() {
+        let c = session();
+        let mut l = Ledger::new(["MAX_DEPTH stays as it is"]);
+        for m in &c.messages[1..] {
+            l.add(m);
+        }
+        let (text, _) = l.render_within(usize::MAX, &Heuristic);
+        assert!(!text.contains("`MAX_DEPTH`"), "{text}");
+        assert!(text.contains("`parse_array`"), "{text}");
+        // A ledger moved out again is carried into the next one.
+        let note = Message::text_message(crate::MessageId::new("n"), "user", &text);
+        let mut again = Ledger::new(std::iter::empty::<&str>());
+        again.add(&note);
+        again.add(&c.messages[13]);
+        let (next, _) = again.render_within(usize::MAX, &Heuristic);
+        assert!(next.contains("first request: \"The parser in src/parse.rs"), "{next}");
+        assert!(next.contains("latest request: \"Good. Now bump"), "{next}");
+        assert!(next.contains("/repo/src/parse.rs: edited"), "{next}");
+    }
+
+    #[test]
+    fn secrets_are_not_listed() {
+        let m = Message::text_message(
+            crate::MessageId::new("u"),
+            "user",
+            "use the key ghp_abcdefghijklmnopqrstuvwxyz0123456789 with api_client",
+        );
+        let mut l = Ledger::new(std::iter::empty::<&str>());
+        l.add(&Message::text_message(crate::MessageId::new("a"), "assistant", "ok then"));
+        l.add(&m);
+        let (text, _) = l.render_within(usize::MAX, &Heuristic);
+        assert!(text.contains("`api_client`"), "{text}");
+        assert!(!text.contains("`ghp_abcdefghijklmnopqrstuvwxyz0123456789`"), "{text}");
+    }
+}
