@@ -512,9 +512,15 @@ pub async fn fit(
     report
 }
 
-/// Share of the room left by the protected core that the session ledger
-/// gets at least, once older messages have to go.
-const LEDGER_SHARE: f64 = 0.12;
+/// The tokens the session ledger gets at least once older messages have to
+/// go: 40% of the first 8,000 tokens of the target and 20% of the rest (at
+/// 8k, the newest messages hold less of what comes next than a ranked ledger
+/// of everything before them; at larger targets they hold more), at least
+/// [`LEDGER_MIN`].
+pub fn ledger_floor(target: usize) -> usize {
+    let first = target.min(8_000);
+    (first * 2 / 5 + (target - first) / 5).max(LEDGER_MIN)
+}
 /// Tokens the ledger gets at least.
 const LEDGER_MIN: usize = 120;
 /// Share of the room (after the ledger's floor) that the newest messages
@@ -611,9 +617,7 @@ fn allocate<'a>(
             }
         }
     } else {
-        let floor = ((target as f64 * LEDGER_SHARE) as usize)
-            .max(LEDGER_MIN)
-            .min(room);
+        let floor = ledger_floor(target).min(room);
         let room = room.saturating_sub(floor);
         let whole_cap = (room as f64 * WHOLE_SHARE) as usize;
         let mut used = 0usize;
@@ -686,6 +690,22 @@ fn allocate<'a>(
             }
         }
     }
+    // Runs of evicted units after the first get a short note each.
+    let short_note = |count: usize| {
+        format!(
+            "[{count} earlier messages moved to the archive; the session ledger above lists what they held; `ctxpress expand` restores them]"
+        )
+    };
+    let mut runs = 0;
+    for u in 0..units.len() {
+        if how[u] == 0 && (u == 0 || how[u - 1] != 0) {
+            runs += 1;
+            if runs > 1 {
+                let probe = Message::text_message(MessageId::new(""), "user", &short_note(n));
+                kept_tokens += count_message(counter, &probe);
+            }
+        }
+    }
     let mut summarized = 0;
     let mut u = 0;
     let mut first_note = true;
@@ -704,10 +724,7 @@ fn allocate<'a>(
                     let limit = target.saturating_sub(kept_tokens);
                     ledger.render_within(limit, counter).0
                 } else {
-                    format!(
-                        "[{} earlier messages moved to the archive; the session ledger above lists what they held; `ctxpress expand` restores them]",
-                        end - s
-                    )
+                    short_note(end - s)
                 };
                 first_note = false;
                 out.ann_mut(&id).replaces =
