@@ -304,7 +304,10 @@ fn error_line(text: &str) -> String {
         .lines()
         .find(|l| {
             let l = l.to_ascii_lowercase();
-            l.contains("error") || l.contains("fail") || l.contains("exception") || l.contains("panic")
+            l.contains("error")
+                || l.contains("fail")
+                || l.contains("exception")
+                || l.contains("panic")
         })
         .or_else(|| payload.lines().find(|l| !l.trim().is_empty()))
         .unwrap_or("failed");
@@ -590,10 +593,11 @@ impl Ledger {
         // Each name goes in the line of the place it was used most.
         let mut by_place: HashMap<&Place, Vec<(&str, f64)>> = HashMap::new();
         for (t, e) in &self.terms {
-            let Some((p, _, _)) = e.places.iter().max_by(|a, b| {
-                a.1.total_cmp(&b.1)
-                    .then_with(|| b.0.cmp(&a.0))
-            }) else {
+            let Some((p, _, _)) = e
+                .places
+                .iter()
+                .max_by(|a, b| a.1.total_cmp(&b.1).then_with(|| b.0.cmp(&a.0)))
+            else {
                 continue;
             };
             if crate::secrets::find_secrets(t).is_empty() {
@@ -607,7 +611,11 @@ impl Ledger {
         let names_of = |p: &Place, slot: &mut dyn FnMut(f64) -> usize| -> Vec<(String, usize)> {
             by_place
                 .get(p)
-                .map(|v| v.iter().map(|(t, s)| (format!("`{t}`"), slot(*s))).collect())
+                .map(|v| {
+                    v.iter()
+                        .map(|(t, s)| (format!("`{t}`"), slot(*s)))
+                        .collect()
+                })
                 .unwrap_or_default()
         };
         let mut items = Vec::new();
@@ -628,21 +636,53 @@ impl Ledger {
             });
         };
         if let Some(r) = &self.first_request {
-            push(&mut items, "task", format!("first request: \"{r}\""), "", Vec::new(), true, usize::MAX);
+            push(
+                &mut items,
+                "task",
+                format!("first request: \"{r}\""),
+                "",
+                Vec::new(),
+                true,
+                usize::MAX,
+            );
         }
         if let Some(r) = &self.latest_request
             && self.first_request.as_ref() != Some(r)
         {
-            push(&mut items, "task", format!("latest request: \"{r}\""), "", Vec::new(), true, usize::MAX);
+            push(
+                &mut items,
+                "task",
+                format!("latest request: \"{r}\""),
+                "",
+                Vec::new(),
+                true,
+                usize::MAX,
+            );
         }
         let user = names_of(&Place::User, &mut slot);
         if !user.is_empty() {
             let s = slot(0.0);
-            push(&mut items, "task", "the user named".into(), ": ", user, false, s);
+            push(
+                &mut items,
+                "task",
+                "the user named".into(),
+                ": ",
+                user,
+                false,
+                s,
+            );
         }
         for o in &self.open {
             let s = slot(1e6);
-            push(&mut items, "open todos", o.clone(), "", Vec::new(), false, s);
+            push(
+                &mut items,
+                "open todos",
+                o.clone(),
+                "",
+                Vec::new(),
+                false,
+                s,
+            );
         }
         let open_error = |k: &str| self.errors.iter().find(|(x, _)| x == k).map(|(_, e)| e);
         let mut files: Vec<(&String, &FileEntry)> = self.files.iter().collect();
@@ -650,7 +690,11 @@ impl Ledger {
         for (p, f) in files {
             let mut head = format!("{p}: ");
             let mut acts = Vec::new();
-            for (n, w) in [(f.edits, "edited"), (f.writes, "written"), (f.reads, "read")] {
+            for (n, w) in [
+                (f.edits, "edited"),
+                (f.writes, "written"),
+                (f.reads, "read"),
+            ] {
                 match n {
                     0 => {}
                     1 => acts.push(w.to_string()),
@@ -669,7 +713,15 @@ impl Ledger {
             }
             let names = names_of(&Place::File(p.clone()), &mut slot);
             let s = slot(f.score);
-            push(&mut items, "files", head, "; names in it: ", names, false, s);
+            push(
+                &mut items,
+                "files",
+                head,
+                "; names in it: ",
+                names,
+                false,
+                s,
+            );
         }
         let mut cmds: Vec<(&String, &CommandEntry)> = self.commands.iter().collect();
         cmds.sort_by(|a, b| b.1.score.total_cmp(&a.1.score).then(a.0.cmp(b.0)));
@@ -683,9 +735,21 @@ impl Ledger {
             }
             let names = names_of(&Place::Command(c.clone()), &mut slot);
             let s = slot(e.score);
-            push(&mut items, "commands", head, "; names in its output: ", names, false, s);
+            push(
+                &mut items,
+                "commands",
+                head,
+                "; names in its output: ",
+                names,
+                false,
+                s,
+            );
         }
-        let mut tools: Vec<&Place> = by_place.keys().copied().filter(|p| matches!(p, Place::Tool(_))).collect();
+        let mut tools: Vec<&Place> = by_place
+            .keys()
+            .copied()
+            .filter(|p| matches!(p, Place::Tool(_)))
+            .collect();
         tools.sort();
         for p in tools {
             let Place::Tool(t) = p else { continue };
@@ -697,22 +761,54 @@ impl Ledger {
             let names = names_of(p, &mut slot);
             let best = by_place.get(p).and_then(|v| v.first()).map_or(0.0, |x| x.1);
             let s = slot(best);
-            push(&mut items, "other tools", head, ": values in its calls and results: ", names, false, s);
+            push(
+                &mut items,
+                "other tools",
+                head,
+                ": values in its calls and results: ",
+                names,
+                false,
+                s,
+            );
         }
         let n = self.decisions.len();
         for (i, d) in self.decisions.iter().enumerate() {
             let s = slot(5.0 + (i + 1) as f64 / (n + 1) as f64);
-            push(&mut items, "decisions and findings (assistant)", d.clone(), "", Vec::new(), false, s);
+            push(
+                &mut items,
+                "decisions and findings (assistant)",
+                d.clone(),
+                "",
+                Vec::new(),
+                false,
+                s,
+            );
         }
         let asst = names_of(&Place::Assistant, &mut slot);
         if !asst.is_empty() {
             let s = slot(0.0);
-            push(&mut items, "decisions and findings (assistant)", "the assistant named".into(), ": ", asst, false, s);
+            push(
+                &mut items,
+                "decisions and findings (assistant)",
+                "the assistant named".into(),
+                ": ",
+                asst,
+                false,
+                s,
+            );
         }
         for (i, l) in self.carried.iter().enumerate() {
             let s = slot(1.0 / (1.0 + i as f64));
             let l = l.strip_prefix("- ").unwrap_or(l).to_string();
-            push(&mut items, "from an earlier ledger", l, "", Vec::new(), false, s);
+            push(
+                &mut items,
+                "from an earlier ledger",
+                l,
+                "",
+                Vec::new(),
+                false,
+                s,
+            );
         }
         (items, scores)
     }
@@ -757,7 +853,8 @@ impl Ledger {
     }
 
     /// The most detailed note whose tokens (as a user message) stay within
-    /// `limit`, with its tokens; the bare header when even that is over.
+    /// `limit`, with its tokens; the header alone (without the requests)
+    /// when not even the requests fit.
     pub fn render_within(&self, limit: usize, counter: &dyn TokenCounter) -> (String, usize) {
         let (items, scores) = self.items();
         let mut order: Vec<usize> = (0..scores.len()).collect();
@@ -776,7 +873,11 @@ impl Ledger {
         let (mut lo, mut hi) = (0usize, n);
         let mut best = cost(0);
         if best.1 > limit {
-            return best;
+            // Not even the requests fit: the header alone.
+            let text = self.render(&[], &[], 0);
+            let probe = Message::text_message(crate::MessageId::new(""), "user", &text);
+            let t = count_message(counter, &probe);
+            return (text, t);
         }
         // Largest k that fits: the tokens grow with k.
         while hi - lo > 1 {
@@ -831,7 +932,8 @@ mod tests {
             json!({"role": "assistant", "content": "", "tool_calls": [
                 {"id": id, "type": "function", "function": {"name": name, "arguments": args.to_string()}}]})
         };
-        let result = |id: &str, text: &str| json!({"role": "tool", "tool_call_id": id, "content": text});
+        let result =
+            |id: &str, text: &str| json!({"role": "tool", "tool_call_id": id, "content": text});
         let msgs = json!([
             {"role": "system", "content": "You are a coding agent."},
             {"role": "user", "content": "The parser in src/parse.rs rejects empty arrays; fix it and add a test."},
@@ -869,7 +971,10 @@ mod tests {
             std::fs::write(path, &text).unwrap();
         }
         let want = std::fs::read_to_string(path).expect("golden file (UPDATE_GOLDEN=1 writes it)");
-        assert_eq!(text, want, "the ledger format changed: check it, then UPDATE_GOLDEN=1");
+        assert_eq!(
+            text, want,
+            "the ledger format changed: check it, then UPDATE_GOLDEN=1"
+        );
     }
 
     #[test]
@@ -911,7 +1016,10 @@ mod tests {
         again.add(&note);
         again.add(&c.messages[13]);
         let (next, _) = again.render_within(usize::MAX, &Heuristic);
-        assert!(next.contains("first request: \"The parser in src/parse.rs"), "{next}");
+        assert!(
+            next.contains("first request: \"The parser in src/parse.rs"),
+            "{next}"
+        );
         assert!(next.contains("latest request: \"Good. Now bump"), "{next}");
         assert!(next.contains("/repo/src/parse.rs: edited"), "{next}");
     }
@@ -924,10 +1032,17 @@ mod tests {
             "use the key ghp_abcdefghijklmnopqrstuvwxyz0123456789 with api_client",
         );
         let mut l = Ledger::new(std::iter::empty::<&str>());
-        l.add(&Message::text_message(crate::MessageId::new("a"), "assistant", "ok then"));
+        l.add(&Message::text_message(
+            crate::MessageId::new("a"),
+            "assistant",
+            "ok then",
+        ));
         l.add(&m);
         let (text, _) = l.render_within(usize::MAX, &Heuristic);
         assert!(text.contains("`api_client`"), "{text}");
-        assert!(!text.contains("`ghp_abcdefghijklmnopqrstuvwxyz0123456789`"), "{text}");
+        assert!(
+            !text.contains("`ghp_abcdefghijklmnopqrstuvwxyz0123456789`"),
+            "{text}"
+        );
     }
 }

@@ -11,16 +11,25 @@
 //!   pipeline guard enforces), the horizon estimated from the unrestricted
 //!   run's per-message savings and checked (binary search when the estimate
 //!   falls short); everything after the horizon comes out as it went in;
-//! - when the stages alone cannot reach the target, the **ladder** escalates
-//!   in order of information lost, each rung the same way: the facade builds
-//!   tighter tool-result summaries, old assistant prose, old user prose, and
-//!   last [`EvictOldest`], which moves the oldest whole exchanges into the
-//!   archive behind one short note and always converges.
+//! - when the stages alone cannot reach the target, the **ladder**
+//!   escalates in order of information lost, each rung the same way: the
+//!   facade builds tighter tool-result summaries, old assistant prose, old
+//!   user prose; then its `evict` rung is the **allocation** (`allocate`):
+//!   the target is spent on the core (system messages, the last user
+//!   request, the newest exchange), a floor for the session ledger
+//!   ([`ledger_floor`], `core::ledger`), the newest messages whole (newest
+//!   first, up to a share of the room), then older messages as the
+//!   summarizing rungs left them, newest first; everything older moves into
+//!   the archive behind the ledger, rendered to fill the room left. A last
+//!   rung summarizes the tool results of the tail when the core alone is
+//!   over. Whole exchanges throughout: a call never leaves its results.
 //!
-//! Protected throughout, by annotation: system messages, the last user
-//! message and the last `protected_tail` user/assistant messages. When those
-//! alone exceed the target, the report says so (`fits = false`, `over_by`)
-//! and nothing protected is touched.
+//! Protected from the stages and the summarizing rungs, by annotation:
+//! system messages, the last user message and the last `protected_tail`
+//! user/assistant messages; the allocation keeps system messages and the
+//! last user request byte-identical and may move the rest of the tail. When
+//! the protected messages alone exceed the target, the report says so
+//! (`fits = false`, `over_by`).
 
 use crate::config::ConfigError;
 use crate::conversation::Conversation;
@@ -454,7 +463,10 @@ pub async fn fit(
                         name: rung.name.clone(),
                         conversations: 1,
                         messages_changed: out.summarized,
-                        messages_removed: conv.messages.len().saturating_sub(out.conv.messages.len()),
+                        messages_removed: conv
+                            .messages
+                            .len()
+                            .saturating_sub(out.conv.messages.len()),
                         tokens_removed: now.saturating_sub(after),
                         micros: t.elapsed().as_micros(),
                     });
@@ -550,7 +562,8 @@ fn allocate<'a>(
 ) -> Option<Allocation> {
     let counter = ctx.counter.as_ref();
     let n = whole.messages.len();
-    let by_id: HashMap<&'a MessageId, &'a Message> = summ.messages.iter().map(|m| (m.id(), m)).collect();
+    let by_id: HashMap<&'a MessageId, &'a Message> =
+        summ.messages.iter().map(|m| (m.id(), m)).collect();
     // Units: a message and the tool results after it.
     let mut units: Vec<(usize, usize)> = Vec::new();
     for (i, m) in whole.messages.iter().enumerate() {
@@ -727,8 +740,10 @@ fn allocate<'a>(
                     short_note(end - s)
                 };
                 first_note = false;
-                out.ann_mut(&id).replaces =
-                    whole.messages[s..end].iter().map(|m| m.id().clone()).collect();
+                out.ann_mut(&id).replaces = whole.messages[s..end]
+                    .iter()
+                    .map(|m| m.id().clone())
+                    .collect();
                 out.messages.push(Message::text_message(id, "user", &text));
                 u = v;
                 continue;
@@ -749,10 +764,89 @@ fn allocate<'a>(
     if !evicting && summarized == 0 {
         return None;
     }
+    // Nothing points at nothing: a reference to a message or call that was
+    // moved out says where it went.
+    let mut gone: HashSet<String> = HashSet::new();
+    for (u, &(s, e)) in units.iter().enumerate() {
+        if how[u] == 0 {
+            for m in &whole.messages[s..e] {
+                gone.insert(m.id().as_str().to_string());
+                gone.extend(m.tool_calls().iter().map(|c| c.id.to_string()));
+            }
+        }
+    }
+    if !gone.is_empty() {
+        for m in &mut out.messages {
+            if m.role().is_system() || Some(m.id()) == last_user.map(|i| whole.messages[i].id()) {
+                continue;
+            }
+            rewrite_dangling(m, &gone);
+        }
+    }
     Some(Allocation {
         conv: out,
         summarized,
     })
+}
+
+/// What a reference to a moved-out message or call gets after its id.
+pub const ARCHIVED_REF: &str = " (archived; the session ledger lists what it held)";
+
+/// `text` with every reference (`dup of ID`, `near-dup of ID`, `call ID`)
+/// to an id in `gone` marked as archived; `None` when there is none.
+fn mark_dangling(text: &str, gone: &HashSet<String>) -> Option<String> {
+    let mut out = String::new();
+    let mut at = 0;
+    let bytes = text.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        let rest = &bytes[i..];
+        let skip = if rest.starts_with(b"dup of ") {
+            7
+        } else if rest.starts_with(b" call ") {
+            6
+        } else {
+            i += 1;
+            continue;
+        };
+        let start = i + skip;
+        let end = text[start..]
+            .find(|c: char| c.is_whitespace() || c == ']' || c == ',' || c == ';')
+            .map_or(text.len(), |e| start + e);
+        if end > start && gone.contains(&text[start..end]) && !text[end..].starts_with(ARCHIVED_REF)
+        {
+            out.push_str(&text[at..end]);
+            out.push_str(ARCHIVED_REF);
+            at = end;
+        }
+        i = end.max(i + 1);
+    }
+    if at == 0 {
+        return None;
+    }
+    out.push_str(&text[at..]);
+    Some(out)
+}
+
+/// Mark the references of `m` (its text, or each of its tool results) to
+/// ids in `gone` as archived.
+fn rewrite_dangling(m: &mut Message, gone: &HashSet<String>) {
+    if m.is_tool_result() && !matches!(m.role(), Role::Tool | Role::Function) {
+        let fixes: Vec<(String, String)> = m
+            .tool_results()
+            .iter()
+            .filter_map(|r| mark_dangling(&r.text, gone).map(|t| (r.call_id.to_string(), t)))
+            .collect();
+        for (id, t) in fixes {
+            m.set_tool_result_text(&id, t);
+        }
+        return;
+    }
+    let plain = matches!(m.role(), Role::Tool | Role::Function)
+        || m.content().is_some_and(serde_json::Value::is_string);
+    if plain && let Some(t) = mark_dangling(&m.text(), gone) {
+        m.set_text(t);
+    }
 }
 
 /// Tokens of the text a conversation sends outside its messages: the
@@ -993,16 +1087,18 @@ mod tests {
         assert!(tokens_of(&c, &ctx).iter().sum::<usize>() <= budget);
         assert_eq!(c.messages[0].role(), Role::System);
         let note = c.messages[1].text().into_owned();
+        assert!(note.starts_with("[session ledger: "), "{note}");
+        assert!(note.contains("first request: \"task 0 word word"), "{note}");
         assert!(
-            note.starts_with("[session ledger: 6 earlier messages (2 user, 2 assistant, 2 tool results) moved to the archive;"),
+            note.contains("/r/f0.rs: read") && note.contains("/r/f1.rs: read"),
             "{note}"
         );
-        assert!(note.contains("first request: \"task 0 word word"), "{note}");
-        assert!(note.contains("/r/f0.rs: read") && note.contains("/r/f1.rs: read"), "{note}");
-        assert_eq!(out.counters["messages_archived"], 6);
-        assert_eq!(c.ann(c.messages[1].id()).unwrap().replaces.len(), 6);
+        // The ledger quotes the requests, so it costs more than the two
+        // exchanges the budget made room for: a third goes too.
+        let archived = out.counters["messages_archived"] as usize;
+        assert!((6..=9).contains(&archived), "{archived}");
+        assert_eq!(c.ann(c.messages[1].id()).unwrap().replaces.len(), archived);
         assert_eq!(c.messages.last().unwrap().text(), "last");
-        assert_eq!(c.messages[2].text(), format!("task 2 {big}"));
     }
 
     #[test]
@@ -1020,6 +1116,103 @@ mod tests {
             "[3 earlier messages archived: 1 user; ctxpress expand restores them]"
         ));
         assert!(!is_generated_note("[WIP] fix the parser"));
+    }
+
+    #[test]
+    fn dangling_references_are_marked_archived() {
+        let gone: HashSet<String> = ["m2-ab".to_string(), "toolu_1".to_string()].into();
+        assert_eq!(
+            mark_dangling("[cce:dup of m2-ab — 300 chars]", &gone).as_deref(),
+            Some(
+                "[cce:dup of m2-ab (archived; the session ledger lists what it held) — 300 chars]"
+            )
+        );
+        assert_eq!(
+            mark_dangling(
+                "[ctxpress: a.rs unchanged: same content as Read call toolu_1]",
+                &gone
+            )
+            .as_deref(),
+            Some(
+                "[ctxpress: a.rs unchanged: same content as Read call toolu_1 (archived; the session ledger lists what it held)]"
+            )
+        );
+        assert_eq!(mark_dangling("[cce:dup of m3-cd — 300 chars]", &gone), None);
+        assert_eq!(mark_dangling("a dup of é", &gone), None);
+        let once = mark_dangling("dup of m2-ab", &gone).unwrap();
+        assert_eq!(mark_dangling(&once, &gone), None, "marked once");
+    }
+
+    /// A long session over its budget: the newest exchange (a large read the
+    /// agent is acting on) stays whole, the oldest exchanges go behind one
+    /// ledger, the result fits and lands close to the target.
+    #[test]
+    fn the_newest_tool_result_survives_while_older_ones_go_to_the_ledger() {
+        let file = |i: usize| {
+            (0..60)
+                .map(|k| {
+                    format!("pub fn handler_{i}_{k}(req: &Request) -> Response {{ todo!() }}\n")
+                })
+                .collect::<String>()
+        };
+        let mut msgs = vec![
+            json!({"role": "system", "content": "You are a coding agent."}),
+            json!({"role": "user", "content": "Refactor the handlers in src/ to return Result."}),
+        ];
+        for i in 0..12 {
+            msgs.push(json!({"role": "assistant", "content": "", "tool_calls": [
+                {"id": format!("c{i}"), "type": "function", "function": {"name": "Read", "arguments": format!("{{\"file_path\":\"/r/src/h{i}.rs\"}}")}}]}));
+            msgs.push(json!({"role": "tool", "tool_call_id": format!("c{i}"), "content": file(i)}));
+        }
+        msgs.push(json!({"role": "user", "content": "Now do h12.rs the same way."}));
+        msgs.push(json!({"role": "assistant", "content": "", "tool_calls": [
+            {"id": "c12", "type": "function", "function": {"name": "Read", "arguments": "{\"file_path\":\"/r/src/h12.rs\"}"}}]}));
+        msgs.push(json!({"role": "tool", "tool_call_id": "c12", "content": file(12)}));
+        let mut c = conv(json!(msgs));
+        let input = c.clone();
+        let total: usize = tokens_of(&c, &StageContext::default()).iter().sum();
+        let budget = total / 4;
+        let ladder = vec![Rung::of(EVICT, Box::new(EvictOldest))];
+        let cfg = WindowConfig {
+            budget: Some(budget),
+            ..WindowConfig::default()
+        };
+        let limits = cfg.limits().unwrap();
+        let r = ready(fit(
+            &mut c,
+            &StageContext::default(),
+            &Pipeline::default(),
+            &ladder,
+            &cfg,
+            limits,
+        ))
+        .unwrap();
+        let b = r.budget.unwrap();
+        assert!(b.fits && b.tokens_after <= budget, "{b:?}");
+        assert!(
+            b.tokens_after * 100 >= budget * 90,
+            "lands close to the target: {b:?}"
+        );
+        assert!(crate::validate(&c).is_empty(), "{:?}", crate::validate(&c));
+        // System, the last request and the newest exchange, byte-identical.
+        let last = &c.messages[c.messages.len() - 3..];
+        let want = &input.messages[input.messages.len() - 3..];
+        for (a, b) in last.iter().zip(want) {
+            assert_eq!(c.message_json(a), input.message_json(b));
+        }
+        assert_eq!(
+            c.message_json(&c.messages[0]),
+            input.message_json(&input.messages[0])
+        );
+        let ledger = c.messages[1].text().into_owned();
+        assert!(ledger.starts_with(crate::ledger::HEAD), "{ledger}");
+        assert!(ledger.contains("/r/src/h0.rs: read"), "{ledger}");
+        assert_eq!(
+            c.ann(c.messages[1].id()).unwrap().replaces.first(),
+            Some(input.messages[1].id())
+        );
+        // Older exchanges that stay come before the newest, oldest first.
+        assert!(c.messages.len() < input.messages.len());
     }
 
     #[test]

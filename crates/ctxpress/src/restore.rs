@@ -52,8 +52,8 @@ pub fn looks_generated(s: &str) -> bool {
         "Context Summary",
         "session ledger:",
     ]
-        .iter()
-        .any(|p| rest.starts_with(p))
+    .iter()
+    .any(|p| rest.starts_with(p))
     {
         return true;
     }
