@@ -871,6 +871,13 @@ fn stats(input: &str, tokenizer: &str, as_json: bool) -> Result<ExitCode> {
         outln!("conversations  {}", s.conversations);
         outln!("messages       {}", s.messages);
         outln!("tokens         {} ({})", s.tokens, s.tokenizer);
+        if s.system_tokens + s.tool_definition_tokens > 0 {
+            outln!(
+                "  outside the messages: {} tokens of top-level system, {} of tool definitions",
+                s.system_tokens,
+                s.tool_definition_tokens
+            );
+        }
         outln!(
             "tool output    {:.1}% of {} chars",
             s.tool_output_share() * 100.0,

@@ -369,6 +369,106 @@ fn over_the_budget_it_fits_and_says_so() {
     }
 }
 
+/// `stats --json FILE`'s token count.
+fn stats_tokens(file: &Path) -> (u64, serde_json::Value) {
+    let out = bin()
+        .args(["stats", "--json"])
+        .arg(file)
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    (v["tokens"].as_u64().unwrap(), v)
+}
+
+/// An Anthropic request with a top-level `system` and tool definitions:
+/// `stats` counts them as `compress --budget` does (the run's
+/// `tokens_before` is the input's `stats`, its `tokens_after` the output's),
+/// and the output is at or under the budget.
+#[test]
+fn stats_and_budget_count_system_and_tool_definitions_alike() {
+    let line = |i: usize| {
+        format!(
+            "Step {i}: we looked at the parser again, rewrote the error path for unterminated \
+             strings and ran the whole suite; {} tests passed and the report was saved.",
+            100 + i
+        )
+    };
+    let tools: Vec<serde_json::Value> = (0..20)
+        .map(|i| {
+            serde_json::json!({"name": format!("tool_{i}"),
+                "description": format!("Tool number {i}: reads the file at `path` and returns at most `limit` of its lines, numbered, with a note when it was cut."),
+                "input_schema": {"type": "object", "properties": {
+                    "path": {"type": "string", "description": "File to read, relative to the workspace."},
+                    "limit": {"type": "integer"}}, "required": ["path"]}})
+        })
+        .collect();
+    let messages: Vec<serde_json::Value> = (0..30)
+        .map(|i| {
+            let role = if i % 2 == 0 { "user" } else { "assistant" };
+            serde_json::json!({"role": role, "content": [{"type": "text", "text": line(i).repeat(3)}]})
+        })
+        .collect();
+    let doc = serde_json::json!({"model": "m", "max_tokens": 512,
+        "system": "You are a careful coding assistant. Keep answers short.",
+        "tools": tools, "messages": messages});
+    let dir = tempfile::tempdir().unwrap();
+    let (inp, out, report) = (
+        dir.path().join("in.json"),
+        dir.path().join("out.json"),
+        dir.path().join("s.json"),
+    );
+    std::fs::write(&inp, doc.to_string()).unwrap();
+    let (before, v) = stats_tokens(&inp);
+    let (system, tool_defs) = (
+        v["system_tokens"].as_u64().unwrap(),
+        v["tool_definition_tokens"].as_u64().unwrap(),
+    );
+    assert!(system > 0 && tool_defs > 1000, "{v}");
+    let roles: u64 = v["roles"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|r| r["tokens"].as_u64().unwrap())
+        .sum();
+    assert_eq!(before, roles + system + tool_defs, "{v}");
+    let budget = system + tool_defs + 800;
+    assert!(budget < before);
+    bin()
+        .args(["compress", "--budget", &budget.to_string(), "-o"])
+        .arg(&out)
+        .arg("--stats-json")
+        .arg(&report)
+        .arg(&inp)
+        .assert()
+        .success();
+    let r: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    let b = &r["report"]["budget"];
+    assert_eq!(b["tokens_before"].as_u64(), Some(before), "{r}");
+    assert_eq!(b["fits"], true, "{r}");
+    let (after, _) = stats_tokens(&out);
+    assert_eq!(b["tokens_after"].as_u64(), Some(after), "{r}");
+    assert!(after <= budget, "{after} > {budget}");
+    let text = bin()
+        .arg("stats")
+        .arg(&inp)
+        .assert()
+        .success()
+        .get_output()
+        .stdout
+        .clone();
+    let text = String::from_utf8(text).unwrap();
+    assert!(
+        text.contains(&format!(
+            "{system} tokens of top-level system, {tool_defs} of tool definitions"
+        )),
+        "{text}"
+    );
+}
+
 #[test]
 fn a_budget_the_protected_part_exceeds_exits_3_with_the_output_written() {
     let dir = tempfile::tempdir().unwrap();

@@ -1,7 +1,23 @@
 //! Token counting: a fast heuristic and exact BPE counts for OpenAI encodings
-//! (the latter with the `bpe` feature, which the `ctxpress` facade turns on).
+//! (the latter with the `bpe` feature, which the `ctxpress` facade turns on),
+//! and what of a request is counted: everything a provider sends the model.
+//!
+//! - A message ([`count_message`]): its text, tool calls and tool results,
+//!   and every other string it carries, in the message or in a content
+//!   block (`reasoning_content`, `refusal`, Anthropic `thinking` and
+//!   `redacted_thinking` blocks, ...), except the bookkeeping fields listed
+//!   in [`BOOKKEEPING`] (`id`, `role`, `name`, `tool_call_id`, `type`,
+//!   `signature`, `cache_control`, ...); plus [`MESSAGE_OVERHEAD`]. Members
+//!   that are objects or arrays are not descended into (images, audio, a
+//!   block's `source`), but for the tool calls and results.
+//! - Outside the messages ([`fixed_tokens`]): an Anthropic request's
+//!   top-level `system` and the tool definitions (`tools`, legacy
+//!   `functions`) as JSON text. `window::fit` counts them against the
+//!   limits and `ctxpress stats` adds them, through this one function.
 
-use crate::message::Message;
+use crate::conversation::Conversation;
+use crate::message::{Message, Role, content_text, get_small, vget};
+use serde_json::Value;
 use std::sync::Arc;
 
 /// Counts tokens of a text.
@@ -314,19 +330,162 @@ pub fn counter_named(name: &str) -> Result<Arc<dyn TokenCounter>, crate::ConfigE
 /// Per-message framing tokens a provider adds (role markers).
 pub const MESSAGE_OVERHEAD: usize = 4;
 
-/// Tokens of one message: text, tool calls (name and arguments) and tool results,
-/// plus framing.
+/// Fields of a message or of a content block that are bookkeeping, never
+/// counted: ids, the role (in [`MESSAGE_OVERHEAD`]), a participant's or tool
+/// result's `name`, block types, thinking signatures, cache markers and
+/// timestamps.
+pub const BOOKKEEPING: &[&str] = &[
+    "id",
+    "role",
+    "name",
+    "tool_call_id",
+    "tool_use_id",
+    "type",
+    "signature",
+    "cache_control",
+    "timestamp",
+    "created_at",
+];
+
+fn bookkeeping(key: &str) -> bool {
+    BOOKKEEPING.contains(&key)
+}
+
+/// Tokens of one message as a provider counts them, plus framing
+/// ([`MESSAGE_OVERHEAD`]):
+///
+/// - `content`: its text (a string, or the text parts joined by newlines,
+///   as [`Message::text`]), Anthropic `tool_use` blocks (name and `input` as
+///   JSON text) and `tool_result` blocks (their text; a `tool`/`function`
+///   message's result is its content, counted once), and of every other
+///   block (`thinking`, `redacted_thinking`, `refusal`, `document`, ...)
+///   each string member but [`BOOKKEEPING`] (`thinking`, `data`, `refusal`,
+///   `title`, ...);
+/// - OpenAI `tool_calls` (each function's name and arguments) and the legacy
+///   `function_call` (name and arguments);
+/// - every other string field but [`BOOKKEEPING`]: `reasoning_content`,
+///   `reasoning`, `refusal`, and fields this list does not know (counted:
+///   a budget errs high rather than low).
+///
+/// Not counted: members that are objects or arrays other than those above
+/// (images, audio, `citations`, a block's `source`), numbers and booleans.
 pub fn count_message(counter: &dyn TokenCounter, m: &Message) -> usize {
-    let mut n = MESSAGE_OVERHEAD + counter.count(&m.text());
-    for c in m.tool_calls() {
-        n += counter.count(&c.name) + counter.count(&c.arguments);
-    }
-    if !matches!(m.role(), crate::Role::Tool | crate::Role::Function) {
-        for r in m.tool_results() {
-            n += counter.count(&r.text);
+    let mut n = MESSAGE_OVERHEAD;
+    for (k, v) in m.fields() {
+        match (k.as_str(), v) {
+            ("content", c) => n += content_tokens(counter, c, m),
+            ("tool_calls", Value::Array(calls)) => {
+                for c in calls {
+                    if let Some(f) = vget(c, "function") {
+                        n += function_tokens(counter, f);
+                    }
+                }
+            }
+            ("function_call", f) => n += function_tokens(counter, f),
+            (k, Value::String(s)) if !bookkeeping(k) => n += counter.count(s),
+            _ => {}
         }
     }
     n
+}
+
+/// Name and arguments of an OpenAI function call (arguments that are not a
+/// string as JSON text).
+fn function_tokens(counter: &dyn TokenCounter, f: &Value) -> usize {
+    let name = vget(f, "name").and_then(Value::as_str).unwrap_or("");
+    let args = match vget(f, "arguments") {
+        Some(Value::String(s)) => counter.count(s),
+        Some(v) => counter.count(&v.to_string()),
+        None => 0,
+    };
+    counter.count(name) + args
+}
+
+/// Tokens of a message's `content` (see [`count_message`]).
+fn content_tokens(counter: &dyn TokenCounter, c: &Value, m: &Message) -> usize {
+    let mut n = counter.count(&content_text(c));
+    let Value::Array(blocks) = c else {
+        return n;
+    };
+    for b in blocks {
+        let Value::Object(fields) = b else { continue };
+        match get_small(fields, "type").and_then(Value::as_str) {
+            // In the text.
+            None | Some("text" | "input_text" | "output_text") => {}
+            Some("tool_use") => {
+                let name = get_small(fields, "name").and_then(Value::as_str);
+                let input = get_small(fields, "input").map(Value::to_string);
+                n += counter.count(name.unwrap_or("")) + counter.count(&input.unwrap_or_default());
+            }
+            Some("tool_result") => {
+                if !matches!(m.role_ref(), Role::Tool | Role::Function) {
+                    n +=
+                        get_small(fields, "content").map_or(0, |c| counter.count(&content_text(c)));
+                }
+            }
+            Some(_) => {
+                for (k, v) in fields {
+                    if let Value::String(s) = v
+                        && !bookkeeping(k)
+                    {
+                        n += counter.count(s);
+                    }
+                }
+            }
+        }
+    }
+    n
+}
+
+/// Tokens a request sends outside its messages, which no stage can shrink:
+/// an Anthropic request's top-level `system` and the tool definitions.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FixedTokens {
+    /// The top-level `system` (a string, or text blocks), counted as a
+    /// system message would be; 0 without one.
+    pub system: usize,
+    /// The top-level `tools` (OpenAI `{type, function: {name, description,
+    /// parameters}}`, Anthropic `{name, description, input_schema}`) and the
+    /// legacy `functions`: their JSON text, written compactly (what
+    /// providers bill for them is close to it); 0 without any.
+    pub tools: usize,
+}
+
+impl FixedTokens {
+    /// Both together.
+    pub fn total(self) -> usize {
+        self.system + self.tools
+    }
+}
+
+/// The [`FixedTokens`] of `conv` (0 for a bare array of messages): what
+/// `window::fit` counts against the limits beside the messages and what
+/// `ctxpress stats` adds to them.
+pub fn fixed_tokens(conv: &Conversation, counter: &dyn TokenCounter) -> FixedTokens {
+    let fields = &conv.envelope.fields;
+    if fields.is_empty() {
+        return FixedTokens::default();
+    }
+    let system = match fields.get("system") {
+        Some(Value::String(s)) => MESSAGE_OVERHEAD + counter.count(s),
+        Some(Value::Array(blocks)) => {
+            MESSAGE_OVERHEAD
+                + blocks
+                    .iter()
+                    .filter_map(|b| vget(b, "text").and_then(Value::as_str))
+                    .map(|t| counter.count(t))
+                    .sum::<usize>()
+        }
+        _ => 0,
+    };
+    let tools = ["tools", "functions"]
+        .iter()
+        .filter_map(|k| match fields.get(*k) {
+            Some(v @ Value::Array(a)) if !a.is_empty() => Some(counter.count(&v.to_string())),
+            _ => None,
+        })
+        .sum();
+    FixedTokens { system, tools }
 }
 
 #[cfg(test)]
@@ -539,6 +698,107 @@ mod tests {
                 "{kind}: heuristic {got}, o200k_base {want} (ratio {ratio:.3})"
             );
         }
+    }
+
+    /// Counts each text as one token per byte, so a sum says which texts
+    /// were counted.
+    struct Bytes;
+
+    impl TokenCounter for Bytes {
+        fn name(&self) -> &str {
+            "bytes"
+        }
+        fn count(&self, text: &str) -> usize {
+            text.len()
+        }
+    }
+
+    fn msg(v: serde_json::Value) -> Message {
+        let Value::Object(fields) = v else {
+            panic!("not an object")
+        };
+        Message::from_fields(crate::MessageId::new("m"), fields)
+    }
+
+    fn counted(v: serde_json::Value) -> usize {
+        count_message(&Bytes, &msg(v)) - MESSAGE_OVERHEAD
+    }
+
+    #[test]
+    fn openai_text_and_tool_calls_are_counted_bookkeeping_is_not() {
+        let call = serde_json::json!({"role": "assistant", "content": "abc", "tool_calls": [
+            {"id": "call_123", "type": "function", "function": {"name": "bash", "arguments": "{\"c\":1}"}}
+        ]});
+        assert_eq!(counted(call), 3 + 4 + 7);
+        let result = serde_json::json!({"role": "tool", "tool_call_id": "call_123", "name": "bash",
+            "content": "out", "timestamp": "2025-01-01T00:00:00Z", "cache_control": {"type": "ephemeral"}});
+        assert_eq!(
+            counted(result),
+            3,
+            "a tool message's result is its content, once"
+        );
+        let legacy = serde_json::json!({"role": "assistant", "content": null,
+            "function_call": {"name": "ls", "arguments": "{}"}});
+        assert_eq!(counted(legacy), 2 + 2);
+    }
+
+    #[test]
+    fn reasoning_and_refusal_fields_are_counted() {
+        let m = serde_json::json!({"role": "assistant", "content": "ok",
+            "reasoning_content": "let me think", "refusal": "no", "id": "msg_1"});
+        assert_eq!(counted(m), 2 + 12 + 2);
+        // A string field the list does not know is sent to the model as far
+        // as it can tell: counted. Numbers, booleans and objects are not.
+        let m = serde_json::json!({"role": "user", "content": "hi", "reasoning": "hmm",
+            "weight": 1, "audio": {"id": "audio_1"}, "flag": true});
+        assert_eq!(counted(m), 2 + 3);
+    }
+
+    #[test]
+    fn anthropic_thinking_and_tool_blocks_are_counted() {
+        let m = serde_json::json!({"role": "assistant", "content": [
+            {"type": "thinking", "thinking": "plan it", "signature": "EqQBCkYIAxgCIkB"},
+            {"type": "redacted_thinking", "data": "xyz"},
+            {"type": "text", "text": "abc", "cache_control": {"type": "ephemeral"}},
+            {"type": "tool_use", "id": "toolu_1", "name": "ls", "input": {"p": 1}},
+            {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "AAAA"}}
+        ]});
+        assert_eq!(counted(m), 7 + 3 + 3 + 2 + r#"{"p":1}"#.len());
+        let r = serde_json::json!({"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "toolu_1", "content": [{"type": "text", "text": "a.rs"}]},
+            {"type": "text", "text": "go"}
+        ]});
+        assert_eq!(counted(r), 4 + 2);
+        let refusal = serde_json::json!({"role": "assistant", "content": [
+            {"type": "refusal", "refusal": "sorry"}]});
+        assert_eq!(counted(refusal), 5);
+    }
+
+    #[test]
+    fn tool_definitions_and_top_level_system_are_fixed_tokens() {
+        let tools = serde_json::json!([{"type": "function", "function": {"name": "bash",
+            "description": "Run a command", "parameters": {"type": "object",
+            "properties": {"command": {"type": "string"}}}}}]);
+        let doc = serde_json::json!({"model": "m", "system": [{"type": "text", "text": "be brief"}],
+            "tools": tools, "functions": [], "messages": [{"role": "user", "content": "hi"}]});
+        let c = Conversation::parse(&doc.to_string()).unwrap();
+        let f = fixed_tokens(&c, &Bytes);
+        assert_eq!(f.system, MESSAGE_OVERHEAD + 8);
+        assert_eq!(
+            f.tools,
+            tools.to_string().len(),
+            "the definitions' JSON text"
+        );
+        assert_eq!(f.total(), f.system + f.tools);
+        let legacy = serde_json::json!({"functions": [{"name": "ls", "parameters": {}}],
+            "messages": []});
+        let c = Conversation::parse(&legacy.to_string()).unwrap();
+        assert_eq!(
+            fixed_tokens(&c, &Bytes).tools,
+            r#"[{"name":"ls","parameters":{}}]"#.len()
+        );
+        let bare = Conversation::parse(r#"[{"role":"user","content":"hi"}]"#).unwrap();
+        assert_eq!(fixed_tokens(&bare, &Bytes), FixedTokens::default());
     }
 
     #[test]

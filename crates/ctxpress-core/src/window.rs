@@ -36,7 +36,7 @@ use crate::conversation::Conversation;
 use crate::message::{Message, MessageId, Role};
 use crate::pipeline::{Pipeline, Report};
 use crate::strategy::{StageContext, StageOutcome, Strategy, StrategyError};
-use crate::tokens::{MESSAGE_OVERHEAD, TokenCounter, count_message};
+use crate::tokens::{TokenCounter, count_message};
 use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, HashSet};
 use std::future::Future;
@@ -409,8 +409,9 @@ pub async fn fit(
     limits: Limits,
 ) -> Report {
     let start = Instant::now();
-    // Text outside the messages (an Anthropic request's `system`) is sent
-    // too: it counts against the limits and no stage can shrink it.
+    // Text outside the messages (an Anthropic request's `system`, the tool
+    // definitions) is sent too: it counts against the limits and no stage
+    // can shrink it.
     let fixed = envelope_tokens(conv, ctx.counter.as_ref());
     let inner_target = limits.target.saturating_sub(fixed);
     let before_tokens: usize = tokens_of(conv, ctx).iter().sum::<usize>() + fixed;
@@ -849,22 +850,12 @@ fn rewrite_dangling(m: &mut Message, gone: &HashSet<String>) {
     }
 }
 
-/// Tokens of the text a conversation sends outside its messages: the
-/// top-level `system` of an Anthropic request (a string, or text blocks),
-/// counted as a system message would be. 0 for a bare array.
+/// Tokens of the text a conversation sends outside its messages, counted
+/// against the limits: an Anthropic request's top-level `system` and the
+/// tool definitions (`tokens::fixed_tokens`, which `ctxpress stats` adds
+/// too). 0 for a bare array.
 pub fn envelope_tokens(conv: &Conversation, counter: &dyn TokenCounter) -> usize {
-    match conv.envelope.fields.get("system") {
-        Some(serde_json::Value::String(s)) => MESSAGE_OVERHEAD + counter.count(s),
-        Some(serde_json::Value::Array(blocks)) => {
-            MESSAGE_OVERHEAD
-                + blocks
-                    .iter()
-                    .filter_map(|b| b.get("text").and_then(serde_json::Value::as_str))
-                    .map(|t| counter.count(t))
-                    .sum::<usize>()
-        }
-        _ => 0,
-    }
+    crate::tokens::fixed_tokens(conv, counter).total()
 }
 
 /// Tokens of the `protected` messages of `conv` and of the results that

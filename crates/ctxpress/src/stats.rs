@@ -1,8 +1,13 @@
 //! Figures of conversations before any compression: messages and tokens by
 //! role, characters, and the share of them that is tool output (what
 //! `ctxpress stats` prints and the Python `stats()` returns).
+//!
+//! Tokens are counted as `compress` counts them against a budget: each
+//! message by `tokens::count_message`, plus what a request sends outside its
+//! messages (an Anthropic top-level `system`, tool definitions) by
+//! `tokens::fixed_tokens`, the function `window::fit` uses.
 
-use ctxpress_core::tokens::count_message;
+use ctxpress_core::tokens::{count_message, fixed_tokens};
 use ctxpress_core::{Conversation, Role, TokenCounter};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -24,8 +29,15 @@ pub struct Stats {
     pub conversations: usize,
     /// Messages in them.
     pub messages: usize,
-    /// Their tokens, by [`Stats::tokenizer`].
+    /// Tokens, by [`Stats::tokenizer`]: the messages' and the text sent
+    /// outside them ([`Stats::system_tokens`], [`Stats::tool_definition_tokens`]),
+    /// as a budget counts them.
     pub tokens: usize,
+    /// Tokens of the top-level `system` of Anthropic requests (not a message,
+    /// so in no role).
+    pub system_tokens: usize,
+    /// Tokens of the tool definitions (`tools`, legacy `functions`).
+    pub tool_definition_tokens: usize,
     /// The counter's name.
     pub tokenizer: String,
     /// Characters of the messages (their text, as `Message::size` counts).
@@ -51,6 +63,8 @@ impl Stats {
             conversations: 0,
             messages: 0,
             tokens: 0,
+            system_tokens: 0,
+            tool_definition_tokens: 0,
             tokenizer: counter.name().to_string(),
             chars: 0,
             tool_chars: 0,
@@ -62,6 +76,10 @@ impl Stats {
     /// Add one conversation.
     pub fn add(&mut self, c: &Conversation) {
         self.conversations += 1;
+        let fixed = fixed_tokens(c, self.counter.as_ref());
+        self.system_tokens += fixed.system;
+        self.tool_definition_tokens += fixed.tools;
+        self.tokens += fixed.total();
         for m in &c.messages {
             self.messages += 1;
             let t = count_message(self.counter.as_ref(), m);
@@ -109,6 +127,8 @@ impl Stats {
             "conversations": self.conversations,
             "messages": self.messages,
             "tokens": self.tokens,
+            "system_tokens": self.system_tokens,
+            "tool_definition_tokens": self.tool_definition_tokens,
             "tokenizer": self.tokenizer,
             "chars": self.chars,
             "tool_output_share": self.tool_output_share(),
@@ -138,5 +158,36 @@ mod tests {
         let j = s.to_json();
         assert_eq!(j["roles"]["user"]["messages"], 2);
         assert_eq!(j["tokenizer"], "heuristic");
+    }
+
+    #[test]
+    fn counts_a_top_level_system_and_tool_definitions_as_compress_does() {
+        let c = Conversation::parse(
+            r#"{"model":"m","system":"Be brief.","tools":[{"name":"ls","description":"List files","input_schema":{"type":"object"}}],"messages":[{"role":"user","content":"list"}]}"#,
+        )
+        .unwrap();
+        let h = ctxpress_core::tokens::Heuristic;
+        let mut s = Stats::new(Arc::new(h));
+        s.add(&c);
+        let fixed = fixed_tokens(&c, &h);
+        assert!(fixed.system > 0 && fixed.tools > 0, "{fixed:?}");
+        assert_eq!(
+            (s.system_tokens, s.tool_definition_tokens),
+            (fixed.system, fixed.tools)
+        );
+        let messages = count_message(&h, &c.messages[0]);
+        assert_eq!(s.tokens, messages + fixed.total());
+        assert_eq!(
+            s.tokens,
+            messages + ctxpress_core::window::envelope_tokens(&c, &h),
+            "what window::fit counts"
+        );
+        assert_eq!(
+            s.roles["user"].tokens, messages,
+            "not a message: in no role"
+        );
+        let j = s.to_json();
+        assert_eq!(j["system_tokens"], fixed.system);
+        assert_eq!(j["tool_definition_tokens"], fixed.tools);
     }
 }

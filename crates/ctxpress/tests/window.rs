@@ -1337,3 +1337,80 @@ fn an_anthropic_system_counts_against_the_budget() {
     let b = report.budget.unwrap();
     assert!(!b.fits && b.protected_tokens >= sys_tokens, "{b:?}");
 }
+
+/// Twenty tool definitions, each with a description and a JSON schema, in
+/// the OpenAI shape (`{type, function}`) or the Anthropic one
+/// (`input_schema`).
+fn tool_definitions(anthropic: bool) -> Value {
+    (0..20)
+        .map(|i| {
+            let name = format!("tool_{i}");
+            let description = prose(300 + i, 40);
+            let schema = json!({"type": "object", "properties": {
+                "path": {"type": "string", "description": prose(400 + i, 12)},
+                "limit": {"type": "integer", "description": "At most this many lines."}},
+                "required": ["path"]});
+            if anthropic {
+                json!({"name": name, "description": description, "input_schema": schema})
+            } else {
+                json!({"type": "function", "function":
+                    {"name": name, "description": description, "parameters": schema}})
+            }
+        })
+        .collect()
+}
+
+/// Tool definitions are sent with every request: they count against the
+/// budget as fixed text (they did not: twenty definitions of several
+/// thousand tokens were kept and never counted, so a request "at" the budget
+/// went over it by their size); `stats` counts them and an Anthropic
+/// top-level `system` the same way, so its figure is the run's
+/// `tokens_before`.
+#[test]
+fn tool_definitions_count_against_the_budget_and_in_stats() {
+    for anthropic in [false, true] {
+        let tools = tool_definitions(anthropic);
+        let mut msgs = Vec::new();
+        for i in 0..12 {
+            msgs.push(json!({"role": "user", "content": prose(i, 120)}));
+            msgs.push(json!({"role": "assistant", "content": prose(100 + i, 120)}));
+        }
+        let mut doc = json!({"model": "m", "tools": tools, "messages": msgs});
+        if anthropic {
+            doc["system"] = json!([{"type": "text", "text": prose(7, 300)}]);
+        }
+        let text = doc.to_string();
+        let input = parse(&text);
+        let fixed = ctxpress::core::tokens::fixed_tokens(&input, &Heuristic);
+        assert!(fixed.tools > 2000, "{fixed:?}");
+        assert_eq!(fixed.system > 0, anthropic, "{fixed:?}");
+        assert_eq!(envelope_tokens(&input, &Heuristic), fixed.total());
+        let mut stats = ctxpress::Stats::new(Arc::new(Heuristic));
+        stats.add(&input);
+        assert_eq!(stats.tool_definition_tokens, fixed.tools);
+        assert_eq!(stats.system_tokens, fixed.system);
+        assert_eq!(stats.tokens, tokens(&input));
+        let budget = fixed.total() + 1500;
+        let (out, report, archive, _) = run_budget(&text, "agent", budget);
+        let b = report.budget.clone().unwrap();
+        assert_eq!(b.tokens_before, stats.tokens, "stats and compress agree");
+        assert_eq!(report.tokens_before, stats.tokens);
+        assert!(b.fits, "{b:?}");
+        assert!(tokens(&out) <= budget, "{} > {budget}", tokens(&out));
+        assert_eq!(b.tokens_after, tokens(&out));
+        assert_eq!(out.envelope.fields["tools"], input.envelope.fields["tools"]);
+        assert_eq!(
+            expand(&out, archive.as_ref()).unwrap().to_json_string(),
+            text
+        );
+        // Under the budget without the definitions, over it with them.
+        let messages_only = tokens(&input) - fixed.total();
+        let (out, report, _, _) = run_budget(&text, "agent", messages_only + 10);
+        assert!(report.budget.unwrap().triggered == 1);
+        assert!(tokens(&out) <= messages_only + 10);
+        // The definitions alone are over this budget: said plainly.
+        let (_, report, _, _) = run_budget(&text, "agent", fixed.tools / 2);
+        let b = report.budget.unwrap();
+        assert!(!b.fits && b.protected_tokens >= fixed.total(), "{b:?}");
+    }
+}

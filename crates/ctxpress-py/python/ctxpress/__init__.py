@@ -397,7 +397,10 @@ def validate(messages: Messages) -> List[Dict[str, Any]]:
 
 def stats(messages: Messages, *, tokenizer: str = "heuristic") -> Dict[str, Any]:
     """Messages and tokens by role, characters and the tool-output share of
-    one conversation (what ``ctxpress stats --json`` prints)."""
+    one conversation (what ``ctxpress stats --json`` prints). ``tokens``
+    counts what a budget counts: the messages, and the text a request sends
+    outside them (``system_tokens``: an Anthropic top-level ``system``;
+    ``tool_definition_tokens``: ``tools`` and legacy ``functions``)."""
     text, kind = _encode(messages)
     return json.loads(_native.stats([text], tokenizer, kind in (_STR, _BYTES)))
 
