@@ -587,6 +587,20 @@ fn allocate<'a>(
     if let Some(l) = unit_locked.last_mut() {
         *l = true;
     }
+    // The protected tail (spec 004: the last user/assistant messages) stays
+    // whole too when it and the ledger's floor fit the target; when they do
+    // not, only the core above is kept and the tail competes newest first.
+    let with_tail: Vec<bool> = units
+        .iter()
+        .zip(&unit_locked)
+        .map(|(&(s, e), &l)| {
+            l || (s..e).any(|i| {
+                whole
+                    .ann(whole.messages[i].id())
+                    .is_some_and(|a| a.protected)
+            })
+        })
+        .collect();
     let short = |m: &'a Message| -> &'a Message { by_id.get(m.id()).copied().unwrap_or(m) };
     let cost = |s: usize, e: usize, summarized: bool| -> usize {
         whole.messages[s..e]
@@ -594,12 +608,20 @@ fn allocate<'a>(
             .map(|m| count_message(counter, if summarized { short(m) } else { m }))
             .sum()
     };
-    let core: usize = units
-        .iter()
-        .zip(&unit_locked)
-        .filter(|(_, l)| **l)
-        .map(|(&(s, e), _)| cost(s, e, false))
-        .sum();
+    let core_of = |locked: &[bool]| -> usize {
+        units
+            .iter()
+            .zip(locked)
+            .filter(|(_, l)| **l)
+            .map(|(&(s, e), _)| cost(s, e, false))
+            .sum()
+    };
+    let mut core = core_of(&unit_locked);
+    let tail_core = core_of(&with_tail);
+    if tail_core + ledger_floor(target) <= target || tail_core <= core {
+        unit_locked = with_tail;
+        core = tail_core;
+    }
     let room = target.saturating_sub(core);
     let all_short: usize = units
         .iter()
@@ -692,37 +714,18 @@ fn allocate<'a>(
         }
     }
     let mut ledger = crate::ledger::Ledger::new([kept_text.as_str()]);
-    let mut kept_tokens = core;
+    let mut evicted_tokens = 0;
     for (u, &(s, e)) in units.iter().enumerate() {
-        match how[u] {
-            0 => whole.messages[s..e].iter().for_each(|m| ledger.add(m)),
-            1 => kept_tokens += cost(s, e, true),
-            _ => {
-                if !unit_locked[u] {
-                    kept_tokens += cost(s, e, false);
-                }
-            }
-        }
-    }
-    // Runs of evicted units after the first get a short note each.
-    let short_note = |count: usize| {
-        format!(
-            "[{count} earlier messages moved to the archive; the session ledger above lists what they held; `ctxpress expand` restores them]"
-        )
-    };
-    let mut runs = 0;
-    for u in 0..units.len() {
-        if how[u] == 0 && (u == 0 || how[u - 1] != 0) {
-            runs += 1;
-            if runs > 1 {
-                let probe = Message::text_message(MessageId::new(""), "user", &short_note(n));
-                kept_tokens += count_message(counter, &probe);
-            }
+        if how[u] == 0 {
+            whole.messages[s..e].iter().for_each(|m| ledger.add(m));
+            evicted_tokens += cost(s, e, false);
         }
     }
     let mut summarized = 0;
     let mut u = 0;
-    let mut first_note = true;
+    // Where the ledger goes: the note of the first run of evicted units
+    // (later runs get a short note each), written once the rest is known.
+    let mut ledger_at = None;
     while u < units.len() {
         let (s, e) = units[u];
         match how[u] {
@@ -734,13 +737,15 @@ fn allocate<'a>(
                 }
                 let end = units[v - 1].1;
                 let id = out.fresh_id("evicted");
-                let text = if first_note {
-                    let limit = target.saturating_sub(kept_tokens);
-                    ledger.render_within(limit, counter).0
+                let text = if ledger_at.is_none() {
+                    ledger_at = Some(out.messages.len());
+                    String::new()
                 } else {
-                    short_note(end - s)
+                    format!(
+                        "[{} earlier messages moved to the archive; the session ledger above lists what they held; `ctxpress expand` restores them]",
+                        end - s
+                    )
                 };
-                first_note = false;
                 out.ann_mut(&id).replaces = whole.messages[s..end]
                     .iter()
                     .map(|m| m.id().clone())
@@ -783,6 +788,27 @@ fn allocate<'a>(
             }
             rewrite_dangling(m, &gone);
         }
+    }
+    // The ledger fills the room the rest leaves, never more than what it
+    // stands for.
+    if let Some(at) = ledger_at {
+        let rest: usize = out
+            .messages
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| *i != at)
+            .map(|(_, m)| count_message(counter, m))
+            .sum();
+        let limit = target
+            .saturating_sub(rest)
+            .min(evicted_tokens.saturating_sub(1));
+        let (text, _) = ledger.render_within(limit, counter);
+        out.messages[at].set_text(text);
+    }
+    // Never longer: when the notes cost more than what they stand for (a
+    // tiny conversation), nothing moves.
+    if out.size() >= whole.size() {
+        return None;
     }
     Some(Allocation {
         conv: out,
