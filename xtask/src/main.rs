@@ -477,7 +477,6 @@ fn bench(a: BenchArgs) -> Result<()> {
             .chain([needed::TRUNCATE.to_string()])
             .collect();
         needed_rows = needed::measure(&agent_files, &pipelines, &needed_budgets, None)?;
-        table.push_str(&needed::markdown(&needed_rows));
     }
     let jobs: Vec<usize> = match a.jobs.as_slice() {
         [n] if n == "none" => Vec::new(),
@@ -497,6 +496,10 @@ fn bench(a: BenchArgs) -> Result<()> {
         .max_by_key(|f| std::fs::metadata(f).map_or(0, |m| m.len()));
     if let (false, Some(f)) = (jobs.is_empty(), largest_agent_file) {
         table.push_str(&jobs_markdown(f, &jobs, a.runs, tmp.path())?);
+    }
+    // After the jobs, where `cargo xtask needed --write-docs` puts it too.
+    if !needed_rows.is_empty() {
+        table.push_str(&needed::markdown(&needed_rows));
     }
     println!("{table}");
     all.extend(fits);
