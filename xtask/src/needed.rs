@@ -196,26 +196,14 @@ pub fn measure(
     let mut pending: VecDeque<Pending> = VecDeque::new();
     for f in files {
         let name = file_name(f);
-        let prefixes = dir.join(format!("{}.prefixes.jsonl", stem(f)));
         let t = Instant::now();
-        let o = Command::new("python3")
-            .arg(&needed_py)
-            .args(["cut", "--data"])
-            .arg(f)
-            .arg("--out")
-            .arg(&prefixes)
-            .output()
-            .context("running needed.py cut")?;
-        if !o.status.success() {
-            bail!(
-                "needed.py cut on {}: {}",
-                f.display(),
-                String::from_utf8_lossy(&o.stderr)
-            );
+        let prefixes = cut(&needed_py, f)?;
+        if keep.is_some() {
+            std::fs::copy(&prefixes, dir.join(format!("{}.prefixes.jsonl", stem(f))))?;
         }
         let lines = prefix_lines(&prefixes)?;
         eprintln!(
-            "{name}: {} cuts ({:.1} s to cut)",
+            "{name}: {} cuts ({:.1} s)",
             lines.len(),
             t.elapsed().as_secs_f64()
         );
@@ -235,6 +223,42 @@ pub fn measure(
         }
     }
     Ok(rows)
+}
+
+/// `needed.py cut` on `file`: the path of its prefixes. Cutting the largest
+/// file takes a while, so the prefixes are kept beside this binary
+/// (`needed-cuts/`) under a key of both files' sizes and modification times.
+fn cut(needed_py: &Path, file: &Path) -> Result<PathBuf> {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    for p in [needed_py, file] {
+        let m = std::fs::metadata(p).with_context(|| format!("reading {}", p.display()))?;
+        (p, m.len(), m.modified().ok()).hash(&mut h);
+    }
+    let dir = std::env::current_exe()?.with_file_name("needed-cuts");
+    std::fs::create_dir_all(&dir)?;
+    let path = dir.join(format!("{}-{:016x}.jsonl", stem(file), h.finish()));
+    if path.exists() {
+        return Ok(path);
+    }
+    let tmp = path.with_extension(format!("{}.tmp", std::process::id()));
+    let o = Command::new("python3")
+        .arg(needed_py)
+        .args(["cut", "--data"])
+        .arg(file)
+        .arg("--out")
+        .arg(&tmp)
+        .output()
+        .context("running needed.py cut")?;
+    if !o.status.success() {
+        bail!(
+            "needed.py cut on {}: {}",
+            file.display(),
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+    std::fs::rename(&tmp, &path)?;
+    Ok(path)
 }
 
 /// The prefixes of a `needed.py cut` output as `{"id", "messages"}` lines
