@@ -172,7 +172,8 @@ pub fn measure(
         .is_ok_and(|o| o.status.success());
     if !python_ok {
         bail!(
-            "python3 not found: the needed-facts measurement runs ../shared/eval/needed.py and score.py"
+            "python3 not found: the needed-facts measurement runs ../shared/eval/needed.py and \
+             score.py (`cargo xtask bench --needed-budgets none` skips it)"
         );
     }
     let needed_py = eval_script("needed.py")?;
@@ -191,8 +192,8 @@ pub fn measure(
         None => tmp.path().to_path_buf(),
     };
     let mut rows = Vec::new();
-    // Scoring runs in the background (two python processes per output)
-    // while the next output is compressed; at most two outputs wait.
+    // An output is scored in the background (two python processes) while
+    // the next one is compressed.
     let mut pending: VecDeque<Pending> = VecDeque::new();
     for f in files {
         let name = file_name(f);
@@ -212,7 +213,7 @@ pub fn measure(
                 let out = dir.join(format!("{}.{p}.{budget}.jsonl", stem(f)));
                 let row = compress_all(&name, p, &lines, budget, &counter, &out)?;
                 pending.push_back(Pending::spawn(row, &needed_py, &score_py, &prefixes, &out)?);
-                if pending.len() > 2 {
+                if pending.len() > 1 {
                     rows.push(pending.pop_front().expect("pending").finish()?);
                 }
             }
