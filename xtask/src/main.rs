@@ -1,4 +1,4 @@
-//! Project automation: `cargo xtask bench` and `cargo xtask scale`.
+//! Project automation: `cargo xtask bench`, `cargo xtask needed` and `cargo xtask scale`.
 //!
 //! Every measurement runs in a child process (`xtask measure`) so its peak RSS
 //! is its own; the parent collects the figures, calls ../shared/eval/score.py for
@@ -15,6 +15,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
+mod needed;
+
 #[derive(Parser)]
 #[command(name = "xtask")]
 struct Cli {
@@ -26,6 +28,9 @@ struct Cli {
 enum Cmd {
     /// Run presets and single strategies over corpus files.
     Bench(BenchArgs),
+    /// Needed facts under a budget: cut the agent files' conversations,
+    /// compress each history to each budget, score what the agent went on to use.
+    Needed(needed::NeededArgs),
     /// Time per MB and peak RSS on concatenated conversations of growing size.
     Scale {
         /// Presets to run (comma-separated); default all.
@@ -82,6 +87,10 @@ struct BenchArgs {
     /// agent files (those with tool calls); `none` for no budget table.
     #[arg(long, value_delimiter = ',', default_values_t = vec!["8000".to_string(), "32000".to_string(), "128000".to_string()])]
     budgets: Vec<String>,
+    /// Token budgets for the needed-facts table (the presets and `truncate`
+    /// on the agent files; see `cargo xtask needed`); `none` for no such table.
+    #[arg(long, value_delimiter = ',', default_values_t = needed::DEFAULT_BUDGETS.map(|b| b.to_string()))]
+    needed_budgets: Vec<String>,
     /// Timed runs per budget measurement.
     #[arg(long, default_value_t = 1)]
     budget_runs: usize,
@@ -153,6 +162,7 @@ fn root() -> PathBuf {
 fn main() -> Result<()> {
     match Cli::parse().cmd {
         Cmd::Bench(a) => bench(a),
+        Cmd::Needed(a) => needed::run(a),
         Cmd::Scale { presets, sizes } => scale(presets, sizes),
         Cmd::Measure {
             pipeline,
@@ -447,6 +457,27 @@ fn bench(a: BenchArgs) -> Result<()> {
     if !fits.is_empty() {
         table.push_str(&budget_markdown(&fits));
     }
+    let needed_budgets: Vec<usize> = match a.needed_budgets.as_slice() {
+        [n] if n == "none" => Vec::new(),
+        b => b
+            .iter()
+            .map(|x| {
+                x.parse()
+                    .with_context(|| format!("--needed-budgets: `{x}` is not a token count"))
+            })
+            .collect::<Result<_>>()?,
+    };
+    let mut needed_rows = Vec::new();
+    if !needed_budgets.is_empty() {
+        let agent_files: Vec<PathBuf> =
+            files.iter().filter(|f| is_agent_file(f)).cloned().collect();
+        let pipelines: Vec<String> = presets
+            .iter()
+            .cloned()
+            .chain([needed::TRUNCATE.to_string()])
+            .collect();
+        needed_rows = needed::measure(&agent_files, &pipelines, &needed_budgets, None)?;
+    }
     let jobs: Vec<usize> = match a.jobs.as_slice() {
         [n] if n == "none" => Vec::new(),
         j => j
@@ -466,6 +497,10 @@ fn bench(a: BenchArgs) -> Result<()> {
     if let (false, Some(f)) = (jobs.is_empty(), largest_agent_file) {
         table.push_str(&jobs_markdown(f, &jobs, a.runs, tmp.path())?);
     }
+    // After the jobs, where `cargo xtask needed --write-docs` puts it too.
+    if !needed_rows.is_empty() {
+        table.push_str(&needed::markdown(&needed_rows));
+    }
     println!("{table}");
     all.extend(fits);
     if let Some(p) = &a.json {
@@ -481,12 +516,22 @@ fn bench(a: BenchArgs) -> Result<()> {
             dir.join(format!("{name}.json")),
             serde_json::to_string_pretty(&all)?,
         )?;
+        if !needed_rows.is_empty() {
+            needed::save(name, &needed_rows)?;
+        }
     }
     if let Some(name) = &a.compare {
         let base: Vec<Measurement> = serde_json::from_str(&std::fs::read_to_string(
             root().join(format!("benches/baselines/{name}.json")),
         )?)?;
-        if compare(&base, &all) {
+        let regressed = compare(&base, &all);
+        // The needed-facts rows, when that baseline has them.
+        let needed_regressed = !needed_rows.is_empty()
+            && root()
+                .join(format!("benches/baselines/{name}.needed.json"))
+                .exists()
+            && needed::compare_with(name, &needed_rows).is_err();
+        if regressed || needed_regressed {
             bail!("quality regressed against baseline `{name}`");
         }
     }
