@@ -404,7 +404,7 @@ impl Ledger {
         } else if role == Role::Assistant && !text.trim().is_empty() {
             self.terms_of(&text, &Place::Assistant, 2.0, false);
             for s in text.split_inclusive(['.', '\n']) {
-                let s = s.trim();
+                let s = s.trim().trim_start_matches("[summary: ");
                 if s.len() > 24 && DECISION.is_match(s) && !s.contains("```") {
                     push_unique(&mut self.decisions, &clip_line(s, VALUE_CHARS * 2));
                 }

@@ -456,7 +456,15 @@ pub async fn fit(
                 if rung.name == EVICT {
                     let t = Instant::now();
                     let whole = base.take().unwrap_or_else(|| conv.clone());
-                    let Some(out) = allocate(&whole, conv, &run_ctx, inner_target) else {
+                    // The tightest form of every message: the rungs after
+                    // this one (the tail's tool results) run unrestricted
+                    // over what the summarizing rungs left.
+                    let mut tight = conv.clone();
+                    let at = ladder.iter().position(|r| r.name == EVICT).unwrap_or(0);
+                    for later in &ladder[at + 1..] {
+                        later.pipeline.run_async(&mut tight, &run_ctx).await;
+                    }
+                    let Some(out) = allocate(&whole, &tight, &run_ctx, inner_target) else {
                         continue;
                     };
                     let after = tokens_of(&out.conv, ctx).iter().sum::<usize>() + fixed;
@@ -579,9 +587,16 @@ fn allocate<'a>(
     // The core: system messages, the last user request and the newest
     // exchange (the one the agent is acting on). The rest of the protected
     // tail comes first among the newest messages kept whole.
-    let last_user = whole.messages.iter().rposition(|m| {
+    // (The one `fit` marked protected: a stage may have added user-role
+    // notes after it that the note test does not know.)
+    let request = |m: &Message| {
         m.role() == Role::User && !m.is_tool_result_carrier() && !is_generated_note(&m.text())
-    });
+    };
+    let last_user = whole
+        .messages
+        .iter()
+        .rposition(|m| request(m) && whole.ann(m.id()).is_some_and(|a| a.protected))
+        .or_else(|| whole.messages.iter().rposition(request));
     let locked = |i: usize| whole.messages[i].role().is_system() || Some(i) == last_user;
     let mut unit_locked: Vec<bool> = units.iter().map(|&(s, e)| (s..e).any(locked)).collect();
     if let Some(l) = unit_locked.last_mut() {

@@ -934,22 +934,23 @@ fn golden_rung_evict_keeps_call_and_result_together() {
     for r in &b.rungs[..3] {
         assert_eq!(r.messages_changed, 0, "{} changed something", r.name);
     }
-    assert_eq!(c.removed, [1, 2, 3], "user, call and result go together");
+    // The oldest exchanges go behind one session ledger (which quotes the
+    // requests, so it costs more than the old note: the next exchange may go
+    // too); a call never leaves without its result.
+    assert_eq!(&c.removed[..3], [1, 2, 3], "user, call and result go together");
     assert!(c.rewritten.is_empty());
-    assert_eq!(
-        c.added,
-        [(
-            1,
-            "[3 earlier messages archived: 1 assistant, 1 tool result, 1 user; tools: Bash×1; first request: \"This function fails:\"; ctxpress expand restores them]".to_string()
-        )]
-    );
+    assert_eq!(c.added.len(), 1, "{c:?}");
+    let (at, note) = &c.added[0];
+    assert_eq!(*at, 1);
+    assert!(note.starts_with("[session ledger: "), "{note}");
+    assert!(note.contains("first request: \"This function fails:"), "{note}");
+    assert!(note.contains("cargo test -p cache"), "the command: {note}");
     assert_eq!(
         out.messages[1].role_str(),
         "user",
         "the note is a user message"
     );
-    assert_eq!(b.rungs[3].messages_removed, 2, "three out, one note in");
-    assert!(b.tokens_before - b.tokens_after < u + call + result);
+    assert_eq!(b.rungs[3].messages_removed, c.removed.len() - 1, "one note in");
     golden("evict", &b, &c);
 }
 
@@ -987,16 +988,14 @@ fn golden_rung_evict_anthropic_parallel_calls() {
         rung_names(&b),
         ["tool_results", "assistant_prose", "user_prose", "evict"]
     );
-    assert_eq!(c.removed, [0, 1, 2], "both calls go with both results");
+    assert_eq!(&c.removed[..3], [0, 1, 2], "both calls go with both results");
     assert!(c.rewritten.is_empty());
-    assert_eq!(
-        c.added,
-        [(
-            0,
-            "[3 earlier messages archived: 1 assistant, 1 tool result, 1 user; tools: Read×2; in /repo/src/; read: a.rs, b.rs; first request: \"Compare these two readers:\"; ctxpress expand restores them]".to_string()
-        )]
-    );
-    assert_eq!(out.messages[1].role_str(), "assistant");
+    assert_eq!(c.added.len(), 1, "{c:?}");
+    let (at, note) = &c.added[0];
+    assert_eq!(*at, 0);
+    assert!(note.starts_with("[session ledger: "), "{note}");
+    assert!(note.contains("/repo/src/a.rs: read") && note.contains("/repo/src/b.rs: read"), "{note}");
+    assert!(note.contains("first request: \"Compare these two readers:"), "{note}");
     golden("evict_anthropic", &b, &c);
 }
 
@@ -1020,37 +1019,27 @@ fn golden_protected_part_over_budget() {
         .filter(|&i| p.contains(input.messages[i].id()))
         .collect();
     assert_eq!(idx, [0, 3, 4, 5, 6, 7]);
-    let pt: usize = idx.iter().map(|&i| tok(&input.messages[i])).sum();
-    let budget = pt / 2;
+    // The core the allocation keeps (the system message and the last user
+    // request, which is also the newest exchange) is over the budget.
+    let core = tok(&input.messages[0]) + tok(&input.messages[7]);
+    let budget = core / 2;
     let (out, c, b) = golden_run(&text, budget);
     assert!(!b.fits);
     assert_eq!(b.fitting, 0);
     assert_eq!(b.protected_messages, 6);
-    assert_eq!(b.protected_tokens, pt);
-    // Everything that could go went; what is left is the protected part
-    // and one note.
-    assert_eq!(c.removed, [1, 2]);
-    assert!(c.rewritten.is_empty(), "protected messages untouched");
-    assert_eq!(
-        c.added,
-        [(
-            1,
-            "[2 earlier messages archived: 1 assistant, 1 user; first request: \"[summary: Before we change anything I would like to understand the startup sequence a little better, because the slow startup is what our users complain about m…\"; ctxpress expand restores them]"
-                .to_string()
-        )]
-    );
-    assert_eq!(b.tokens_after, pt + tok(&out.messages[1]));
+    assert_eq!(b.protected_tokens, core);
+    // Everything that could go went; what is left is the core and one
+    // ledger that shows its header alone (no room for more).
+    assert_eq!(c.removed, [1, 2, 3, 4, 5, 6]);
+    assert!(c.rewritten.is_empty(), "the core untouched");
+    assert_eq!(c.added.len(), 1);
+    assert!(c.added[0].1.starts_with("[session ledger: 6 earlier messages"), "{c:?}");
+    assert!(!c.added[0].1.contains("first request"), "{c:?}");
+    assert_eq!(b.tokens_after, core + tok(&out.messages[1]));
     assert_eq!(b.over_by, b.tokens_after - budget);
-    assert!(b.over_by >= pt - budget);
     assert_eq!(
-        rung_names(&b),
-        [
-            "tool_results",
-            "assistant_prose",
-            "user_prose",
-            "evict",
-            "tail_tool_results"
-        ]
+        rung_names(&b)[..4],
+        ["tool_results", "assistant_prose", "user_prose", "evict"]
     );
     golden("over_budget", &b, &c);
 }
@@ -1180,11 +1169,13 @@ fn spec004_1_read_file_result_becomes_a_short_summary() {
 
 #[test]
 fn spec004_2_last_five_messages_are_protected() {
-    // 10 user/assistant pairs of compressible prose. (The spec's sketch says
+    // 20 user/assistant pairs of compressible prose. (The spec's sketch says
     // "messages 10-19 unchanged" but its rule is the last 5 user+assistant
-    // messages: 15-19 here.)
+    // messages: 35-39 here.) The tail stays whole when it and the session
+    // ledger's floor fit the target, as they do here; a tail too large for
+    // that competes newest first with the rest (issue #32's allocation).
     let mut msgs = Vec::new();
-    for i in 0..10u64 {
+    for i in 0..20u64 {
         let q = prose(100 + i, 45);
         let a = prose(200 + i, 90);
         assert!(q.len() > 120 && a.len() > 120);
@@ -1200,18 +1191,22 @@ fn spec004_2_last_five_messages_are_protected() {
         let (input, out, b) = run_window(&text, preset, window);
         assert!(b.fits, "{preset}: {b:?}");
         let c = changes(&input, &out);
-        for i in 15..20 {
+        for i in 35..40 {
             assert!(
                 !c.removed.contains(&i) && !c.rewritten_at().contains(&i),
                 "{preset}: protected message {i} changed"
             );
         }
-        for i in 0..15 {
-            assert!(
-                c.removed.contains(&i) || c.rewritten_at().contains(&i),
-                "{preset}: older message {i} was not compressed: {c:?}"
-            );
-        }
+        // Older messages are compressed oldest first: some of the newest of
+        // them may stay whole (the allocation keeps the newest whole first),
+        // the oldest half never does.
+        let untouched: Vec<usize> = (0..35)
+            .filter(|i| !c.removed.contains(i) && !c.rewritten_at().contains(i))
+            .collect();
+        assert!(
+            untouched.iter().all(|&i| i >= 18),
+            "{preset}: older messages left whole are not among the newest: {untouched:?} {c:?}"
+        );
         for (_, t) in &c.rewritten {
             assert!(
                 t.starts_with("[summary"),
