@@ -513,10 +513,23 @@ impl Ledger {
                     continue;
                 }
                 let Some(place) = p.place else { continue };
-                let exit = p.op.as_ref().map(|o| o.exit).unwrap_or_default();
-                let status = result_status(exit, &r.text, r.is_error);
+                // A result an earlier stage already replaced with its own
+                // text (a summary, a reference) says nothing of the outcome;
+                // its first line is that stage's header.
+                let generated = is_generated(&r.text);
+                let status = if generated {
+                    Status::Unknown
+                } else {
+                    let exit = p.op.as_ref().map(|o| o.exit).unwrap_or_default();
+                    result_status(exit, &r.text, r.is_error)
+                };
                 self.outcome(&place, p.op.as_ref(), status, &r.text);
-                self.terms_of(&r.text, &place, 1.0, false);
+                let body = if generated {
+                    r.text.split_once('\n').map_or("", |(_, b)| b)
+                } else {
+                    &r.text
+                };
+                self.terms_of(body, &place, 1.0, false);
             }
         }
     }
@@ -892,6 +905,15 @@ impl Ledger {
         }
         best
     }
+}
+
+/// True for a text an earlier stage wrote in place of a result: a summary
+/// (`[summary`), a note (`[ctxpress: `) or a reference (`[LABEL:dup of `).
+fn is_generated(text: &str) -> bool {
+    let head = text.get(..text.len().min(80)).unwrap_or(text);
+    head.starts_with("[summary")
+        || head.starts_with("[ctxpress: ")
+        || (head.starts_with('[') && head.contains("dup of "))
 }
 
 /// The strings in a JSON value (keys left out), depth-bounded.
