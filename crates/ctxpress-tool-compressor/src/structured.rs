@@ -8,7 +8,7 @@
 //! with counts, long strings are clipped, numbers kept as written.
 //!
 //! A summary is rendered at the most detailed of a few levels (clip width,
-//! rows, items, columns, depth) that fits its room; the room is a share of
+//! rows, items, columns, depth) that fits its room; the room is a sixth of
 //! the text, capped by the outline limits (`max_outline` lines of
 //! `max_line_chars`), and a summary is never longer than its text. The work
 //! is bounded: each level renders at most a fixed number of rows and items
@@ -30,6 +30,10 @@ const MAX_BYTES: usize = 8 << 20;
 /// Characters of an id or a name (a value whose key says it is one) at
 /// every level.
 const ID_CLIP: usize = 64;
+
+/// Bytes a nested value may take written inline (on its parent's line, in
+/// a table cell), at every level: the same values are inline at each.
+const INLINE_MAX: usize = 80;
 
 /// Columns of a table, keys of an object: at most this many are looked at.
 const MAX_KEYS: usize = 64;
@@ -58,29 +62,29 @@ const LEVELS: [Level; 4] = [
         depth: 12,
     },
     Level {
-        clip: 48,
-        rows: 12,
+        clip: 40,
+        rows: 10,
         items: 12,
-        cols: 10,
+        cols: 12,
         depth: 10,
     },
     Level {
-        clip: 28,
-        rows: 5,
+        clip: 24,
+        rows: 4,
         items: 6,
-        cols: 6,
+        cols: 8,
         depth: 8,
     },
     Level {
-        clip: 32,
+        clip: 16,
         rows: 2,
         items: 3,
-        cols: 4,
+        cols: 5,
         depth: 6,
     },
 ];
 
-/// The room of a summary's body for a text of `chars` characters: a third
+/// The room of a summary's body for a text of `chars` characters: a sixth
 /// of it (and a little), at most `max_outline` lines of half
 /// `max_line_chars`.
 fn room(chars: usize, limits: &Limits) -> usize {
@@ -89,7 +93,7 @@ fn room(chars: usize, limits: &Limits) -> usize {
         .max(4)
         .saturating_mul(limits.max_line_chars.max(8))
         / 2;
-    (chars / 3 + 200).min(cap)
+    (chars / 6 + 120).min(cap)
 }
 
 /// The structured summary of `text` when it is JSON (its first and last
@@ -322,7 +326,7 @@ impl Render {
     /// Bytes a nested value may take written inline (on its parent's line,
     /// in a table cell).
     fn inline_max(&self) -> usize {
-        self.level.clip.max(24) * 3 / 2
+        INLINE_MAX
     }
 
     /// Append the path, or `(root)` for a scalar at the root.
@@ -475,7 +479,10 @@ impl Render {
         for (i, v) in a.iter().enumerate() {
             if n > shown && i == shown - 1 {
                 self.line();
-                let _ = write!(self.out, "[… {} more items]", n - shown);
+                self.out.push_str("[… ");
+                self.out
+                    .push_str(&plural(n - shown, "more item", "more items"));
+                self.out.push(']');
             }
             if n > shown && i >= shown - 1 && i + 1 < n {
                 continue;
@@ -728,7 +735,10 @@ impl Render {
         while i < n {
             if n > shown && i == shown - 1 && i + 1 < n {
                 self.line();
-                let _ = write!(self.out, "[… {} more rows]", n - shown);
+                self.out.push_str("[… ");
+                self.out
+                    .push_str(&plural(n - shown, "more row", "more rows"));
+                self.out.push(']');
                 i = n - 1;
                 continue;
             }
