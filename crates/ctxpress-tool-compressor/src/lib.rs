@@ -65,6 +65,7 @@
 //! compressed first until the conversation fits.
 
 pub mod lines;
+mod structured;
 pub mod summary;
 
 use ctxpress_core::dialect::{DialectTable, OpKind, Operation, Status, command_family};

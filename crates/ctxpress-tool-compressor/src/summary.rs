@@ -7,6 +7,7 @@ use crate::lines::{
     is_count_line, is_diagnostic, is_error_line, is_heading, lang_of, push_clip,
     references_outside, shape, split_numbered, trim,
 };
+use crate::structured;
 use foldhash::HashSet;
 use std::fmt::Write as _;
 
@@ -117,6 +118,11 @@ impl Subject {
     }
 }
 
+/// The head of a summary of `kind` about `subject`, without its closing `]`.
+pub(crate) fn head_of(kind: Kind, subject: &Subject) -> String {
+    subject.head(kind, 200)
+}
+
 /// The capacity a summary's head starts with.
 const HEAD_ROOM: usize = 256;
 
@@ -196,15 +202,22 @@ fn summarize_with(
     match kind {
         Kind::Read => read(subject, text, limits, ranks),
         Kind::Write | Kind::Edit => change(kind, subject, text, limits),
-        Kind::Search => search(subject, text, limits, 0.5)
+        Kind::Search => structured::summarize_json(kind, subject, text, limits)
+            .or_else(|| search(subject, text, limits, 0.5))
+            .or_else(|| structured::summarize_rest(kind, subject, text, limits))
             .unwrap_or_else(|| output(Kind::Search, subject, text, limits)),
-        // Commands that search or list (grep, find, rg, search_dir) read as
-        // searches; a command that failed is about its errors, whatever its
-        // lines look like.
-        Kind::Command if subject.exit.is_none_or(|c| c == 0) => search(subject, text, limits, 0.75)
+        // Data (JSON, CSV, logs) keeps its shape. Commands that search or
+        // list (grep, find, rg, search_dir) read as searches; a command that
+        // failed is about its errors, whatever its lines look like.
+        Kind::Command if subject.exit.is_none_or(|c| c == 0) => {
+            structured::summarize_json(kind, subject, text, limits)
+                .or_else(|| search(subject, text, limits, 0.75))
+                .or_else(|| structured::summarize_rest(kind, subject, text, limits))
+                .unwrap_or_else(|| output(kind, subject, text, limits))
+        }
+        Kind::Command | Kind::Other => structured::summarize_json(kind, subject, text, limits)
+            .or_else(|| structured::summarize_rest(kind, subject, text, limits))
             .unwrap_or_else(|| output(kind, subject, text, limits)),
-        Kind::Command => output(kind, subject, text, limits),
-        Kind::Other => output(kind, subject, text, limits),
     }
 }
 
