@@ -30,7 +30,7 @@
 //! id to completed (TaskUpdate) closes it.
 
 use ctxpress_core::dialect::{self, ExitReport, OpKind, Status, result_payload, result_status};
-use ctxpress_core::ledger::{PlanOp, created_id, plan_op};
+use ctxpress_core::ledger::{PlanOp, created_id, plan_op, push_unique, set_pair};
 /// The plan-tool test and the line clip the task state shares with the
 /// session ledger (`ctxpress_core::ledger`).
 pub use ctxpress_core::ledger::{clip_line, is_plan_tool};
@@ -76,18 +76,6 @@ pub struct TaskState {
     /// verbatim: a summary must not lose a credential the agent was given
     /// (it stays in the output, on `keep:` lines written as JSON strings).
     pub kept: Vec<String>,
-}
-
-fn push_unique(v: &mut Vec<String>, s: &str) {
-    if let Some(p) = v.iter().position(|x| x == s) {
-        v.remove(p);
-    }
-    v.push(s.to_string());
-}
-
-fn set_pair(v: &mut Vec<(String, String)>, k: &str, val: &str) {
-    v.retain(|(x, _)| x != k);
-    v.push((k.to_string(), val.to_string()));
 }
 
 fn status_word(s: Status) -> &'static str {

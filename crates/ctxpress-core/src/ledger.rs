@@ -284,14 +284,16 @@ fn recency(pos: usize) -> f64 {
     1.0 + (pos as f64 + 1.0).ln() * 0.25
 }
 
-fn push_unique(v: &mut Vec<String>, s: &str) {
+/// Move `s` to the end of `v` (added when missing): the newest last.
+pub fn push_unique(v: &mut Vec<String>, s: &str) {
     if let Some(p) = v.iter().position(|x| x == s) {
         v.remove(p);
     }
     v.push(s.to_string());
 }
 
-fn set_pair(v: &mut Vec<(String, String)>, k: &str, val: &str) {
+/// Set `k` to `val` in `v`, moved to the end: the newest last.
+pub fn set_pair(v: &mut Vec<(String, String)>, k: &str, val: &str) {
     v.retain(|(x, _)| x != k);
     v.push((k.to_string(), val.to_string()));
 }
