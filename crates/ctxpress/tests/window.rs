@@ -937,20 +937,31 @@ fn golden_rung_evict_keeps_call_and_result_together() {
     // The oldest exchanges go behind one session ledger (which quotes the
     // requests, so it costs more than the old note: the next exchange may go
     // too); a call never leaves without its result.
-    assert_eq!(&c.removed[..3], [1, 2, 3], "user, call and result go together");
+    assert_eq!(
+        &c.removed[..3],
+        [1, 2, 3],
+        "user, call and result go together"
+    );
     assert!(c.rewritten.is_empty());
     assert_eq!(c.added.len(), 1, "{c:?}");
     let (at, note) = &c.added[0];
     assert_eq!(*at, 1);
     assert!(note.starts_with("[session ledger: "), "{note}");
-    assert!(note.contains("first request: \"This function fails:"), "{note}");
+    assert!(
+        note.contains("first request: \"This function fails:"),
+        "{note}"
+    );
     assert!(note.contains("cargo test -p cache"), "the command: {note}");
     assert_eq!(
         out.messages[1].role_str(),
         "user",
         "the note is a user message"
     );
-    assert_eq!(b.rungs[3].messages_removed, c.removed.len() - 1, "one note in");
+    assert_eq!(
+        b.rungs[3].messages_removed,
+        c.removed.len() - 1,
+        "one note in"
+    );
     golden("evict", &b, &c);
 }
 
@@ -988,14 +999,24 @@ fn golden_rung_evict_anthropic_parallel_calls() {
         rung_names(&b),
         ["tool_results", "assistant_prose", "user_prose", "evict"]
     );
-    assert_eq!(&c.removed[..3], [0, 1, 2], "both calls go with both results");
+    assert_eq!(
+        &c.removed[..3],
+        [0, 1, 2],
+        "both calls go with both results"
+    );
     assert!(c.rewritten.is_empty());
     assert_eq!(c.added.len(), 1, "{c:?}");
     let (at, note) = &c.added[0];
     assert_eq!(*at, 0);
     assert!(note.starts_with("[session ledger: "), "{note}");
-    assert!(note.contains("/repo/src/a.rs: read") && note.contains("/repo/src/b.rs: read"), "{note}");
-    assert!(note.contains("first request: \"Compare these two readers:"), "{note}");
+    assert!(
+        note.contains("/repo/src/a.rs: read") && note.contains("/repo/src/b.rs: read"),
+        "{note}"
+    );
+    assert!(
+        note.contains("first request: \"Compare these two readers:"),
+        "{note}"
+    );
     golden("evict_anthropic", &b, &c);
 }
 
@@ -1033,7 +1054,12 @@ fn golden_protected_part_over_budget() {
     assert_eq!(c.removed, [1, 2, 3, 4, 5, 6]);
     assert!(c.rewritten.is_empty(), "the core untouched");
     assert_eq!(c.added.len(), 1);
-    assert!(c.added[0].1.starts_with("[session ledger: 6 earlier messages"), "{c:?}");
+    assert!(
+        c.added[0]
+            .1
+            .starts_with("[session ledger: 6 earlier messages"),
+        "{c:?}"
+    );
     assert!(!c.added[0].1.contains("first request"), "{c:?}");
     assert_eq!(b.tokens_after, core + tok(&out.messages[1]));
     assert_eq!(b.over_by, b.tokens_after - budget);
