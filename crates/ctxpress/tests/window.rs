@@ -169,6 +169,38 @@ fn check_invariants(
         }
     }
     prop_assert!(out.size() <= input.size());
+    // Nothing points at nothing: a reference (`dup of ID`, `call ID`) names
+    // a message or call that is still there, or says it was archived.
+    let mut present: std::collections::HashSet<String> = std::collections::HashSet::new();
+    for m in &out.messages {
+        present.insert(m.id().as_str().to_string());
+        present.extend(m.tool_calls().iter().map(|c| c.id.to_string()));
+    }
+    for m in &out.messages {
+        let text = out.message_json(m);
+        for pat in ["dup of ", " call "] {
+            for (at, _) in text.match_indices(pat) {
+                let rest = &text[at + pat.len()..];
+                let end = rest
+                    .find(|c: char| c.is_whitespace() || matches!(c, ']' | ',' | ';' | '\\' | '"'))
+                    .unwrap_or(rest.len());
+                let id = &rest[..end];
+                let is_ref =
+                    id.starts_with("call_") || id.starts_with('m') || id.starts_with("toolu_");
+                prop_assert!(
+                    !is_ref
+                        || present.contains(id)
+                        || !input
+                            .messages
+                            .iter()
+                            .any(|x| x.id().as_str() == id
+                                || x.tool_calls().iter().any(|c| c.id == id))
+                        || rest[end..].starts_with(" (archived"),
+                    "dangling reference to {id}: {text}"
+                );
+            }
+        }
+    }
     let back = expand(out, archive).map_err(|e| TestCaseError::fail(format!("expand: {e}")))?;
     prop_assert!(
         back.to_json_string() == text,
@@ -1434,4 +1466,46 @@ fn tool_definitions_count_against_the_budget_and_in_stats() {
         let b = report.budget.unwrap();
         assert!(!b.fits && b.protected_tokens >= fixed.total(), "{b:?}");
     }
+}
+
+/// A read repeated later becomes a reference to the first (dedup); when
+/// the budget moves the first out, the reference that stays says so.
+#[test]
+fn a_reference_to_a_moved_out_result_says_it_was_archived() {
+    let code = big_source(6_000);
+    let mut msgs = vec![
+        system(),
+        json!({"role": "user", "content": "Tidy up src/app.rs and its callers."}),
+        read_call("call_1", "/repo/src/app.rs"),
+        json!({"role": "tool", "tool_call_id": "call_1", "content": code}),
+    ];
+    for i in 0..6 {
+        let id = format!("call_f{i}");
+        msgs.push(read_call(&id, &format!("/repo/src/other_{i}.rs")));
+        msgs.push(json!({"role": "tool", "tool_call_id": id, "content": source(60, 100 + i)}));
+    }
+    msgs.push(read_call("call_2", "/repo/src/app.rs"));
+    msgs.push(json!({"role": "tool", "tool_call_id": "call_2", "content": code}));
+    for i in 0..4 {
+        msgs.push(json!({"role": "user", "content": format!("Step {i}: go on.")}));
+        msgs.push(json!({"role": "assistant", "content": format!("Done with step {i}.")}));
+    }
+    let text = doc(msgs);
+    let input = parse(&text);
+    let total = tokens(&input);
+    let mut saw_reference = false;
+    for share in [4, 6, 8, 10, 12, 15, 20, 25] {
+        let budget = total * share / 100;
+        let (out, report, archive, limits) = run_budget(&text, "agent", budget);
+        check_invariants(&text, &input, &out, &archive, limits.trigger)
+            .unwrap_or_else(|e| panic!("budget {budget}: {e}"));
+        let b = report.budget.expect("a budget run reports its budget");
+        assert!(b.fits, "budget {budget}: {b:?}");
+        let all: String = out.messages.iter().map(|m| out.message_json(m)).collect();
+        saw_reference |= all.contains("(archived; the session ledger lists what it held)");
+    }
+    assert!(
+        saw_reference,
+        "no budget left a marked reference: the case tests nothing"
+    );
 }
