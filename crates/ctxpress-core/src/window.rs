@@ -576,11 +576,12 @@ fn allocate<'a>(
     // Units: a message and the tool results after it.
     let mut units: Vec<(usize, usize)> = Vec::new();
     for (i, m) in whole.messages.iter().enumerate() {
-        if i > 0 && m.is_tool_result() {
-            if let Some(u) = units.last_mut() {
-                u.1 = i + 1;
-                continue;
-            }
+        if i > 0
+            && m.is_tool_result()
+            && let Some(u) = units.last_mut()
+        {
+            u.1 = i + 1;
+            continue;
         }
         units.push((i, i + 1));
     }

@@ -947,11 +947,7 @@ fn golden_rung_evict_keeps_call_and_result_together() {
     let input = parse(&text);
     // Evicting the first user message and the call would be enough, but the
     // call's result must go with it (and nothing after it).
-    let (u, call, result) = (
-        tok(&input.messages[1]),
-        tok(&input.messages[2]),
-        tok(&input.messages[3]),
-    );
+    let (u, call) = (tok(&input.messages[1]), tok(&input.messages[2]));
     assert!(
         call > 150,
         "the call must be worth evicting ({call} tokens)"
@@ -1025,7 +1021,7 @@ fn golden_rung_evict_anthropic_parallel_calls() {
     // Evicting the first user message and the calls would be enough, but
     // the results must go with them.
     let budget = tokens(&input) - tok(&input.messages[0]) - tok(&input.messages[1]) + 140;
-    let (out, c, b) = golden_run(&text, budget);
+    let (_, c, b) = golden_run(&text, budget);
     assert!(b.fits);
     assert_eq!(
         rung_names(&b),
