@@ -633,6 +633,23 @@ fn allocate<'a>(
             .sum()
     };
     let mut core = core_of(&unit_locked);
+    // The newest exchange is kept whole only while it fits beside the
+    // system messages and the last request: when it does not, it competes
+    // like the rest (its tightest form, else the ledger), so a budget that
+    // holds the system messages and the last request is met.
+    if core + LEDGER_MIN > target {
+        let mut without = unit_locked.clone();
+        if let (Some(l), Some(&(s, e))) = (without.last_mut(), units.last())
+            && !(s..e).any(locked)
+        {
+            *l = false;
+            let c = core_of(&without);
+            if c < core {
+                unit_locked = without;
+                core = c;
+            }
+        }
+    }
     let tail_core = core_of(&with_tail);
     if tail_core + ledger_floor(target) <= target || tail_core <= core {
         unit_locked = with_tail;
