@@ -71,6 +71,32 @@ static TERM: LazyLock<Regex> = LazyLock::new(|| {
     ))
 });
 
+/// A tool result sent back as user text: `[TOOL for 'ARG'] Result:`.
+static TEXT_RESULT: LazyLock<Regex> = LazyLock::new(|| {
+    ascii_regex(r"^\s*\[([A-Za-z_][A-Za-z0-9_]*) for '([^'\n]{0,300})'\] Result:")
+});
+
+/// `text` without its `<environment_details>` blocks (the open tabs and
+/// file listings some agents repeat in every user turn).
+fn strip_environment(text: &str) -> std::borrow::Cow<'_, str> {
+    const OPEN: &str = "<environment_details>";
+    const CLOSE: &str = "</environment_details>";
+    if !text.contains(OPEN) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(a) = rest.find(OPEN) {
+        out.push_str(&rest[..a]);
+        rest = match rest[a..].find(CLOSE) {
+            Some(b) => &rest[a + b + CLOSE.len()..],
+            None => "",
+        };
+    }
+    out.push_str(rest);
+    std::borrow::Cow::Owned(out)
+}
+
 /// Sentences of assistant prose that state a decision or a finding.
 static DECISION: LazyLock<Regex> = LazyLock::new(|| {
     ascii_regex(
@@ -394,6 +420,26 @@ impl Ledger {
             self.roles[1] += 1;
         }
         if role == Role::User && !m.is_tool_result_carrier() {
+            // Agents that answer tools in user text (Cline, Roo Code:
+            // `[read_file for 'src/a.ts'] Result:` then the output).
+            if let Some(c) = TEXT_RESULT.captures(&text) {
+                let (tool, arg) = (&c[1], &c[2]);
+                let body = strip_environment(&text[c.get(0).map_or(0, |g| g.end())..]);
+                let place = if arg.contains('/') || arg.contains('.') {
+                    let f = self.file(arg);
+                    f.reads += 1;
+                    f.last_action = "read";
+                    f.score += 3.0 * recency(pos);
+                    Place::File(arg.to_string())
+                } else {
+                    Place::Tool(tool.to_string())
+                };
+                self.roles[0] -= 1;
+                self.roles[2] += 1;
+                self.terms_of(&body, &place, 1.0, false);
+                return;
+            }
+            let text = strip_environment(&text);
             let t = text.trim();
             if !t.is_empty() && !crate::window::is_generated_note(t) {
                 let r = clip_line(t, REQUEST_CHARS);
@@ -1046,6 +1092,37 @@ mod tests {
         );
         assert!(next.contains("latest request: \"Good. Now bump"), "{next}");
         assert!(next.contains("/repo/src/parse.rs: edited"), "{next}");
+    }
+
+    #[test]
+    fn results_sent_as_user_text_are_read_as_results() {
+        let env =
+            "<environment_details>\n# VSCode Open Tabs\nsrc/tabs_only.ts\n</environment_details>";
+        let msgs = json!([
+            {"role": "system", "content": "You are Cline."},
+            {"role": "user", "content": format!("<task>Fix the login bug</task>\n{env}")},
+            {"role": "assistant", "content": "<read_file>\n<path>src/auth/login.ts</path>\n</read_file>"},
+            {"role": "user", "content": [
+                {"type": "text", "text": "[read_file for 'src/auth/login.ts'] Result:"},
+                {"type": "text", "text": "export function checkSession(req: Request) {}"},
+                {"type": "text", "text": env}]},
+            {"role": "user", "content": "Now fix the session check."}
+        ]);
+        let c = Conversation::parse(&msgs.to_string()).unwrap();
+        let (text, _) = ledger_of(&c).render_within(usize::MAX, &Heuristic);
+        assert!(
+            text.contains("first request: \"<task>Fix the login bug</task>\""),
+            "{text}"
+        );
+        assert!(
+            text.contains("src/auth/login.ts: read; names in it: `checkSession`"),
+            "{text}"
+        );
+        assert!(
+            text.contains("latest request: \"Now fix the session check.\""),
+            "{text}"
+        );
+        assert!(!text.contains("tabs_only"), "{text}");
     }
 
     #[test]
