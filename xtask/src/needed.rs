@@ -11,6 +11,7 @@
 
 use anyhow::{Context, Result, bail};
 use ctxpress::Conversation;
+use ctxpress::core::conversation::exchange_results;
 use ctxpress::core::tokens::{TokenCounter, count_message, counter_named};
 use ctxpress::core::window::envelope_tokens;
 use ctxpress::core::{Message, Role};
@@ -424,19 +425,7 @@ fn units(msgs: &[Message]) -> Vec<std::ops::Range<usize>> {
             continue;
         }
         if *m.role_ref() == Role::Assistant && m.has_tool_calls() {
-            if msgs
-                .get(j)
-                .is_some_and(|r| *r.role_ref() == Role::User && r.is_tool_result())
-            {
-                j += 1;
-            } else {
-                while msgs
-                    .get(j)
-                    .is_some_and(|r| matches!(r.role_ref(), Role::Tool | Role::Function))
-                {
-                    j += 1;
-                }
-            }
+            j = exchange_results(msgs, i).end;
         }
         out.push(i..j);
         i = j;

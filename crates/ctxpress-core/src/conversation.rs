@@ -624,7 +624,7 @@ pub fn to_json_styled(fields: &Map<String, Value>, style: Style) -> String {
 /// [`Conversation::exchanges`] and the traffic index's walk): the next
 /// message when it is a user message carrying tool results, else the run
 /// of tool (or function) messages after `i`.
-pub(crate) fn exchange_results(msgs: &[Message], i: usize) -> std::ops::Range<usize> {
+pub fn exchange_results(msgs: &[Message], i: usize) -> std::ops::Range<usize> {
     let start = i + 1;
     let mut j = start;
     if msgs

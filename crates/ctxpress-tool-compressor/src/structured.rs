@@ -435,16 +435,7 @@ impl Render {
                 self.path.push('.');
             }
             push_key(&mut self.path, k);
-            if depth + 1 >= self.level.depth {
-                self.line();
-                self.push_path();
-                self.out.push_str(": ");
-                self.out.push_str(&count_of(v));
-            } else {
-                self.value(v, depth + 1);
-            }
-            self.path.truncate(base);
-            if self.full() {
+            if self.child(v, depth, base, true) {
                 return;
             }
         }
@@ -488,19 +479,27 @@ impl Render {
                 continue;
             }
             let _ = write!(self.path, "[{i}]");
-            if depth + 1 >= self.level.depth && !is_scalar(v) {
-                self.line();
-                self.push_path();
-                self.out.push_str(": ");
-                self.out.push_str(&count_of(v));
-            } else {
-                self.value(v, depth + 1);
-            }
-            self.path.truncate(base);
-            if self.full() {
+            if self.child(v, depth, base, false) {
                 return;
             }
         }
+    }
+
+    /// One member or item `v` of a value at `depth`, its path already
+    /// pushed: past the depth limit only its count (a scalar too when
+    /// `count_scalars`), else the value itself; the path is cut back to
+    /// `base`. True when the summary is full.
+    fn child(&mut self, v: &Value, depth: usize, base: usize, count_scalars: bool) -> bool {
+        if depth + 1 >= self.level.depth && (count_scalars || !is_scalar(v)) {
+            self.line();
+            self.push_path();
+            self.out.push_str(": ");
+            self.out.push_str(&count_of(v));
+        } else {
+            self.value(v, depth + 1);
+        }
+        self.path.truncate(base);
+        self.full()
     }
 
     /// An array of scalars: its distinct values in order with their counts.
