@@ -618,18 +618,21 @@ fn allocate<'a>(
         })
         .collect();
     let short = |m: &'a Message| -> &'a Message { by_id.get(m.id()).copied().unwrap_or(m) };
+    // Each unit's tokens whole and in its tightest form, counted once.
     let cost = |s: usize, e: usize, summarized: bool| -> usize {
         whole.messages[s..e]
             .iter()
             .map(|m| count_message(counter, if summarized { short(m) } else { m }))
             .sum()
     };
+    let whole_cost: Vec<usize> = units.iter().map(|&(s, e)| cost(s, e, false)).collect();
+    let short_cost: Vec<usize> = units.iter().map(|&(s, e)| cost(s, e, true)).collect();
     let core_of = |locked: &[bool]| -> usize {
-        units
+        locked
             .iter()
-            .zip(locked)
-            .filter(|(_, l)| **l)
-            .map(|(&(s, e), _)| cost(s, e, false))
+            .zip(&whole_cost)
+            .filter(|(l, _)| **l)
+            .map(|(_, c)| c)
             .sum()
     };
     let mut core = core_of(&unit_locked);
@@ -656,11 +659,11 @@ fn allocate<'a>(
         core = tail_core;
     }
     let room = target.saturating_sub(core);
-    let all_short: usize = units
+    let all_short: usize = unit_locked
         .iter()
-        .zip(&unit_locked)
-        .filter(|(_, l)| !**l)
-        .map(|(&(s, e), _)| cost(s, e, true))
+        .zip(&short_cost)
+        .filter(|(l, _)| !**l)
+        .map(|(_, c)| c)
         .sum();
     // How each unlocked unit goes out: 0 evicted, 1 summarized, 2 whole.
     let mut how = vec![2u8; units.len()];
@@ -672,8 +675,7 @@ fn allocate<'a>(
             if unit_locked[u] {
                 continue;
             }
-            let (s, e) = units[u];
-            let extra = cost(s, e, false) - cost(s, e, true).min(cost(s, e, false));
+            let extra = whole_cost[u] - short_cost[u].min(whole_cost[u]);
             if used + extra > room {
                 break;
             }
@@ -695,9 +697,8 @@ fn allocate<'a>(
             if unit_locked[u] {
                 continue;
             }
-            let (s, e) = units[u];
             if phase == 2 {
-                let c = cost(s, e, false);
+                let c = whole_cost[u];
                 if used + c <= whole_cap {
                     used += c;
                     continue;
@@ -705,7 +706,7 @@ fn allocate<'a>(
                 phase = 1;
             }
             if phase == 1 {
-                let c = cost(s, e, true);
+                let c = short_cost[u];
                 if used + c <= room {
                     used += c;
                     how[u] = 1;
@@ -751,7 +752,7 @@ fn allocate<'a>(
     for (u, &(s, e)) in units.iter().enumerate() {
         if how[u] == 0 {
             whole.messages[s..e].iter().for_each(|m| ledger.add(m));
-            evicted_tokens += cost(s, e, false);
+            evicted_tokens += whole_cost[u];
         }
     }
     let mut summarized = 0;
