@@ -114,7 +114,10 @@ impl TaskState {
         let mut pending_tasks: Vec<(String, String)> = Vec::new();
         for m in msgs {
             s.keep_secrets(m);
-            if m.role() == Role::User && !m.is_tool_result_carrier() {
+            if m.role() == Role::User
+                && !m.is_tool_result_carrier()
+                && !dialect::text_results::is_text_result_carrier(m)
+            {
                 let t = m.text();
                 let t = t.trim();
                 if !t.is_empty() && !is_clip_text(t) {

@@ -487,14 +487,18 @@ impl Conversation {
     }
 
     /// Index where the protected tail starts: the `n`-th last user or assistant
-    /// message (tool-result carriers do not count). `messages.len()` when `n` is 0.
+    /// message (tool-result carriers, and user messages that only carry
+    /// results as text, do not count). `messages.len()` when `n` is 0.
     pub fn tail_start(&self, n: usize) -> usize {
         if n == 0 {
             return self.messages.len();
         }
         let mut count = 0;
         for (i, m) in self.messages.iter().enumerate().rev() {
-            if matches!(m.role(), Role::User | Role::Assistant) && !m.is_tool_result_carrier() {
+            if matches!(m.role(), Role::User | Role::Assistant)
+                && !m.is_tool_result_carrier()
+                && !crate::dialect::text_results::is_text_result_carrier(m)
+            {
                 count += 1;
                 if count == n {
                     return i;
@@ -505,12 +509,16 @@ impl Conversation {
     }
 
     /// Indices of messages that open a user turn (user messages that are not
-    /// tool-result carriers).
+    /// tool-result carriers, in blocks or as text).
     pub fn turn_starts(&self) -> Vec<usize> {
         self.messages
             .iter()
             .enumerate()
-            .filter(|(_, m)| m.role() == Role::User && !m.is_tool_result_carrier())
+            .filter(|(_, m)| {
+                m.role() == Role::User
+                    && !m.is_tool_result_carrier()
+                    && !crate::dialect::text_results::is_text_result_carrier(m)
+            })
             .map(|(i, _)| i)
             .collect()
     }

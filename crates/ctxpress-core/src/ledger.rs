@@ -42,6 +42,8 @@ use std::sync::LazyLock;
 pub const HEAD: &str = "[session ledger:";
 /// Last line of a ledger note.
 pub const END: &str = "[/session ledger]";
+/// First words of a compaction's clip message (`ctxpress_compactor`).
+const CLIP_HEAD: &str = "[Context Summary";
 /// Characters a quoted request keeps.
 const REQUEST_CHARS: usize = 600;
 /// Characters any other value keeps.
@@ -70,32 +72,6 @@ static TERM: LazyLock<Regex> = LazyLock::new(|| {
         r"|\b[0-9a-f]{7,40}\b",
     ))
 });
-
-/// A tool result sent back as user text: `[TOOL for 'ARG'] Result:`.
-static TEXT_RESULT: LazyLock<Regex> = LazyLock::new(|| {
-    ascii_regex(r"^\s*\[([A-Za-z_][A-Za-z0-9_]*) for '([^'\n]{0,300})'\] Result:")
-});
-
-/// `text` without its `<environment_details>` blocks (the open tabs and
-/// file listings some agents repeat in every user turn).
-fn strip_environment(text: &str) -> std::borrow::Cow<'_, str> {
-    const OPEN: &str = "<environment_details>";
-    const CLOSE: &str = "</environment_details>";
-    if !text.contains(OPEN) {
-        return std::borrow::Cow::Borrowed(text);
-    }
-    let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    while let Some(a) = rest.find(OPEN) {
-        out.push_str(&rest[..a]);
-        rest = match rest[a..].find(CLOSE) {
-            Some(b) => &rest[a + b + CLOSE.len()..],
-            None => "",
-        };
-    }
-    out.push_str(rest);
-    std::borrow::Cow::Owned(out)
-}
 
 /// Sentences of assistant prose that state a decision or a finding.
 static DECISION: LazyLock<Regex> = LazyLock::new(|| {
@@ -411,6 +387,10 @@ impl Ledger {
             self.carry(&text);
             return;
         }
+        if text.starts_with(CLIP_HEAD) {
+            self.read_clip(&text, pos);
+            return;
+        }
         let role = m.role();
         if m.is_tool_result() {
             self.roles[2] += 1;
@@ -422,24 +402,26 @@ impl Ledger {
         if role == Role::User && !m.is_tool_result_carrier() {
             // Agents that answer tools in user text (Cline, Roo Code:
             // `[read_file for 'src/a.ts'] Result:` then the output).
-            if let Some(c) = TEXT_RESULT.captures(&text) {
-                let (tool, arg) = (&c[1], &c[2]);
-                let body = strip_environment(&text[c.get(0).map_or(0, |g| g.end())..]);
-                let place = if arg.contains('/') || arg.contains('.') {
-                    let f = self.file(arg);
-                    f.reads += 1;
-                    f.last_action = "read";
-                    f.score += 3.0 * recency(pos);
-                    Place::File(arg.to_string())
-                } else {
-                    Place::Tool(tool.to_string())
-                };
+            let results = dialect::text_results(m);
+            if !results.is_empty() {
                 self.roles[0] -= 1;
                 self.roles[2] += 1;
-                self.terms_of(&body, &place, 1.0, false);
+                for r in &results {
+                    let body = dialect::text_results::part_text(m, r.part)
+                        .and_then(|t| t.get(r.body.clone()))
+                        .unwrap_or("");
+                    let op = r.operation(dialect::builtin(), None);
+                    let place = self.register(op.as_ref(), &r.tool, pos);
+                    if !is_generated(body) {
+                        let exit = op.as_ref().map(|o| o.exit).unwrap_or_default();
+                        let status = result_status(exit, body, None);
+                        self.outcome(&place, op.as_ref(), status, body);
+                    }
+                    self.terms_of(body, &place, 1.0, false);
+                }
                 return;
             }
-            let text = strip_environment(&text);
+            let text = dialect::strip_environment(&text);
             let t = text.trim();
             if !t.is_empty() && !crate::window::is_generated_note(t) {
                 let r = clip_line(t, REQUEST_CHARS);
@@ -486,48 +468,7 @@ impl Ledger {
                 continue;
             }
             let op = dialect::extract(&c);
-            let place = match &op {
-                Some(op) if op.kind == OpKind::Command => {
-                    Place::Command(clip_line(op.command.as_deref().unwrap_or(""), VALUE_CHARS))
-                }
-                Some(op) if !op.paths.is_empty() => Place::File(op.paths[0].clone()),
-                _ => Place::Tool(c.name.to_string()),
-            };
-            let w = recency(pos);
-            if let Some(op) = &op {
-                for p in &op.paths {
-                    let f = self.file(p);
-                    f.score += 3.0 * w;
-                    match op.kind {
-                        OpKind::Read => {
-                            f.reads += 1;
-                            f.last_action = "read";
-                        }
-                        OpKind::Edit => {
-                            f.edits += 1;
-                            f.last_action = "edited";
-                        }
-                        OpKind::Write => {
-                            f.writes += 1;
-                            f.last_action = "written";
-                        }
-                        OpKind::Search => f.last_action = "searched",
-                        OpKind::Command => f.last_action = "used by a command",
-                    }
-                }
-                for p in &op.writes {
-                    let f = self.file(p);
-                    f.score += 3.0 * w;
-                    f.writes += 1;
-                    f.last_action = "changed by a command";
-                }
-                if let Place::Command(cmd) = &place {
-                    let e = self.commands.entry(cmd.clone()).or_default();
-                    e.runs += 1;
-                    e.score += 3.0 * w;
-                    e.status = "no result yet";
-                }
-            }
+            let place = self.register(op.as_ref(), &c.name, pos);
             // Names the call writes (edits, new file content) were changed.
             let changes = matches!(
                 op.as_ref().map(|o| o.kind),
@@ -582,6 +523,54 @@ impl Ledger {
         }
     }
 
+    /// Record a call's operation on its files and command; the place its
+    /// result's names belong to.
+    fn register(&mut self, op: Option<&dialect::Operation>, name: &str, pos: usize) -> Place {
+        let place = match op {
+            Some(op) if op.kind == OpKind::Command => {
+                Place::Command(clip_line(op.command.as_deref().unwrap_or(""), VALUE_CHARS))
+            }
+            Some(op) if !op.paths.is_empty() => Place::File(op.paths[0].clone()),
+            _ => Place::Tool(name.to_string()),
+        };
+        let w = recency(pos);
+        if let Some(op) = op {
+            for p in &op.paths {
+                let f = self.file(p);
+                f.score += 3.0 * w;
+                match op.kind {
+                    OpKind::Read => {
+                        f.reads += 1;
+                        f.last_action = "read";
+                    }
+                    OpKind::Edit => {
+                        f.edits += 1;
+                        f.last_action = "edited";
+                    }
+                    OpKind::Write => {
+                        f.writes += 1;
+                        f.last_action = "written";
+                    }
+                    OpKind::Search => f.last_action = "searched",
+                    OpKind::Command => f.last_action = "used by a command",
+                }
+            }
+            for p in &op.writes {
+                let f = self.file(p);
+                f.score += 3.0 * w;
+                f.writes += 1;
+                f.last_action = "changed by a command";
+            }
+            if let Place::Command(cmd) = &place {
+                let e = self.commands.entry(cmd.clone()).or_default();
+                e.runs += 1;
+                e.score += 3.0 * w;
+                e.status = "no result yet";
+            }
+        }
+        place
+    }
+
     fn outcome(
         &mut self,
         place: &Place,
@@ -624,6 +613,91 @@ impl Ledger {
             }
             Status::Unknown => {}
         }
+    }
+
+    /// A compaction's `[Context Summary` message moved out: the facts of
+    /// its last task-state block (`[task state]` ... `[/task state]`, the
+    /// format `ctxpress_compactor::state` documents) become ledger items,
+    /// below what newer messages say, and the names of its batch summaries
+    /// count as the assistant's.
+    fn read_clip(&mut self, text: &str, pos: usize) {
+        const BEGIN: &str = "[task state]";
+        const STOP: &str = "[/task state]";
+        let block = text.rfind(BEGIN).map(|a| {
+            let rest = &text[a + BEGIN.len()..];
+            let end = rest.find(STOP).unwrap_or(rest.len());
+            (a, &rest[..end], a + BEGIN.len() + end + STOP.len())
+        });
+        let w = recency(pos);
+        if let Some((_, lines, _)) = block {
+            for l in lines.lines() {
+                let Some((key, val)) = l.split_once(": ") else {
+                    continue;
+                };
+                let val = val.trim();
+                match key {
+                    "first request" if self.first_request.is_none() => {
+                        self.first_request = Some(clip_line(val, REQUEST_CHARS));
+                    }
+                    "latest request" => self.latest_request = Some(clip_line(val, REQUEST_CHARS)),
+                    "read" | "modified" => {
+                        let f = self.file(val);
+                        f.score += 3.0 * w;
+                        if key == "read" {
+                            f.reads += 1;
+                            f.last_action = "read";
+                        } else {
+                            f.edits += 1;
+                            f.last_action = "edited";
+                        }
+                    }
+                    "command" => {
+                        let Some((status, cmd)) = val.split_once(": ") else {
+                            continue;
+                        };
+                        let e = self
+                            .commands
+                            .entry(clip_line(cmd, VALUE_CHARS))
+                            .or_default();
+                        e.runs += 1;
+                        e.score += 3.0 * w;
+                        e.status = match status {
+                            "ok" => "ok",
+                            "failed" => "failed",
+                            _ => "no result yet",
+                        };
+                    }
+                    "error" => {
+                        let (k, line) = val.split_once('\t').unwrap_or((val, ""));
+                        let line = clip_line(line, VALUE_CHARS);
+                        let k = match k.strip_prefix("command ") {
+                            Some(c) => {
+                                let e = self.commands.entry(clip_line(c, VALUE_CHARS)).or_default();
+                                e.error = Some(line.clone());
+                                format!("command `{c}`")
+                            }
+                            None => {
+                                if let Some(p) = k.strip_prefix("file ") {
+                                    self.file(p).last_error = Some(line.clone());
+                                }
+                                k.to_string()
+                            }
+                        };
+                        set_pair(&mut self.errors, &k, &line);
+                    }
+                    "open" => push_unique(&mut self.open, val),
+                    // Credentials (`keep:`) are never listed.
+                    _ => {}
+                }
+            }
+        }
+        // The batch summaries, without their first line and the block.
+        let prose = match block {
+            Some((a, _, b)) => format!("{}{}", &text[..a], text.get(b..).unwrap_or("")),
+            None => text.to_string(),
+        };
+        let prose = prose.split_once('\n').map_or("", |(_, rest)| rest);
+        self.terms_of(prose, &Place::Assistant, 1.0, false);
     }
 
     /// Lines of an earlier note, carried below the newer items.
@@ -1123,6 +1197,41 @@ mod tests {
             "{text}"
         );
         assert!(!text.contains("tabs_only"), "{text}");
+    }
+
+    #[test]
+    fn a_compaction_clip_moved_out_gives_its_task_state() {
+        let clip = "[Context Summary: 40 earlier messages of conversation c in 2 batches, a to b]\n\
+            [depth:0 | 2026-01-01 | 40 messages]\nThe agent fixed parse_array in the parser.\n\
+            [task state]\nfirst request: Fix the parser\nlatest request: Now the lexer\n\
+            read: src/lexer.rs\nmodified: src/parse.rs\ncommand: failed: cargo test -p lexer\n\
+            error: command cargo test -p lexer\tthread 'lex_unicode' panicked\n\
+            open: #3 handle CRLF\nkeep: \"token ghp_abcdefghijklmnopqrstuvwxyz0123456789\"\n[/task state]";
+        let mut l = Ledger::new(std::iter::empty::<&str>());
+        l.add(&Message::text_message(
+            crate::MessageId::new("c"),
+            "user",
+            clip,
+        ));
+        l.add(&Message::text_message(
+            crate::MessageId::new("u"),
+            "user",
+            "And run the benches.",
+        ));
+        let (text, _) = l.render_within(usize::MAX, &Heuristic);
+        for want in [
+            "first request: \"Fix the parser\"",
+            "latest request: \"And run the benches.\"",
+            "src/parse.rs: edited",
+            "src/lexer.rs: read",
+            "cargo test -p lexer",
+            "lex_unicode",
+            "#3 handle CRLF",
+            "`parse_array`",
+        ] {
+            assert!(text.contains(want), "{want} not in {text}");
+        }
+        assert!(!text.contains("ghp_"), "{text}");
     }
 
     #[test]

@@ -667,6 +667,32 @@ impl Message {
         }
     }
 
+    /// Replace the text of one text part: the string content (`part` None)
+    /// or the `text` of content block `part`. Returns false, changing
+    /// nothing, when there is no such text part.
+    pub fn set_text_part(&mut self, part: Option<usize>, text: impl Into<String>) -> bool {
+        match (part, self.content()) {
+            (None, Some(Value::String(_))) => {
+                self.set_text(text);
+                true
+            }
+            (Some(i), Some(Value::Array(b)))
+                if b.get(i).is_some_and(|b| {
+                    block_type(b) == Some("text") && vget(b, "text").is_some_and(Value::is_string)
+                }) =>
+            {
+                let path = [Step::Key("content"), Step::Index(i), Step::Key("text")];
+                if let Some(Value::Array(b)) = self.fields_mut_replacing(&path).get_mut("content")
+                    && let Some(obj) = b.get_mut(i).and_then(Value::as_object_mut)
+                {
+                    obj.insert("text".into(), Value::String(text.into()));
+                }
+                true
+            }
+            _ => false,
+        }
+    }
+
     /// Replace the content of the tool result answering `call_id`. Returns false
     /// when the message holds no such result.
     pub fn set_tool_result_text(&mut self, call_id: &str, text: impl Into<String>) -> bool {

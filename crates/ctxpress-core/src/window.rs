@@ -246,11 +246,15 @@ fn tokens_of(conv: &Conversation, ctx: &StageContext) -> Vec<usize> {
 
 /// Ids of the messages the ladder never touches: system messages, the last
 /// user message (not counting ctxpress's own notes) and the last `tail`
-/// user/assistant messages (tool-result carriers do not count, as in spec 004).
+/// user/assistant messages (tool-result carriers do not count, as in spec 004,
+/// nor user messages that only carry results as text). The last user message
+/// may be such a carrier: it holds the result the agent is acting on.
 pub fn protected_ids(conv: &Conversation, tail: usize) -> HashSet<MessageId> {
     let mut out = HashSet::new();
     let conversational = |m: &Message| {
-        matches!(m.role(), Role::User | Role::Assistant) && !m.is_tool_result_carrier()
+        matches!(m.role(), Role::User | Role::Assistant)
+            && !m.is_tool_result_carrier()
+            && !crate::dialect::text_results::is_text_result_carrier(m)
     };
     for m in &conv.messages {
         if m.role().is_system() {

@@ -51,11 +51,15 @@
 //! `display_only` (spec 004), UI-only messages are deleted: those with a
 //! top-level `"display_only": true` or the role `display_only_data`. The
 //! archive records removed messages like any other, so `ctxpress expand`
-//! restores them.
+//! restores them. And `environments`: the `<environment_details>` block
+//! Cline and Roo Code append to every user turn is shortened to a one-line
+//! note in every user message before the protected tail that a later user
+//! message's block supersedes.
 //!
 //! Removing an operation removes its call and its result together. Calls
-//! without a result, unknown tools, user messages, the protected tail and
-//! messages annotated `protected` are never touched (display-only messages
+//! without a result, unknown tools, user messages (but for their
+//! environment blocks), the protected tail and messages annotated
+//! `protected` are never touched (display-only messages
 //! are not for the model, so the tail does not keep them; a display-only
 //! message carrying tool calls or results stays, for the pairing).
 
@@ -102,6 +106,10 @@ pub struct StalePrunerConfig {
     pub failed_commands: bool,
     /// Replace reads that repeat known content with a reference.
     pub read_references: bool,
+    /// Shorten the `<environment_details>` blocks (open tabs, time, file
+    /// listing) that Cline and Roo Code append to every user turn, when a
+    /// later user turn carries its own: only the newest is current.
+    pub environments: bool,
     /// User and assistant messages at the end that are never touched.
     pub protected_tail: usize,
     /// Delete UI-only messages (spec 004 `display_only_data`): a top-level
@@ -124,6 +132,7 @@ impl Default for StalePrunerConfig {
             stale_searches: true,
             failed_commands: true,
             read_references: true,
+            environments: true,
             protected_tail: 5,
             display_only: false,
             cwd: None,
@@ -175,6 +184,10 @@ ctxpress_core::register_strategy!(
         ("stale_searches", "Treat repeated identical searches (Grep, Glob, ...) like commands."),
         ("failed_commands", "Rule 4: remove failed commands that were retried or superseded."),
         ("read_references", "Replace reads that repeat known content with a reference."),
+        (
+            "environments",
+            "Shorten the `<environment_details>` blocks of user turns (Cline, Roo Code) that a later user turn's block supersedes.",
+        ),
         ("protected_tail", "User and assistant messages at the end that are never touched."),
         (
             "display_only",
@@ -260,7 +273,13 @@ pub struct Counts {
     pub read_references: u64,
     /// UI-only messages deleted (`display_only`).
     pub display_data_deleted: u64,
+    /// Environment blocks shortened (`environments`).
+    pub stale_environments: u64,
 }
+
+/// What a superseded environment block becomes.
+pub const STALE_ENVIRONMENT: &str =
+    "<environment_details>[ctxpress: superseded by a later turn's]</environment_details>";
 
 /// Role of spec 004's UI-only messages.
 pub const DISPLAY_ONLY_ROLE: &str = "display_only_data";
@@ -725,6 +744,12 @@ fn summary(c: &Counts, display_only: bool) -> String {
         "Removed: {} stale reads, {} stale edits, {} stale bash, {} failed bash; {} reads made references",
         c.stale_reads, c.superseded_edits, c.stale_commands, c.failed_commands, c.read_references
     );
+    if c.stale_environments > 0 {
+        s.push_str(&format!(
+            "; {} superseded environment blocks shortened",
+            c.stale_environments
+        ));
+    }
     if display_only {
         s.push_str(&format!(
             "; {} display-only messages deleted",
@@ -936,7 +961,61 @@ impl StalePruner {
                 keep
             });
         }
+        if self.cfg.environments {
+            counts.stale_environments = self.prune_environments(conv);
+        }
         counts
+    }
+
+    /// Shorten every environment block of a user message before the
+    /// protected tail (and not protected) when a later user message has one;
+    /// returns how many.
+    fn prune_environments(&self, conv: &mut Conversation) -> u64 {
+        use ctxpress_core::dialect::text_results::{environment_blocks, text_parts};
+        let has_env = |m: &ctxpress_core::Message| {
+            m.role() == Role::User
+                && text_parts(m)
+                    .iter()
+                    .any(|(_, t)| t.contains(ctxpress_core::dialect::text_results::ENV_OPEN))
+        };
+        let Some(newest) = conv.messages.iter().rposition(has_env) else {
+            return 0;
+        };
+        let tail = conv.tail_start(self.cfg.protected_tail).min(newest);
+        let mut n = 0;
+        for i in 0..tail {
+            if conv.is_protected(i) || !conv.messages.get(i).is_some_and(has_env) {
+                continue;
+            }
+            // The new text of each part that has a block worth shortening.
+            let edits: Vec<(Option<usize>, String, u64)> = text_parts(&conv.messages[i])
+                .into_iter()
+                .filter_map(|(part, t)| {
+                    let mut out = String::with_capacity(t.len());
+                    let mut at = 0;
+                    let mut k = 0;
+                    for r in environment_blocks(t) {
+                        if r.len() <= STALE_ENVIRONMENT.len() {
+                            continue;
+                        }
+                        out.push_str(&t[at..r.start]);
+                        out.push_str(STALE_ENVIRONMENT);
+                        at = r.end;
+                        k += 1;
+                    }
+                    out.push_str(&t[at..]);
+                    (k > 0).then_some((part, out, k))
+                })
+                .collect();
+            if let Some(m) = conv.messages.get_mut(i) {
+                for (part, text, k) in edits {
+                    if m.set_text_part(part, text) {
+                        n += k;
+                    }
+                }
+            }
+        }
+        n
     }
 }
 
@@ -961,6 +1040,7 @@ impl Strategy for StalePruner {
         out.count("stale_commands", c.stale_commands);
         out.count("failed_commands", c.failed_commands);
         out.count("read_references", c.read_references);
+        out.count("stale_environments", c.stale_environments);
         if self.cfg.display_only {
             out.count("display_data_deleted", c.display_data_deleted);
         }

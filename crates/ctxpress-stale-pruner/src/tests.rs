@@ -725,3 +725,62 @@ proptest::proptest! {
         }
     }
 }
+
+#[test]
+fn superseded_environment_blocks_are_shortened() {
+    let env = |t: &str| {
+        format!(
+            "<environment_details>\n# Current Time\n{t}\n# Files\nsrc/a.ts\nsrc/b.ts\n</environment_details>"
+        )
+    };
+    let msgs = json!([
+        {"role": "user", "content": [
+            {"type": "text", "text": "<task>\nFix it\n</task>"},
+            {"type": "text", "text": env("9:00")}]},
+        {"role": "assistant", "content": "<read_file>\n<path>src/a.ts</path>\n</read_file>"},
+        {"role": "user", "content": format!("[read_file for 'src/a.ts'] Result:\nconst a = 1;\n\n{}", env("9:01"))},
+        {"role": "assistant", "content": "Done."},
+        {"role": "user", "content": [{"type": "text", "text": env("9:02")}]},
+    ]);
+    let mut c = Conversation::parse(&msgs.to_string()).unwrap();
+    let before = c.clone();
+    let cfg = StalePrunerConfig {
+        protected_tail: 0,
+        ..StalePrunerConfig::default()
+    };
+    let n = run(&mut c, cfg.clone());
+    assert_eq!(n.stale_environments, 2);
+    assert_eq!(
+        c.messages[0].content().unwrap()[0]["text"],
+        "<task>\nFix it\n</task>"
+    );
+    assert_eq!(
+        c.messages[0].content().unwrap()[1]["text"],
+        STALE_ENVIRONMENT
+    );
+    assert_eq!(
+        c.messages[2].text(),
+        format!("[read_file for 'src/a.ts'] Result:\nconst a = 1;\n\n{STALE_ENVIRONMENT}")
+    );
+    // The newest block is current and stays.
+    assert!(ctxpress_core::Message::same(
+        &c.messages[4],
+        &before.messages[4]
+    ));
+    // Off: nothing changes.
+    let mut c = before.clone();
+    let n = run(
+        &mut c,
+        StalePrunerConfig {
+            environments: false,
+            ..cfg
+        },
+    );
+    assert_eq!(n.stale_environments, 0);
+    assert!(
+        c.messages
+            .iter()
+            .zip(&before.messages)
+            .all(|(a, b)| ctxpress_core::Message::same(a, b))
+    );
+}

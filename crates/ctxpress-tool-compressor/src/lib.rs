@@ -68,7 +68,7 @@ pub mod lines;
 mod structured;
 pub mod summary;
 
-use ctxpress_core::dialect::{DialectTable, OpKind, Operation, Status, command_family};
+use ctxpress_core::dialect::{self, DialectTable, OpKind, Operation, Status, command_family};
 use ctxpress_core::text::bytes::{char_count, fewer_chars_than};
 use ctxpress_core::tokens::count_message;
 use ctxpress_core::traffic::{self, MessageCalls, Traffic};
@@ -342,6 +342,19 @@ struct Candidate {
     /// Message index of the result.
     msg: usize,
     call_id: String,
+    kind: Kind,
+    subject: Subject,
+}
+
+/// A tool result sent back as user text (Cline, Roo Code): the output
+/// between its `[TOOL for 'ARG'] Result:` header and what follows it.
+struct TextCandidate {
+    /// Message index of the user message.
+    msg: usize,
+    /// The text part holding the output (`dialect::TextResult::part`).
+    part: Option<usize>,
+    /// The output's byte range in that part.
+    body: std::ops::Range<usize>,
     kind: Kind,
     subject: Subject,
 }
@@ -922,6 +935,122 @@ impl ToolCompressor {
         (out, inputs, kept_errors)
     }
 
+    /// The tool results sent as user text that may be summarized, oldest
+    /// first: outside the protected tail, not the last `keep_last` of them,
+    /// long enough, not summarized already. Failures are not held back:
+    /// these agents act on a result in the very next turn, which the
+    /// protected tail keeps.
+    fn text_candidates(&self, conv: &Conversation) -> Vec<TextCandidate> {
+        let tail = conv.tail_start(self.cfg.protected_tail);
+        let mut all = Vec::new();
+        for (i, m) in conv.messages.iter().enumerate().take(tail) {
+            if m.role() != Role::User || conv.is_protected(i) {
+                continue;
+            }
+            for r in dialect::text_results(m) {
+                all.push((i, r));
+            }
+        }
+        let keep_from = all.len().saturating_sub(self.cfg.keep_last);
+        let mut out = Vec::new();
+        for (i, r) in all.into_iter().take(keep_from) {
+            let Some(body) = conv
+                .messages
+                .get(i)
+                .and_then(|m| dialect::text_results::part_text(m, r.part))
+                .and_then(|t| t.get(r.body.clone()))
+            else {
+                continue;
+            };
+            if DONE_PREFIXES
+                .iter()
+                .any(|p| body.trim_start().starts_with(p))
+                || fewer_chars_than(body, self.cfg.min_chars)
+                || self.skipped_tool(&r.tool)
+            {
+                continue;
+            }
+            let op = r.operation(&self.table, self.cfg.cwd.as_deref());
+            let kind = kind_of(op.as_ref());
+            if !self.enabled(kind) {
+                continue;
+            }
+            let paths = match &op {
+                Some(o) if !o.paths.is_empty() => o.paths.clone(),
+                _ => Vec::new(),
+            };
+            out.push(TextCandidate {
+                msg: i,
+                part: r.part,
+                body: r.body,
+                kind,
+                subject: Subject {
+                    command: op.and_then(|o| o.command).filter(|_| kind != Kind::Read),
+                    tool: r.tool,
+                    paths,
+                    exit: None,
+                },
+            });
+        }
+        out
+    }
+
+    /// Summarize the output of one result sent as user text, as
+    /// [`Self::try_one`] does a tool result; the header and whatever
+    /// follows the output (an environment block) stay.
+    fn try_text(
+        &self,
+        conv: &mut Conversation,
+        c: &TextCandidate,
+        sums: &mut Summaries,
+        terms: Option<&mut Terms<'_>>,
+        ctx: &StageContext,
+        measure: bool,
+    ) -> Attempt {
+        let rewritten = {
+            let Some(text) = conv
+                .messages
+                .get(c.msg)
+                .and_then(|m| dialect::text_results::part_text(m, c.part))
+            else {
+                return Attempt::Skipped;
+            };
+            let (Some(head), Some(body), Some(rest)) = (
+                text.get(..c.body.start),
+                text.get(c.body.clone()),
+                text.get(c.body.end..),
+            ) else {
+                return Attempt::Skipped;
+            };
+            let facts = dialect::ResultFacts::of(body);
+            let mut subject = c.subject.clone();
+            subject.exit = facts.exit_code;
+            let payload = if matches!(c.kind, Kind::Read | Kind::Command | Kind::Search) {
+                facts.payload(body)
+            } else {
+                body
+            };
+            let mut s = sums.summarize(c.kind, &subject, payload);
+            let counts = terms.map(|t| &mut t.counts);
+            match self.settle(body, None, &mut s, counts) {
+                Ok(saved) => {
+                    let sep = if rest.is_empty() || s.ends_with('\n') {
+                        ""
+                    } else {
+                        "\n\n"
+                    };
+                    let saved = saved.saturating_sub(sep.len());
+                    (format!("{head}{s}{sep}{rest}"), saved)
+                }
+                Err(a) => return a,
+            }
+        };
+        let (new_text, saved) = rewritten;
+        edit(conv, c.msg, ctx, measure, saved, |m| {
+            m.set_text_part(c.part, new_text)
+        })
+    }
+
     /// The argument of write call `call` holding content worth summarizing
     /// (a string, not already a summary, long enough), by the table's
     /// content arguments in order.
@@ -1159,6 +1288,7 @@ impl ToolCompressor {
     pub fn compress(&self, conv: &mut Conversation, ctx: &StageContext) -> Counts {
         let mut counts = Counts::default();
         let (cands, inputs, kept_errors) = self.candidates(conv);
+        let texts = self.text_candidates(conv);
         counts.unresolved_errors_kept = kept_errors;
         let budget = self.cfg.budget_tokens.or(ctx.budget);
         let mut total = match budget {
@@ -1172,11 +1302,14 @@ impl ToolCompressor {
         let mut sums = Summaries::new(self.cfg.limits());
         let mut terms =
             (self.cfg.chars_per_lost_term > 0).then(|| term_counts(conv, &cands, &inputs));
-        // Results oldest first, then write inputs oldest first.
-        let items = cands
-            .iter()
-            .map(Item::Result)
-            .chain(inputs.iter().map(Item::Input));
+        // Results (tool messages and blocks, and those sent as user text)
+        // oldest first, then write inputs oldest first.
+        let mut results: Vec<Item<'_>> = cands.iter().map(Item::Result).collect();
+        if !texts.is_empty() {
+            results.extend(texts.iter().map(Item::Text));
+            results.sort_by_key(Item::msg);
+        }
+        let items = results.into_iter().chain(inputs.iter().map(Item::Input));
         let mut dense: Vec<Item<'_>> = Vec::new();
         let mut fits = false;
         for item in items {
@@ -1229,6 +1362,7 @@ impl ToolCompressor {
     ) -> Attempt {
         match item {
             Item::Result(c) => self.try_one(conv, c, sums, terms, ctx, measure),
+            Item::Text(c) => self.try_text(conv, c, sums, terms, ctx, measure),
             Item::Input(c) => self.try_input(conv, c, sums, terms, ctx, measure),
         }
     }
@@ -1459,7 +1593,19 @@ fn edit(
 #[derive(Clone, Copy)]
 enum Item<'a> {
     Result(&'a Candidate),
+    Text(&'a TextCandidate),
     Input(&'a InputCandidate),
+}
+
+impl Item<'_> {
+    /// The message it changes.
+    fn msg(&self) -> usize {
+        match self {
+            Item::Result(c) => c.msg,
+            Item::Text(c) => c.msg,
+            Item::Input(c) => c.msg,
+        }
+    }
 }
 
 /// What happened to one candidate.
@@ -1480,6 +1626,7 @@ impl Counts {
         self.chars_saved += saved;
         let kind = match item {
             Item::Result(c) => c.kind,
+            Item::Text(c) => c.kind,
             Item::Input(_) => {
                 self.inputs += 1;
                 return;

@@ -749,3 +749,81 @@ proptest::proptest! {
         }
     }
 }
+
+/// A Cline session: calls as XML tags in assistant text, results sent back
+/// as user text blocks, an environment block in every user turn.
+fn cline_session() -> Conversation {
+    let env = "<environment_details>\n# VSCode Open Tabs\nsrc/app.ts\n</environment_details>";
+    let mut msgs = vec![
+        json!({"role": "system", "content": "You are Cline."}),
+        json!({"role": "user", "content": [
+            {"type": "text", "text": "<task>\nFix the handler bug\n</task>"},
+            {"type": "text", "text": env}]}),
+    ];
+    let test_out: String = (1..=40)
+        .map(|i| format!("  ✓ handler case {i} (3 ms)\n"))
+        .collect::<String>()
+        + "Tests: 1 failed, 40 passed\n";
+    let steps = [
+        ("read_file", "src/app.ts", source(120)),
+        (
+            "execute_command",
+            "npm test",
+            format!("Command executed.\nOutput:\n{test_out}"),
+        ),
+        ("read_file", "src/app.ts", source(90)),
+    ];
+    for (tool, arg, out) in steps {
+        let tag = if tool == "read_file" {
+            "path"
+        } else {
+            "command"
+        };
+        msgs.push(json!({"role": "assistant", "content": [{"type": "text",
+            "text": format!("<{tool}>\n<{tag}>{arg}</{tag}>\n</{tool}>")}]}));
+        msgs.push(json!({"role": "user", "content": [
+            {"type": "text", "text": format!("[{tool} for '{arg}'] Result:")},
+            {"type": "text", "text": out},
+            {"type": "text", "text": env}]}));
+    }
+    Conversation::parse(&Value::Array(msgs).to_string()).unwrap()
+}
+
+#[test]
+fn results_sent_as_user_text_are_summarized_in_place() {
+    let mut conv = cline_session();
+    let before = conv.clone();
+    let c = run(
+        &mut conv,
+        ToolCompressorConfig {
+            keep_last: 1,
+            ..cfg()
+        },
+    );
+    assert_eq!((c.reads, c.commands), (1, 1), "{c:?}");
+    let blocks = |i: usize| -> Vec<String> {
+        conv.messages[i]
+            .content()
+            .and_then(Value::as_array)
+            .unwrap()
+            .iter()
+            .map(|b| b["text"].as_str().unwrap().to_string())
+            .collect()
+    };
+    // The read: header and environment block stay, the output is a summary.
+    let read = blocks(3);
+    assert_eq!(read[0], "[read_file for 'src/app.ts'] Result:");
+    assert!(
+        read[1].starts_with("[summary: tool read_file"),
+        "{}",
+        read[1]
+    );
+    assert!(read[1].contains("src/app.ts"), "{}", read[1]);
+    assert!(read[2].starts_with("<environment_details>"));
+    // The command's summary keeps its count line.
+    let cmd = blocks(5);
+    assert!(cmd[1].contains("Tests: 1 failed, 40 passed"), "{}", cmd[1]);
+    // The newest result stays whole; roles and message count are unchanged.
+    assert!(Message::same(&conv.messages[7], &before.messages[7]));
+    assert_eq!(shape_of(&conv), shape_of(&before));
+}

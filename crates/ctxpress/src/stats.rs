@@ -7,6 +7,9 @@
 //! messages (an Anthropic top-level `system`, tool definitions) by
 //! `tokens::fixed_tokens`, the function `window::fit` uses.
 
+use ctxpress_core::dialect::text_results::{
+    environment_blocks, part_text, text_parts, text_results,
+};
 use ctxpress_core::tokens::{count_message, fixed_tokens};
 use ctxpress_core::{Conversation, Role, TokenCounter};
 use serde::Serialize;
@@ -42,7 +45,9 @@ pub struct Stats {
     pub tokenizer: String,
     /// Characters of the messages (their text, as `Message::size` counts).
     pub chars: usize,
-    /// Characters of tool output among them.
+    /// Characters of tool output among them: tool messages and
+    /// `tool_result` blocks, and in user text the results and environment
+    /// blocks of agents that send them there (Cline, Roo Code).
     pub tool_chars: usize,
     /// Messages and tokens by role.
     pub roles: BTreeMap<String, RoleStats>,
@@ -98,6 +103,24 @@ impl Stats {
                         .map(|r| r.text.chars().count())
                         .sum()
                 };
+            } else if m.role() == Role::User {
+                // Results sent back as user text (Cline, Roo Code) and the
+                // environment blocks those agents add to every turn.
+                let parts = text_parts(m);
+                let env: usize = parts
+                    .iter()
+                    .flat_map(|(_, t)| {
+                        environment_blocks(t)
+                            .into_iter()
+                            .map(|r| t[r].chars().count())
+                    })
+                    .sum();
+                let results: usize = text_results(m)
+                    .iter()
+                    .filter_map(|r| part_text(m, r.part)?.get(r.body.clone()))
+                    .map(|b| b.chars().count())
+                    .sum();
+                self.tool_chars += (env + results).min(size);
             }
         }
     }
@@ -158,6 +181,20 @@ mod tests {
         let j = s.to_json();
         assert_eq!(j["roles"]["user"]["messages"], 2);
         assert_eq!(j["tokenizer"], "heuristic");
+    }
+
+    #[test]
+    fn results_and_environment_blocks_in_user_text_are_tool_output() {
+        let c = Conversation::parse(
+            r#"[{"role":"user","content":"<task>fix</task>"},{"role":"assistant","content":"<read_file><path>a.rs</path></read_file>"},{"role":"user","content":[{"type":"text","text":"[read_file for 'a.rs'] Result:"},{"type":"text","text":"fn a() {}"},{"type":"text","text":"<environment_details>x</environment_details>"}]}]"#,
+        )
+        .unwrap();
+        let mut s = Stats::new(Arc::new(ctxpress_core::tokens::Heuristic));
+        s.add(&c);
+        assert_eq!(
+            s.tool_chars,
+            "fn a() {}".len() + "<environment_details>x</environment_details>".len()
+        );
     }
 
     #[test]

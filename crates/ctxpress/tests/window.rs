@@ -395,6 +395,9 @@ enum Step {
     Tools(Vec<(u8, u8, Body)>),
     /// A system message in the middle (OpenAI; Anthropic gets a user note).
     System,
+    /// One call in Cline's form: an XML tag in assistant text, the output
+    /// sent back as user text blocks (header, output, environment block).
+    TextTool(u8, u8, Body),
     /// One huge message of about `chars` characters: 0 user, 1 assistant,
     /// 2 a Read result.
     Huge {
@@ -419,6 +422,7 @@ fn step() -> impl Strategy<Value = Step> {
             .prop_map(|(words, fence)| Step::Assistant { words, fence }),
         8 => prop::collection::vec((0u8..5, 0u8..6, body()), 1..4).prop_map(Step::Tools),
         1 => Just(Step::System),
+        2 => (0u8..5, 0u8..6, body()).prop_map(|(k, p, b)| Step::TextTool(k, p, b)),
     ]
 }
 
@@ -438,6 +442,36 @@ fn call_of(kind: u8, path: u8, content: &str) -> (&'static str, Value) {
         3 => ("Write", json!({"file_path": p, "content": content})),
         _ => ("Grep", json!({"pattern": "handler", "path": "/repo/src"})),
     }
+}
+
+/// A conversation document of `steps` in the OpenAI (array of messages) or
+/// Anthropic (`{"system", "messages"}`) dialect, with the first `tools` of
+/// [`tool_definitions`] sent beside the messages when not 0.
+fn build_with_tools(
+    steps: &[Step],
+    anthropic: bool,
+    system: bool,
+    seed: u64,
+    tools: usize,
+) -> String {
+    let text = build(steps, anthropic, system, seed);
+    if tools == 0 {
+        return text;
+    }
+    let mut doc: Value = serde_json::from_str(&text).expect("built");
+    if doc.is_array() {
+        doc = json!({"messages": doc});
+    }
+    let all = tool_definitions(anthropic);
+    let defs: Vec<Value> = all
+        .as_array()
+        .expect("a list")
+        .iter()
+        .take(tools)
+        .cloned()
+        .collect();
+    doc["tools"] = Value::Array(defs);
+    serde_json::to_string_pretty(&doc).expect("serializes")
 }
 
 /// A conversation document of `steps` in the OpenAI (array of messages) or
@@ -490,6 +524,35 @@ fn build(steps: &[Step], anthropic: bool, system: bool, seed: u64) -> String {
                         )],
                     ),
                 }
+            }
+            Step::TextTool(kind, path, b) => {
+                let text = match b {
+                    Body::Source(n) => source(*n as usize, salt),
+                    Body::Log(n, f) => build_log(*n as usize, *f),
+                    Body::Prose(w) => prose(salt, *w as usize),
+                };
+                let (name, arg, out) = match kind {
+                    0 | 1 => ("read_file", format!("src/mod{path}.rs"), text),
+                    2 => (
+                        "execute_command",
+                        format!("cargo test -p crate{path}"),
+                        format!("Command executed.\nOutput:\n{text}"),
+                    ),
+                    3 => (
+                        "write_to_file",
+                        format!("src/mod{path}.rs"),
+                        format!("The content was successfully saved to src/mod{path}.rs."),
+                    ),
+                    _ => ("search_files", "handler".to_string(), text),
+                };
+                msgs.push(json!({"role": "assistant", "content": format!("<{name}>\n<path>{arg}</path>\n</{name}>")}));
+                let env = format!(
+                    "<environment_details>\n# VSCode Open Tabs\nsrc/mod{path}.rs\n\n# Current Time\n{i}\n</environment_details>"
+                );
+                msgs.push(json!({"role": "user", "content": [
+                    {"type": "text", "text": format!("[{name} for '{arg}'] Result:")},
+                    {"type": "text", "text": out},
+                    {"type": "text", "text": env}]}));
             }
             Step::Tools(calls) => {
                 let calls = calls
@@ -628,11 +691,12 @@ proptest! {
         system in any::<bool>(),
         seed in any::<u64>(),
         share in 5u32..=120,
+        tools in prop::option::weighted(0.25, 1usize..6),
     ) {
         if let Some((at, who, chars)) = huge {
             steps.insert(at.index(steps.len() + 1), Step::Huge { who, chars });
         }
-        let text = build(&steps, anthropic, system, seed);
+        let text = build_with_tools(&steps, anthropic, system, seed, tools.unwrap_or(0));
         let input = parse(&text);
         prop_assert!(validate(&input).is_empty(), "generator: {:?}", validate(&input));
         let total = tokens(&input);

@@ -14,7 +14,8 @@
 //! extraction), [`shell`] (the shell lexer), [`patch`] (Codex patches),
 //! [`paths`] (path normalization, working directory), [`status`] (exit
 //! status and payload of results), [`fingerprint`] (file-content
-//! fingerprints; lines are cut by `core::text::lines`). Everything
+//! fingerprints; lines are cut by `core::text::lines`), [`text_results`]
+//! (tool results sent back as user text, Cline and Roo Code). Everything
 //! public is re-exported here.
 
 pub mod fingerprint;
@@ -24,6 +25,7 @@ pub mod paths;
 pub mod shell;
 pub mod status;
 pub mod table;
+pub mod text_results;
 
 pub use fingerprint::{content_fingerprint, content_line_count};
 pub use op::{ExitReport, OpKind, Operation, Status};
@@ -32,6 +34,7 @@ pub use paths::{detect_cwd, normalize_path, normalize_ws};
 pub use shell::{command_family, parse_shell};
 pub use status::{ResultFacts, exit_code, line_looks_failed, result_payload, result_status};
 pub use table::{CallArgs, DialectTable, ToolKind, ToolSpec, builtin, extract};
+pub use text_results::{TextResult, environment_blocks, strip_environment, text_results};
 
 #[cfg(test)]
 mod tests;
