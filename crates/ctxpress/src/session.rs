@@ -21,7 +21,8 @@
 //! messages the prefix stands for are dropped from it, so its bytes stay the
 //! same from one compaction to the next; the client's marker on its newest
 //! message stays there, also when that message is inside the prefix (the
-//! compaction turn). So a request never has more markers than the client
+//! compaction turn). System messages are sent as the client sends them,
+//! markers included. So a request never has more markers than the client
 //! sent, and the breakpoint the client asked for is where it put it.
 
 use crate::{Compressor, Error, PipelineConfig, Report};
@@ -44,8 +45,10 @@ pub struct TurnReport {
     /// `tokens_given - tokens_request`.
     pub tokens_saved: usize,
     /// Tokens at the start of this request that are the previous request's
-    /// own first messages, byte for byte: what a provider can serve from
-    /// its prompt cache.
+    /// own first messages as the provider reads them (byte for byte but the
+    /// cache markers, whose placement does not change what is cached): what
+    /// a provider can serve from its prompt cache. Messages only: `system`
+    /// and `tools`, cached too, are not counted.
     pub tokens_prefix_kept: usize,
     /// Tokens of the previous request that this one no longer starts with
     /// (the cache given up; 0 between compactions).
@@ -200,9 +203,11 @@ fn strip_markers(o: &mut Map<String, Value>) {
     }
 }
 
-/// `m` without markers; unchanged (its source text kept) when it has none.
+/// `m` without markers; unchanged (its source text kept) when it has none,
+/// and when it is a system message (those stay byte-identical: the request
+/// carries the client's own, see [`Session::prepare_async`]).
 fn unmarked(mut m: Message) -> Message {
-    if last_marker(m.fields()).is_some() {
+    if !m.role_ref().is_system() && last_marker(m.fields()).is_some() {
         strip_markers(m.fields_mut());
     }
     m
@@ -348,10 +353,25 @@ impl Session {
             0
         };
         let mut request = history.clone();
+        // The prefix's system messages are the client's (compaction keeps
+        // them byte-identical): sent as the client sends them this turn, so
+        // they stay byte-identical and keep the client's markers where it
+        // has them now.
+        let mut systems = history.messages[..rest]
+            .iter()
+            .filter(|m| m.role_ref().is_system());
         request.messages = self
             .prefix
             .iter()
-            .cloned()
+            .map(|m| {
+                if m.role_ref().is_system()
+                    && let Some(now) = systems.next()
+                    && read_hash(now) == read_hash(m)
+                {
+                    return now.clone();
+                }
+                m.clone()
+            })
             .chain(history.messages[rest..].iter().cloned())
             .collect();
         let fixed = envelope_tokens(history, counter.as_ref());
@@ -770,6 +790,41 @@ mod tests {
         assert!(t.last().unwrap().contains(MARK));
         assert_eq!(t.iter().filter(|m| m.contains(MARK)).count(), 1);
         assert_eq!(r.tokens_prefix_changed, 0);
+    }
+
+    /// An OpenAI-compatible client (a gateway in front of Anthropic) that
+    /// marks its system message and moves a second marker to the newest user
+    /// message: the system message goes out as the client sends it, marker
+    /// and all; the others lose theirs in the prefix.
+    #[test]
+    fn system_messages_keep_the_clients_markers() {
+        let marker = json!({"type": "ephemeral"});
+        let body = |turns: usize| {
+            let mut msgs = vec![
+                json!({"role": "system", "content": [{"type": "text", "text": "You are a coding agent.", "cache_control": marker}]}),
+            ];
+            for i in 0..turns {
+                msgs.push(json!({"role": "user", "content": [{"type": "text", "text": format!("Step {i}: explain src/mod_{i}.rs; we measured {i} ms.")}]}));
+                msgs.push(json!({"role": "assistant", "content": format!("In src/mod_{i}.rs the cache is keyed by the request id. {}", "The rest of the module is fine. ".repeat(8))}));
+            }
+            msgs.push(json!({"role": "user", "content": [{"type": "text", "text": format!("Step {turns}: explain src/mod_{turns}.rs; we measured {turns} ms."), "cache_control": marker}]}));
+            Conversation::parse(&serde_json::Value::Array(msgs).to_string()).unwrap()
+        };
+        let mut s = session(3000);
+        let mut compacted = 0;
+        for turn in 1..=60 {
+            let h = body(turn);
+            let (req, r) = s.prepare(&h).unwrap();
+            assert!(!r.reset, "turn {turn}");
+            compacted += usize::from(r.compacted);
+            let (sent, given) = (texts(&req), texts(&h));
+            assert_eq!(sent[0], given[0], "turn {turn}: the system message");
+            assert_eq!(sent.last(), given.last(), "turn {turn}: the newest message");
+            let marks = |t: &[String]| t.iter().filter(|m| m.contains("cache_control")).count();
+            assert_eq!(marks(&sent), 2, "turn {turn}");
+            assert!(crate::validate(&req).is_empty(), "turn {turn}");
+        }
+        assert!(compacted >= 2, "{compacted}");
     }
 
     #[test]
