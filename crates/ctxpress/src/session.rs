@@ -827,6 +827,28 @@ mod tests {
         assert!(compacted >= 2, "{compacted}");
     }
 
+    /// The archive restores the history from a compaction turn's request
+    /// and from a later one (markers aside: the prefix drops them).
+    #[test]
+    fn the_archive_restores_a_marked_history() {
+        use claude_code::turn;
+        let archive = Arc::new(ctxpress_core::MemoryArchive::new());
+        let mut s = session(12_000).with_archive(Some(archive.clone()));
+        let reads = |c: &Conversation| c.messages.iter().map(read_hash).collect::<Vec<_>>();
+        let mut seen = 0;
+        for k in 1..=40 {
+            let h = Conversation::parse(&turn(k)).unwrap();
+            let (req, r) = s.prepare(&h).unwrap();
+            if s.compactions() == 0 {
+                continue;
+            }
+            seen += usize::from(r.compacted);
+            let back = crate::expand(&req, archive.as_ref()).unwrap();
+            assert_eq!(reads(&back), reads(&h), "turn {k}");
+        }
+        assert!(seen >= 2, "{seen}");
+    }
+
     #[test]
     fn needs_a_window_or_a_budget() {
         let cfg = crate::preset("agent").unwrap();
