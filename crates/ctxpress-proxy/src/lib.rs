@@ -3,9 +3,11 @@
 //!
 //! An agent that speaks HTTP points its base URL here. `POST
 //! /v1/chat/completions` and `POST /v1/messages` bodies go through a
-//! [`ctxpress::Session`] per conversation (keyed by the `x-ctxpress-session`
-//! header, else by a hash of the system prompt and the first user message),
-//! so the history is compacted only when it crosses the window's trigger and
+//! [`ctxpress::Session`] per client and conversation (keyed by a hash of the
+//! credential and the `x-ctxpress-session` header, else of the credential,
+//! the system prompt, the first user message and the client's ids in the
+//! body, cache markers left out: the same from the first request on), so
+//! the history is compacted only when it crosses the window's trigger and
 //! the provider's prompt cache stays warm between compactions. Every other
 //! field and header goes upstream as sent (authorization passes through and
 //! is never logged); responses, server-sent events included, come back
@@ -25,10 +27,11 @@ use axum::body::{Body, Bytes};
 use axum::extract::{DefaultBodyLimit, Query, State};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, Response, StatusCode, Uri};
 use axum::routing::{any, get, post};
+use ctxpress::session::{content_read_hash, read_hash};
 use ctxpress::store::SqliteArchive;
 use ctxpress::{Conversation, PipelineConfig, Session};
 use std::collections::{HashMap, VecDeque};
-use std::hash::{Hash, Hasher};
+use std::hash::{BuildHasher, Hash, Hasher, RandomState};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -205,6 +208,8 @@ struct Shared {
     client: reqwest::Client,
     archive: Option<Arc<SqliteArchive>>,
     sessions: Mutex<Sessions>,
+    /// Salts the session keys (see [`session_key`]).
+    salt: RandomState,
     gate: tokio::sync::Semaphore,
     metrics: Metrics,
     next_id: AtomicU64,
@@ -253,6 +258,7 @@ impl Proxy {
                 client,
                 archive,
                 sessions: Mutex::new(Sessions::default()),
+                salt: RandomState::new(),
                 metrics: Metrics::default(),
                 next_id: AtomicU64::new(1),
             }),
@@ -336,37 +342,60 @@ struct Done {
     note: Option<&'static str>,
 }
 
-fn hash_hex(parts: &[&str]) -> String {
-    let mut h = std::hash::DefaultHasher::new();
-    parts.hash(&mut h);
-    format!("h{:016x}", h.finish())
+/// Headers that carry the client's credential.
+const CREDENTIALS: &[&str] = &["authorization", "x-api-key", "api-key", "x-goog-api-key"];
+
+/// Body fields by which a client names its user or conversation, the same
+/// on every turn: Anthropic `metadata.user_id` (Claude Code's holds its
+/// session id), OpenAI `prompt_cache_key`, `safety_identifier`, `user`.
+fn client_ids(conv: &Conversation) -> [Option<&serde_json::Value>; 4] {
+    let f = &conv.envelope.fields;
+    [
+        f.get("metadata").and_then(|m| m.get("user_id")),
+        f.get("prompt_cache_key"),
+        f.get("safety_identifier"),
+        f.get("user"),
+    ]
 }
 
-/// The session key: the header when sent, else the system prompt and the
-/// first user message (what stays the same across a conversation's turns).
-fn session_key(headers: &HeaderMap, conv: &Conversation) -> String {
-    if let Some(v) = headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok()) {
-        return format!("x{}", hash_hex(&[v]));
+/// The session key: the client (a hash of its credential, salted per
+/// process so that the logged key tells nothing about it) and the
+/// conversation: the `x-ctxpress-session` header when sent, else the system
+/// prompt, the first user message and the ids the client gives in the body.
+/// What is hashed is what the provider reads of them (cache markers left
+/// out), so the key is the same from the first request on while the client
+/// moves its markers (a first user message is the newest one, marked, in
+/// the first request only).
+fn session_key(salt: &RandomState, headers: &HeaderMap, conv: &Conversation) -> String {
+    let mut h = salt.build_hasher();
+    for name in CREDENTIALS {
+        if let Some(v) = headers.get(*name) {
+            name.hash(&mut h);
+            v.as_bytes().hash(&mut h);
+        }
     }
-    let system = conv
-        .envelope
-        .fields
-        .get("system")
-        .map(|v| v.to_string())
-        .or_else(|| {
-            conv.messages
-                .iter()
-                .find(|m| matches!(m.role_str(), "system" | "developer"))
-                .map(|m| conv.message_json(m))
-        })
-        .unwrap_or_default();
-    let first_user = conv
-        .messages
+    if let Some(v) = headers.get(SESSION_HEADER) {
+        v.as_bytes().hash(&mut h);
+        return format!("x{:016x}", h.finish());
+    }
+    let system = match conv.envelope.fields.get("system") {
+        Some(v) => Some(content_read_hash(v)),
+        None => conv
+            .messages
+            .iter()
+            .find(|m| matches!(m.role_str(), "system" | "developer"))
+            .map(read_hash),
+    };
+    system.hash(&mut h);
+    conv.messages
         .iter()
         .find(|m| m.role_str() == "user")
-        .map(|m| conv.message_json(m))
-        .unwrap_or_default();
-    hash_hex(&[&system, &first_user])
+        .map(read_hash)
+        .hash(&mut h);
+    for id in client_ids(conv) {
+        id.map(|v| v.to_string()).hash(&mut h);
+    }
+    format!("h{:016x}", h.finish())
 }
 
 fn session_for(s: &Shared, key: &str) -> Result<Arc<tokio::sync::Mutex<Session>>, String> {
@@ -407,7 +436,7 @@ async fn compress(s: &Shared, headers: &HeaderMap, body: &Bytes, done: &mut Done
             return None;
         }
     };
-    let key = session_key(headers, &conv);
+    let key = session_key(&s.salt, headers, &conv);
     let session = match session_for(s, &key) {
         Ok(x) => x,
         Err(_) => {

@@ -323,6 +323,147 @@ async fn later_turns_extend_the_previous_request_byte_for_byte() {
     p.shutdown().await;
 }
 
+/// A Claude Code style request (Anthropic Messages) of turn `k`: marked
+/// `system` blocks, `tools`, `metadata.user_id`, a first user request and
+/// `k` tool rounds; the client's one message marker sits on the newest
+/// message's last block (moved there every turn, gone from the others).
+fn claude_code_turn(k: usize) -> Value {
+    let mut m = vec![json!({"role": "user", "content": [
+        {"type": "text", "text": "<system-reminder>\nThe repository is /repo.\n</system-reminder>"},
+        {"type": "text", "text": "Fix the failing test in src/mod_0.rs."}
+    ]})];
+    for i in 0..k {
+        m.push(json!({"role": "assistant", "content": [{"type": "text", "text": format!("Reading src/mod_{i}.rs.")}, {"type": "tool_use", "id": format!("toolu_{i}"), "name": "Read", "input": {"file_path": format!("/repo/src/mod_{i}.rs")}}]}));
+        m.push(json!({"role": "user", "content": [{"type": "tool_result", "tool_use_id": format!("toolu_{i}"), "content": body_of(i, 8 + i % 9)}]}));
+    }
+    let last = m.last_mut().unwrap()["content"].as_array_mut().unwrap();
+    last.last_mut().unwrap()["cache_control"] = json!({"type": "ephemeral"});
+    json!({
+        "model": "claude-x",
+        "max_tokens": 32000,
+        "system": [
+            {"type": "text", "text": "You are Claude Code.", "cache_control": {"type": "ephemeral"}},
+            {"type": "text", "text": "Follow the repository's conventions.", "cache_control": {"type": "ephemeral"}}
+        ],
+        "tools": [{"name": "Read", "description": "Reads a file.", "input_schema": {"type": "object", "properties": {"file_path": {"type": "string"}}}}],
+        "metadata": {"user_id": "user_1_account_2_session_3"},
+        "messages": m
+    })
+}
+
+fn metric(text: &str, name: &str) -> u64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+        .unwrap_or_else(|| panic!("{name} in {text}"))
+}
+
+/// Claude Code moves its one message marker to the newest message every
+/// turn. Through the proxy: one session from the first request on, one
+/// compaction per `trigger - target` of growth, the requests between two
+/// compactions the previous one byte for byte (but its newest message, the
+/// marker gone from it), system untouched, one marker on the newest message.
+#[tokio::test]
+async fn a_claude_code_session_is_one_session_that_keeps_its_prefix() {
+    let (stub, upstream) = start_stub().await;
+    let p = start_proxy(&upstream, 40000, None).await;
+    let client = reqwest::Client::new();
+    let mut prev: Option<Vec<String>> = None;
+    let mut compactions = 0;
+    let mut last_given = 0;
+    for k in 0..110 {
+        let req = claude_code_turn(k);
+        let r = client
+            .post(format!("{}/v1/messages", p.url))
+            .header("x-api-key", "sk-ant-test")
+            .json(&req)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+        let seen = stub.seen.lock().unwrap().last().cloned().unwrap();
+        let v: Value = serde_json::from_slice(&seen.body).unwrap();
+        assert_eq!(v["system"], req["system"]);
+        let c = Conversation::parse(std::str::from_utf8(&seen.body).unwrap()).unwrap();
+        assert!(validate(&c).is_empty(), "turn {k}");
+        let now: Vec<String> = c.messages.iter().map(|m| c.message_json(m)).collect();
+        let marks = now
+            .iter()
+            .map(|m| m.matches("cache_control").count())
+            .sum::<usize>();
+        assert_eq!(marks, 1, "turn {k}");
+        assert!(now.last().unwrap().contains("cache_control"), "turn {k}");
+        if let Some(p) = &prev
+            && !(now.len() > p.len() && now[..p.len() - 1] == p[..p.len() - 1])
+        {
+            compactions += 1;
+        }
+        last_given = tokens(&Conversation::parse(&req.to_string()).unwrap());
+        prev = Some(now);
+    }
+    let m = client
+        .get(format!("{}/metrics", p.url))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert_eq!(metric(&m, "ctxpress_sessions"), 1, "{m}");
+    assert_eq!(metric(&m, "ctxpress_compactions_total"), compactions, "{m}");
+    // Window 40000: trigger 28000, target 16000.
+    let most = 1 + (last_given - 28000).div_ceil(28000 - 16000) as u64;
+    assert!(
+        (most - 1..=most).contains(&compactions),
+        "{compactions} compactions, at most {most} expected ({last_given} tokens at the end)"
+    );
+    let kept = metric(&m, "ctxpress_cache_prefix_tokens_kept_total");
+    let sent = metric(&m, "ctxpress_tokens_out_total");
+    eprintln!(
+        "proxy replay: {compactions} compactions (at most {most}), {last_given} tokens at the end, kept {kept} of {sent}"
+    );
+    assert!(kept * 10 >= sent * 9, "kept {kept} of {sent}");
+    p.shutdown().await;
+}
+
+/// The same conversation from two credentials is two sessions; the
+/// session header does not join another credential's session either.
+#[tokio::test]
+async fn clients_with_other_credentials_get_other_sessions() {
+    let (_stub, upstream) = start_stub().await;
+    let p = start_proxy(&upstream, 16000, None).await;
+    let client = reqwest::Client::new();
+    let send = |key: &'static str, header: Option<&'static str>, k: usize| {
+        let mut r = client
+            .post(format!("{}/v1/messages", p.url))
+            .header("x-api-key", key)
+            .json(&claude_code_turn(k));
+        if let Some(h) = header {
+            r = r.header(ctxpress_proxy::SESSION_HEADER, h);
+        }
+        async move { assert_eq!(r.send().await.unwrap().status(), 200) }
+    };
+    let sessions = || async {
+        let m = client
+            .get(format!("{}/metrics", p.url))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        metric(&m, "ctxpress_sessions")
+    };
+    send("sk-ant-a", None, 1).await;
+    send("sk-ant-a", None, 2).await;
+    assert_eq!(sessions().await, 1);
+    send("sk-ant-b", None, 2).await;
+    assert_eq!(sessions().await, 2);
+    send("sk-ant-a", Some("conv-1"), 3).await;
+    send("sk-ant-b", Some("conv-1"), 3).await;
+    assert_eq!(sessions().await, 4);
+    p.shutdown().await;
+}
+
 #[tokio::test]
 async fn streams_pass_through_chunk_by_chunk() {
     let (stub, upstream) = start_stub().await;

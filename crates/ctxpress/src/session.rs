@@ -13,11 +13,23 @@
 //! case): the known part is recognized by hashes and replaced by the prefix
 //! without compressing it again. A history that does not continue the known
 //! one (edited, or another conversation) starts the session afresh.
+//!
+//! Continuation is decided on what the provider reads of a message
+//! ([`read_hash`]): cache markers (`cache_control`, on the message or on a
+//! content block at any depth) do not count, since clients move them every
+//! turn (Claude Code keeps one on its newest message). The markers of the
+//! messages the prefix stands for are dropped from it, so its bytes stay the
+//! same from one compaction to the next; the client's marker on its newest
+//! message stays there, also when that message is inside the prefix (the
+//! compaction turn). System messages are sent as the client sends them,
+//! markers included. So a request never has more markers than the client
+//! sent, and the breakpoint the client asked for is where it put it.
 
 use crate::{Compressor, Error, PipelineConfig, Report};
 use ctxpress_core::tokens::count_message;
 use ctxpress_core::window::{envelope_tokens, ready};
 use ctxpress_core::{Archive, ConfigError, Conversation, Message};
+use serde_json::{Map, Value};
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
@@ -33,8 +45,10 @@ pub struct TurnReport {
     /// `tokens_given - tokens_request`.
     pub tokens_saved: usize,
     /// Tokens at the start of this request that are the previous request's
-    /// own first messages, byte for byte: what a provider can serve from
-    /// its prompt cache.
+    /// own first messages as the provider reads them (byte for byte but the
+    /// cache markers, whose placement does not change what is cached): what
+    /// a provider can serve from its prompt cache. Messages only: `system`
+    /// and `tools`, cached too, are not counted.
     pub tokens_prefix_kept: usize,
     /// Tokens of the previous request that this one no longer starts with
     /// (the cache given up; 0 between compactions).
@@ -60,9 +74,9 @@ pub struct Session {
     compressor: Compressor,
     trigger: usize,
     target: usize,
-    /// Hashes of the original messages the prefix stands for.
+    /// [`read_hash`]es of the original messages the prefix stands for.
     covered: Vec<u64>,
-    /// The compressed messages standing for them.
+    /// The compressed messages standing for them, without cache markers.
     prefix: Vec<Message>,
     /// Hashes and token counts of the last request's messages.
     last: Vec<(u64, usize)>,
@@ -76,10 +90,159 @@ pub struct Session {
     compactions: usize,
 }
 
-fn hash_text(s: &str) -> u64 {
+/// The field clients move between turns to mark where the provider should
+/// cache: Anthropic's `cache_control`, which OpenAI-compatible gateways
+/// take on content parts too. (OpenAI's own caching needs no marker.)
+const MARKER: &str = "cache_control";
+
+/// Hash of what the provider reads of a message: every field but the cache
+/// markers on the message and on its content blocks, at any depth of
+/// blocks (a `tool_result`'s own blocks too; a tool call's `input` is the
+/// caller's data and counts whole). Two sends of a message that differ only
+/// in where the client put its markers hash the same.
+pub fn read_hash(m: &Message) -> u64 {
     let mut h = std::hash::DefaultHasher::new();
-    s.hash(&mut h);
+    hash_object(m.fields(), &mut h);
     h.finish()
+}
+
+/// [`read_hash`] of a content value: a string or content blocks, e.g. an
+/// Anthropic top-level `system`.
+pub fn content_read_hash(v: &Value) -> u64 {
+    let mut h = std::hash::DefaultHasher::new();
+    hash_blocks(v, &mut h);
+    h.finish()
+}
+
+fn hash_object(o: &Map<String, Value>, h: &mut impl Hasher) {
+    h.write_u8(6);
+    let mut n = 0usize;
+    for (k, v) in o {
+        if k == MARKER {
+            continue;
+        }
+        n += 1;
+        k.hash(h);
+        if k == "content" {
+            hash_blocks(v, h);
+        } else {
+            hash_value(v, h);
+        }
+    }
+    h.write_usize(n);
+}
+
+fn hash_blocks(v: &Value, h: &mut impl Hasher) {
+    match v {
+        Value::Array(a) => {
+            h.write_u8(5);
+            for b in a {
+                match b {
+                    Value::Object(o) => hash_object(o, h),
+                    x => hash_value(x, h),
+                }
+            }
+            h.write_usize(a.len());
+        }
+        x => hash_value(x, h),
+    }
+}
+
+fn hash_value(v: &Value, h: &mut impl Hasher) {
+    match v {
+        Value::Null => h.write_u8(0),
+        Value::Bool(b) => h.write_u8(1 + u8::from(*b)),
+        Value::Number(n) => {
+            h.write_u8(3);
+            n.to_string().hash(h);
+        }
+        Value::String(s) => {
+            h.write_u8(4);
+            s.hash(h);
+        }
+        Value::Array(a) => {
+            h.write_u8(5);
+            for x in a {
+                hash_value(x, h);
+            }
+            h.write_usize(a.len());
+        }
+        Value::Object(o) => {
+            h.write_u8(7);
+            for (k, x) in o {
+                k.hash(h);
+                hash_value(x, h);
+            }
+            h.write_usize(o.len());
+        }
+    }
+}
+
+/// The last marker of an object or of its content blocks, at any depth.
+fn last_marker(o: &Map<String, Value>) -> Option<&Value> {
+    let inner = match o.get("content") {
+        Some(Value::Array(a)) => a.iter().rev().find_map(|b| match b {
+            Value::Object(x) => last_marker(x),
+            _ => None,
+        }),
+        _ => None,
+    };
+    inner.or_else(|| o.get(MARKER))
+}
+
+/// Drop the markers of an object and of its content blocks, at any depth;
+/// other fields keep their order.
+fn strip_markers(o: &mut Map<String, Value>) {
+    o.shift_remove(MARKER);
+    if let Some(Value::Array(a)) = o.get_mut("content") {
+        for b in a {
+            if let Value::Object(x) = b {
+                strip_markers(x);
+            }
+        }
+    }
+}
+
+/// `m` without markers; unchanged (its source text kept) when it has none,
+/// and when it is a system message (those stay byte-identical: the request
+/// carries the client's own, see [`Session::prepare_async`]).
+fn unmarked(mut m: Message) -> Message {
+    if !m.role_ref().is_system() && last_marker(m.fields()).is_some() {
+        strip_markers(m.fields_mut());
+    }
+    m
+}
+
+/// Put `marker` on the last block of `m` that can carry one (not a
+/// thinking block); string content becomes one text block.
+fn put_marker(m: &mut Message, marker: &Value) {
+    let fields = m.fields_mut();
+    match fields.get_mut("content") {
+        Some(Value::String(s)) => {
+            let mut b = Map::new();
+            b.insert("type".into(), Value::String("text".into()));
+            b.insert("text".into(), Value::String(std::mem::take(s)));
+            b.insert(MARKER.into(), marker.clone());
+            fields.insert("content".into(), Value::Array(vec![Value::Object(b)]));
+        }
+        Some(Value::Array(a)) => {
+            let block = a.iter_mut().rev().find_map(|b| match b {
+                Value::Object(x)
+                    if !matches!(
+                        x.get("type").and_then(Value::as_str),
+                        Some("thinking" | "redacted_thinking")
+                    ) =>
+                {
+                    Some(x)
+                }
+                _ => None,
+            });
+            if let Some(x) = block {
+                x.insert(MARKER.into(), marker.clone());
+            }
+        }
+        _ => {}
+    }
 }
 
 impl Session {
@@ -163,7 +326,7 @@ impl Session {
             c.messages
                 .iter()
                 .map(|m| {
-                    let h = hash_text(&c.message_json(m));
+                    let h = read_hash(m);
                     let n = *counts.entry(h).or_insert_with(|| {
                         self.counts
                             .get(&h)
@@ -190,10 +353,25 @@ impl Session {
             0
         };
         let mut request = history.clone();
+        // The prefix's system messages are the client's (compaction keeps
+        // them byte-identical): sent as the client sends them this turn, so
+        // they stay byte-identical and keep the client's markers where it
+        // has them now.
+        let mut systems = history.messages[..rest]
+            .iter()
+            .filter(|m| m.role_ref().is_system());
         request.messages = self
             .prefix
             .iter()
-            .cloned()
+            .map(|m| {
+                if m.role_ref().is_system()
+                    && let Some(now) = systems.next()
+                    && read_hash(now) == read_hash(m)
+                {
+                    return now.clone();
+                }
+                m.clone()
+            })
             .chain(history.messages[rest..].iter().cloned())
             .collect();
         let fixed = envelope_tokens(history, counter.as_ref());
@@ -207,7 +385,10 @@ impl Session {
             report.compacted = after.iter().map(|x| x.0).ne(now.iter().map(|x| x.0));
             if report.compacted {
                 self.compactions += 1;
-                self.prefix = request.messages.clone();
+                // Without the markers: the same bytes every turn until the
+                // next compaction.
+                self.prefix = request.messages.drain(..).map(unmarked).collect();
+                request.messages = self.prefix.clone();
                 self.covered = hashes;
                 now = after;
             }
@@ -217,6 +398,23 @@ impl Session {
                 tokens + (self.trigger - self.target)
             };
             report.report = Some(r);
+        }
+        // The request ends inside the prefix (this turn compacted, or the
+        // client sent nothing new): its newest message keeps the marker the
+        // client put on its own newest one.
+        let ends_in_prefix = report.compacted || rest == history.messages.len();
+        if ends_in_prefix
+            && !self.prefix.is_empty()
+            && let (Some(newest), Some(out)) =
+                (history.messages.last(), request.messages.last_mut())
+            && let Some(marker) = last_marker(newest.fields())
+        {
+            if read_hash(out) == read_hash(newest) {
+                *out = newest.clone();
+            } else {
+                let marker = marker.clone();
+                put_marker(out, &marker);
+            }
         }
         report.tokens_request = tokens;
         report.fits = tokens <= self.trigger;
@@ -324,6 +522,331 @@ mod tests {
         let (req, r) = s.prepare(&other).unwrap();
         assert!(r.reset && !r.compacted);
         assert_eq!(req.to_json_string(), other.to_json_string());
+    }
+
+    /// A Claude Code style session (Anthropic Messages): `system` blocks and
+    /// `tools`, one user request, then tool rounds (assistant text and
+    /// `tool_use`, user `tool_result`), a short user message now and then.
+    /// Deterministic. `turn(k)` is the request body of turn `k`: the first
+    /// `2k + 1` messages with the client's one message marker on the newest
+    /// message's last block (inside a `tool_result`'s own content blocks
+    /// every third turn), none on the others: the client moves it every turn.
+    pub(crate) mod claude_code {
+        use serde_json::{Value, json};
+
+        pub const MARK: &str = r#""cache_control""#;
+
+        fn output(i: usize) -> Value {
+            // 6 to 40 lines, about 12 tokens a line.
+            let lines = 6 + (i * 7919 + 13) % 35;
+            let text: Vec<String> = (0..lines)
+                .map(|l| format!("{l:4}  let v_{i}_{l} = table.get(\"k{i}_{l}\").unwrap_or({l}); // src/m{}.rs", i % 9))
+                .collect();
+            json!(text.join("\n"))
+        }
+
+        fn messages(rounds: usize) -> Vec<Value> {
+            let mut m = vec![json!({"role": "user", "content": [
+                {"type": "text", "text": "<system-reminder>\nAs you answer the user's questions, you can use the following context: the repository is /repo, branch main.\n</system-reminder>"},
+                {"type": "text", "text": "The cache in src/m0.rs is rebuilt on every call; find out why and fix it, then run the tests."}
+            ]})];
+            for i in 0..rounds {
+                let (name, input) = match i % 3 {
+                    0 => (
+                        "Read",
+                        json!({"file_path": format!("/repo/src/m{}.rs", i % 9)}),
+                    ),
+                    1 => (
+                        "Bash",
+                        json!({"command": format!("cargo test -p m{} -- cache_{i}", i % 9), "description": "Run the tests"}),
+                    ),
+                    _ => (
+                        "Grep",
+                        json!({"pattern": format!("cache_{i}"), "path": "/repo/src"}),
+                    ),
+                };
+                m.push(json!({"role": "assistant", "content": [
+                    {"type": "text", "text": format!("Step {i}: checking how the cache is keyed in src/m{}.rs.", i % 9)},
+                    {"type": "tool_use", "id": format!("toolu_{i:04}"), "name": name, "input": input}
+                ]}));
+                let result = if i % 2 == 0 {
+                    json!({"type": "tool_result", "tool_use_id": format!("toolu_{i:04}"), "content": output(i)})
+                } else {
+                    json!({"type": "tool_result", "tool_use_id": format!("toolu_{i:04}"), "content": [{"type": "text", "text": output(i)}]})
+                };
+                let mut blocks = vec![result];
+                if i % 10 == 9 {
+                    blocks.push(json!({"type": "text", "text": format!("Keep going; step {i} looks right.")}));
+                }
+                m.push(json!({"role": "user", "content": blocks}));
+            }
+            m
+        }
+
+        /// The request of turn `k` (`k + 1` user messages).
+        pub fn turn(k: usize) -> String {
+            let mut msgs = messages(k);
+            let marker = json!({"type": "ephemeral"});
+            let last = msgs.last_mut().unwrap();
+            let blocks = last["content"].as_array_mut().unwrap();
+            let block = blocks.last_mut().unwrap();
+            if k % 3 == 1 && block["content"].is_array() {
+                let inner = block["content"].as_array_mut().unwrap();
+                inner.last_mut().unwrap()["cache_control"] = marker;
+            } else {
+                block["cache_control"] = marker;
+            }
+            json!({
+                "model": "claude-sonnet-4-5",
+                "max_tokens": 32000,
+                "system": [
+                    {"type": "text", "text": "You are Claude Code, Anthropic's official CLI for Claude.", "cache_control": {"type": "ephemeral"}},
+                    {"type": "text", "text": "You are an interactive CLI tool that helps users with software engineering tasks. Follow the repository's conventions; run the tests before you finish.", "cache_control": {"type": "ephemeral"}}
+                ],
+                "tools": [
+                    {"name": "Read", "description": "Reads a file.", "input_schema": {"type": "object", "properties": {"file_path": {"type": "string"}}, "required": ["file_path"]}},
+                    {"name": "Bash", "description": "Runs a command.", "input_schema": {"type": "object", "properties": {"command": {"type": "string"}, "description": {"type": "string"}}, "required": ["command"]}},
+                    {"name": "Grep", "description": "Searches files.", "input_schema": {"type": "object", "properties": {"pattern": {"type": "string"}, "path": {"type": "string"}}, "required": ["pattern"]}}
+                ],
+                "metadata": {"user_id": "user_0123_account_4567_session_89ab"},
+                "messages": msgs,
+                "stream": true
+            })
+            .to_string()
+        }
+    }
+
+    /// Claude Code moves its one message marker to the newest message every
+    /// turn. The session must see the history continue (no reset after the
+    /// first compaction), compact once per `trigger - target` of growth, keep
+    /// the compacted prefix byte for byte between compactions, never send
+    /// more markers than the client did, keep the client's marker on the
+    /// newest message, and so leave most of every request cacheable.
+    #[test]
+    fn a_claude_code_session_keeps_its_prefix_while_the_marker_moves() {
+        use claude_code::{MARK, turn};
+        let mut cfg = crate::preset("agent").unwrap();
+        cfg.window.size = Some(100_000);
+        let mut s = Session::new(&cfg).unwrap();
+        let (trigger, target) = (s.trigger(), s.target());
+        let mut prev: Option<Vec<String>> = None;
+        let (mut kept, mut sent) = (0usize, 0usize);
+        let mut compactions = Vec::new();
+        let mut last_given = 0;
+        let turns = 220;
+        // What went wrong, turn by turn (gathered so that a failure still
+        // prints the figures).
+        let mut wrong: Vec<String> = Vec::new();
+        for k in 1..=turns {
+            let h = Conversation::parse(&turn(k)).unwrap();
+            let (req, r) = s.prepare(&h).unwrap();
+            assert!(crate::validate(&req).is_empty(), "turn {k}");
+            assert!(r.tokens_request <= r.tokens_given, "turn {k}");
+            assert_eq!(req.envelope.prefix, h.envelope.prefix, "turn {k}");
+            let now = texts(&req);
+            let marks = |t: &[String]| t.iter().map(|m| m.matches(MARK).count()).sum::<usize>();
+            if r.reset {
+                wrong.push(format!("turn {k}: reset"));
+            }
+            if marks(&now) != 1 || marks(&texts(&h)) != 1 {
+                wrong.push(format!("turn {k}: {} markers sent", marks(&now)));
+            }
+            if !now.last().unwrap().contains(MARK) {
+                wrong.push(format!("turn {k}: the newest message lost its marker"));
+            }
+            if r.compacted {
+                compactions.push((k, r.tokens_given));
+            } else if let Some(p) = &prev
+                && (now.len() < p.len() || now[..p.len() - 1] != p[..p.len() - 1])
+            {
+                // Byte for byte but the previous newest message, which the
+                // client unmarked.
+                wrong.push(format!("turn {k}: the prefix moved"));
+            }
+            if k > 1 {
+                kept += r.tokens_prefix_kept;
+                sent += r.tokens_request;
+            }
+            last_given = r.tokens_given;
+            prev = Some(now);
+        }
+        let share = kept as f64 / sent as f64;
+        let growth = last_given.saturating_sub(trigger) as f64 / (trigger - target) as f64;
+        eprintln!(
+            "replay: {turns} turns, {} compactions at {compactions:?}, trigger {trigger}, target {target}, given at the end {last_given} ({growth:.2} × (trigger - target) past the trigger), cacheable share {share:.3}",
+            compactions.len()
+        );
+        assert!(
+            wrong.is_empty(),
+            "{} turns wrong: {:?}",
+            wrong.len(),
+            &wrong[..wrong.len().min(8)]
+        );
+        assert!(share >= 0.9, "cacheable share {share:.3}");
+        assert_eq!(s.compactions(), compactions.len());
+        // A compaction lands at or under the target, so the next one waits
+        // for at least `trigger - target` tokens of growth.
+        assert!(
+            compactions
+                .windows(2)
+                .all(|w| w[1].1 - w[0].1 >= trigger - target),
+            "{compactions:?}"
+        );
+        let most = 1 + growth.ceil() as usize;
+        assert!(
+            (most.saturating_sub(1).max(1)..=most).contains(&compactions.len()),
+            "{} compactions, expected about {most}",
+            compactions.len()
+        );
+    }
+
+    #[test]
+    fn the_read_hash_ignores_markers_and_only_markers() {
+        let m = |v: serde_json::Value| {
+            let c = Conversation::parse(&json!([v]).to_string()).unwrap();
+            read_hash(&c.messages[0])
+        };
+        let plain = json!({"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "t1", "content": [{"type": "text", "text": "ok"}]},
+            {"type": "text", "text": "go on"}
+        ]});
+        let mut marked = plain.clone();
+        marked["cache_control"] = json!({"type": "ephemeral"});
+        marked["content"][1]["cache_control"] = json!({"type": "ephemeral"});
+        marked["content"][0]["content"][0]["cache_control"] =
+            json!({"type": "ephemeral", "ttl": "1h"});
+        assert_eq!(m(plain.clone()), m(marked));
+        let mut edited = plain.clone();
+        edited["content"][0]["content"][0]["text"] = json!("ok!");
+        assert_ne!(m(plain), m(edited));
+        // A tool call's input is the caller's data: a key named like a
+        // marker there counts.
+        let call = |input| json!({"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "Set", "input": input}]});
+        assert_ne!(
+            m(call(json!({"cache_control": 1}))),
+            m(call(json!({"cache_control": 2})))
+        );
+        // OpenAI-compatible parts carry it the same way.
+        assert_eq!(
+            m(json!({"role": "user", "content": [{"type": "text", "text": "hi"}]})),
+            m(
+                json!({"role": "user", "content": [{"type": "text", "text": "hi", "cache_control": {"type": "ephemeral"}}]})
+            )
+        );
+        assert_eq!(
+            content_read_hash(
+                &json!([{"type": "text", "text": "sys", "cache_control": {"type": "ephemeral"}}])
+            ),
+            content_read_hash(&json!([{"type": "text", "text": "sys"}]))
+        );
+    }
+
+    #[test]
+    fn a_marker_goes_on_the_last_block_that_can_carry_one() {
+        let c = Conversation::parse(
+            &json!([
+                {"role": "user", "content": "plain"},
+                {"role": "assistant", "content": [{"type": "text", "text": "a"}, {"type": "thinking", "thinking": "t", "signature": "s"}]}
+            ])
+            .to_string(),
+        )
+        .unwrap();
+        let marker = json!({"type": "ephemeral"});
+        let mut a = c.messages[0].clone();
+        put_marker(&mut a, &marker);
+        assert_eq!(
+            Value::Object(a.fields().clone()),
+            json!({"role": "user", "content": [{"type": "text", "text": "plain", "cache_control": marker}]})
+        );
+        let mut b = c.messages[1].clone();
+        put_marker(&mut b, &marker);
+        assert_eq!(b.fields()["content"][0]["cache_control"], marker);
+        assert!(b.fields()["content"][1].get("cache_control").is_none());
+        assert_eq!(last_marker(b.fields()), Some(&marker));
+        let back = unmarked(b);
+        assert_eq!(last_marker(back.fields()), None);
+        assert_eq!(read_hash(&back), read_hash(&c.messages[1]));
+    }
+
+    /// The client sends the compaction turn's history again (a retry): the
+    /// same request goes out, its newest message marked as the client did.
+    #[test]
+    fn a_retried_compaction_turn_sends_the_same_request() {
+        use claude_code::{MARK, turn};
+        let mut s = session(12_000);
+        let mut k = 1;
+        let (first, h) = loop {
+            let h = Conversation::parse(&turn(k)).unwrap();
+            let (req, r) = s.prepare(&h).unwrap();
+            if r.compacted {
+                break (req, h);
+            }
+            k += 1;
+        };
+        let (again, r) = s.prepare(&h).unwrap();
+        assert!(!r.compacted && !r.reset);
+        assert_eq!(again.to_json_string(), first.to_json_string());
+        let t = texts(&again);
+        assert!(t.last().unwrap().contains(MARK));
+        assert_eq!(t.iter().filter(|m| m.contains(MARK)).count(), 1);
+        assert_eq!(r.tokens_prefix_changed, 0);
+    }
+
+    /// An OpenAI-compatible client (a gateway in front of Anthropic) that
+    /// marks its system message and moves a second marker to the newest user
+    /// message: the system message goes out as the client sends it, marker
+    /// and all; the others lose theirs in the prefix.
+    #[test]
+    fn system_messages_keep_the_clients_markers() {
+        let marker = json!({"type": "ephemeral"});
+        let body = |turns: usize| {
+            let mut msgs = vec![
+                json!({"role": "system", "content": [{"type": "text", "text": "You are a coding agent.", "cache_control": marker}]}),
+            ];
+            for i in 0..turns {
+                msgs.push(json!({"role": "user", "content": [{"type": "text", "text": format!("Step {i}: explain src/mod_{i}.rs; we measured {i} ms.")}]}));
+                msgs.push(json!({"role": "assistant", "content": format!("In src/mod_{i}.rs the cache is keyed by the request id. {}", "The rest of the module is fine. ".repeat(8))}));
+            }
+            msgs.push(json!({"role": "user", "content": [{"type": "text", "text": format!("Step {turns}: explain src/mod_{turns}.rs; we measured {turns} ms."), "cache_control": marker}]}));
+            Conversation::parse(&serde_json::Value::Array(msgs).to_string()).unwrap()
+        };
+        let mut s = session(3000);
+        let mut compacted = 0;
+        for turn in 1..=60 {
+            let h = body(turn);
+            let (req, r) = s.prepare(&h).unwrap();
+            assert!(!r.reset, "turn {turn}");
+            compacted += usize::from(r.compacted);
+            let (sent, given) = (texts(&req), texts(&h));
+            assert_eq!(sent[0], given[0], "turn {turn}: the system message");
+            assert_eq!(sent.last(), given.last(), "turn {turn}: the newest message");
+            let marks = |t: &[String]| t.iter().filter(|m| m.contains("cache_control")).count();
+            assert_eq!(marks(&sent), 2, "turn {turn}");
+            assert!(crate::validate(&req).is_empty(), "turn {turn}");
+        }
+        assert!(compacted >= 2, "{compacted}");
+    }
+
+    /// The archive restores the history from a compaction turn's request
+    /// and from a later one (markers aside: the prefix drops them).
+    #[test]
+    fn the_archive_restores_a_marked_history() {
+        use claude_code::turn;
+        let archive = Arc::new(ctxpress_core::MemoryArchive::new());
+        let mut s = session(12_000).with_archive(Some(archive.clone()));
+        let reads = |c: &Conversation| c.messages.iter().map(read_hash).collect::<Vec<_>>();
+        let mut seen = 0;
+        for k in 1..=40 {
+            let h = Conversation::parse(&turn(k)).unwrap();
+            let (req, r) = s.prepare(&h).unwrap();
+            if s.compactions() == 0 {
+                continue;
+            }
+            seen += usize::from(r.compacted);
+            let back = crate::expand(&req, archive.as_ref()).unwrap();
+            assert_eq!(reads(&back), reads(&h), "turn {k}");
+        }
+        assert!(seen >= 2, "{seen}");
     }
 
     #[test]
