@@ -504,9 +504,10 @@ fn warn_if_continuing_elsewhere(
         .with_context(|| format!("reading the batches of {id}"))?
         .len();
     if n > 0 {
-        eprintln!(
+        let warning = format!(
             "warning: {name}:{line}: the archive already holds {n} batches of conversation `{id}` but this input has no [Context Summary] message: the new batches follow them (compact the previous output instead, or use another conversation id)"
         );
+        eprintln!("{}", crate::io::safe(&warning));
     }
     Ok(())
 }
@@ -527,7 +528,8 @@ struct Row {
 
 fn row(id: &str, r: &CompactionResult, depth: Option<u32>) -> Row {
     Row {
-        id: id.to_string(),
+        // Shown in a terminal: escape sequences in it are written out.
+        id: crate::io::safe(id).into_owned(),
         compacted: r.compacted,
         folded: r.messages_folded,
         added: r.batches_added.len(),
@@ -565,7 +567,7 @@ fn table(rows: &[Row]) -> String {
             format!("{} → {}", r.before, r.after),
         ));
         if let Some(n) = r.note.as_ref().filter(|_| !r.compacted) {
-            s.push_str(&format!("    unchanged: {n}\n"));
+            s.push_str(&format!("    unchanged: {}\n", crate::io::safe(n)));
         }
         before += r.before;
         after += r.after;

@@ -317,6 +317,43 @@ pub fn write_piece(out: &mut Vec<u8>, conv: &Conversation, ending: &str) {
     out.extend_from_slice(ending.as_bytes());
 }
 
+/// `s` safe to print to a terminal: control characters (escape sequences
+/// start with one) and the invisible characters that reorder or hide text
+/// (bidirectional overrides, zero-width marks) written as `\u{1b}` and the
+/// like; line breaks too, so one item stays on one line. Ids, file names
+/// and texts from the input go through this wherever they are printed.
+pub fn safe(s: &str) -> std::borrow::Cow<'_, str> {
+    let risky = |c: char| {
+        c.is_control()
+            || matches!(c, '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{feff}')
+    };
+    if !s.chars().any(risky) {
+        return std::borrow::Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        if risky(c) {
+            match c {
+                '\n' => out.push_str("\\n"),
+                '\t' => out.push_str("\\t"),
+                '\r' => out.push_str("\\r"),
+                _ => out.extend(c.escape_unicode()),
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
+/// [`safe`], line by line: for messages whose line breaks are meant.
+pub fn safe_lines(s: &str) -> String {
+    s.split('\n')
+        .map(|l| safe(l))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 /// Print to stdout and flush, returning errors (a closed pipe among them)
 /// instead of panicking as `print!` does.
 pub fn print_out(s: &str) -> anyhow::Result<()> {

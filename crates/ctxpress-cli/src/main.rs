@@ -183,7 +183,7 @@ fn main() -> ExitCode {
         // quietly, as Unix tools do.
         Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("{}", io::safe_lines(&format!("error: {e:#}")));
             ExitCode::from(2)
         }
     }
@@ -261,9 +261,13 @@ impl LimitArgs {
         if let Some(t) = self.target {
             cfg.window.target = t;
         }
-        cfg.window
-            .validate()
-            .map_err(|e| usage(e.to_string().replace("`window.", "`--")))
+        cfg.window.validate().map_err(|e| {
+            usage(
+                e.to_string()
+                    .replace("`window.size`", "`--window`")
+                    .replace("`window.", "`--"),
+            )
+        })
     }
 }
 
@@ -530,7 +534,7 @@ fn compress(a: CompressArgs) -> Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     for m in &misfits.shown {
-        eprintln!("does not fit: {m}");
+        eprintln!("does not fit: {}", io::safe(m));
     }
     if misfits.count > 5 {
         eprintln!("... and {} more", misfits.count - 5);
@@ -765,10 +769,11 @@ fn expand(
                 .map(|p| format!("messages[{p}]"))
                 .collect();
             let more = if pos.len() > 8 { ", ..." } else { "" };
-            eprintln!(
+            let line = format!(
                 "not restored: {name}:{line}{id}: {}{more}",
                 listed.join(", ")
             );
+            eprintln!("{}", io::safe(&line));
         }
         if left_convs > 5 {
             eprintln!("... and {} more conversations", left_convs - 5);
@@ -814,7 +819,7 @@ fn validate(input: &str) -> Result<ExitCode> {
         let v = ctxpress::validate(&c);
         for x in &v {
             let id = c.id().map(|i| format!(" ({i})")).unwrap_or_default();
-            outln!("{name}:{line}{id}: {x}");
+            outln!("{}", io::safe(&format!("{name}:{line}{id}: {x}")));
         }
         bad += usize::from(!v.is_empty());
         Ok(())
@@ -885,7 +890,8 @@ fn stats(input: &str, tokenizer: &str, as_json: bool) -> Result<ExitCode> {
         );
         for (role, r) in &s.roles {
             outln!(
-                "  {role:<12} {:>7} messages {:>10} tokens",
+                "  {:<12} {:>7} messages {:>10} tokens",
+                io::safe(role),
                 r.messages,
                 r.tokens
             );

@@ -36,6 +36,9 @@ pub fn run(a: &SearchArgs) -> Result<ExitCode> {
         return Err(usage(format!("{}: no such archive", a.archive)));
     }
     let arch = crate::open_sqlite(&a.archive)?;
+    if a.limit == 0 {
+        return Err(usage("--limit: must be at least 1"));
+    }
     let hits = arch
         .search(&a.query, a.conversation.as_deref(), a.limit)
         // The store error's text only: its chain repeats SQLite's message.
@@ -54,13 +57,14 @@ pub fn run(a: &SearchArgs) -> Result<ExitCode> {
 
 fn human(h: &Hit) -> String {
     let snippet: Vec<&str> = h.snippet.split_whitespace().collect();
-    format!(
+    let line = format!(
         "{}  {}  {}  {}",
         h.conversation.as_deref().unwrap_or("-"),
         h.key,
         h.role.as_deref().unwrap_or("-"),
         snippet.join(" ")
-    )
+    );
+    crate::io::safe(&line).into_owned()
 }
 
 fn to_json(h: &Hit) -> String {

@@ -38,6 +38,15 @@ pub struct ServeArgs {
     /// Largest request body in MiB [default: 32].
     #[arg(long, value_name = "MIB")]
     body_limit_mb: Option<usize>,
+    /// Memory the sessions may hold, in MiB; the least recently used are
+    /// dropped first [default: 256].
+    #[arg(long, value_name = "MIB")]
+    session_memory_mb: Option<usize>,
+    /// Turn `GET /ctxpress/search` on, for requests that carry this token
+    /// (`authorization: Bearer TOKEN`); also $CTXPRESS_SEARCH_TOKEN or
+    /// `serve.search_token` [default: search off].
+    #[arg(long, value_name = "TOKEN")]
+    search_token: Option<String>,
     /// No log line per request.
     #[arg(long)]
     quiet: bool,
@@ -74,6 +83,13 @@ pub fn run(a: &ServeArgs) -> Result<ExitCode> {
     if let Some(n) = a.body_limit_mb {
         table.body_limit_mb = n;
     }
+    if let Some(n) = a.session_memory_mb {
+        table.session_memory_mb = n;
+    }
+    let env_token = std::env::var("CTXPRESS_SEARCH_TOKEN").ok();
+    if let Some(t) = a.search_token.clone().or(env_token) {
+        table.search_token = Some(ctxpress_proxy::Secret(t));
+    }
     if a.quiet {
         table.log = false;
     }
@@ -94,8 +110,8 @@ pub fn run(a: &ServeArgs) -> Result<ExitCode> {
     let listen = table.listen.clone();
     let log = table.log;
     let proxy_cfg = table.config(cfg).map_err(|e| usage(e.to_string()))?;
-    let upstream = proxy_cfg.upstream.clone();
     let proxy = Proxy::new(proxy_cfg).map_err(|e| usage(e.to_string()))?;
+    let upstream = proxy.upstream_shown().to_string();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -106,10 +122,11 @@ pub fn run(a: &ServeArgs) -> Result<ExitCode> {
             .map_err(|e| usage(format!("--listen {listen}: {e}")))?;
         let addr = listener.local_addr().context("the listening address")?;
         if log {
-            eprintln!(
-                "ctxpress serve: listening on http://{addr}, forwarding to {}",
-                ctxpress::core::secrets::mask_url_credentials(&upstream)
-            );
+            eprintln!("ctxpress serve: listening on http://{addr}, forwarding to {upstream}");
+        }
+        if let Some(w) = beyond_loopback(addr) {
+            // Said even with --quiet.
+            eprintln!("{w}");
         }
         proxy
             .serve(listener, shutdown_signal())
@@ -119,6 +136,17 @@ pub fn run(a: &ServeArgs) -> Result<ExitCode> {
             eprintln!("ctxpress serve: stopped");
         }
         Ok(ExitCode::SUCCESS)
+    })
+}
+
+/// The warning for a listening address other hosts can reach: anyone who
+/// reaches it can use the upstream through the proxy (with the upstream
+/// URL's query, a key there included, and the sessions' metrics).
+fn beyond_loopback(addr: std::net::SocketAddr) -> Option<String> {
+    (!addr.ip().is_loopback()).then(|| {
+        format!(
+            "warning: ctxpress serve listens on {addr}, reachable beyond this machine (loopback only: --listen 127.0.0.1:PORT)"
+        )
     })
 }
 
@@ -135,5 +163,22 @@ async fn shutdown_signal() {
     tokio::select! {
         _ = tokio::signal::ctrl_c() => {}
         _ = term => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn listening_beyond_loopback_is_warned_about() {
+        for (addr, warned) in [
+            ("127.0.0.1:8787", false),
+            ("[::1]:8787", false),
+            ("0.0.0.0:8787", true),
+            ("[::]:8787", true),
+            ("192.168.1.5:8787", true),
+        ] {
+            let w = super::beyond_loopback(addr.parse().unwrap());
+            assert_eq!(w.is_some(), warned, "{addr}: {w:?}");
+        }
     }
 }

@@ -142,7 +142,12 @@ impl Trace {
                 "" => "-",
                 s => s,
             };
-            let _ = writeln!(out, "{i}\t{}\t{role}\t{d}\t{r}\t{fate}", m.id().as_str());
+            let _ = writeln!(
+                out,
+                "{i}\t{}\t{}\t{d}\t{r}\t{fate}",
+                crate::io::safe(m.id().as_str()),
+                crate::io::safe(role)
+            );
         }
         out
     }
@@ -151,7 +156,8 @@ impl Trace {
     /// the conversation's line and its id.
     pub fn print(&self, after: &Conversation, input: &str, line: impl std::fmt::Display) {
         let id = after.id().map(|i| format!(" ({i})")).unwrap_or_default();
-        eprint!("{}", self.render(after, &format!("{input}:{line}{id}")));
+        let label = format!("{input}:{line}{id}");
+        eprint!("{}", self.render(after, &crate::io::safe(&label)));
     }
 }
 

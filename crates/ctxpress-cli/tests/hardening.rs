@@ -830,3 +830,115 @@ fn an_api_key_over_plain_http_is_refused_and_credentials_not_printed() {
         assert!(String::from_utf8_lossy(&o.stdout).contains("--llm-allow-insecure-http"));
     }
 }
+
+/// Ids, roles and texts with terminal escape sequences (issue #33): every
+/// command that prints them to a terminal writes them out escaped, never
+/// the raw control bytes.
+#[test]
+fn terminal_escapes_in_the_input_are_printed_escaped() {
+    let dir = tempfile::tempdir().unwrap();
+    let evil = "\u{1b}]0;pwned\u{7}\u{1b}[2J\u{202e}";
+    let lines: Vec<String> = corpus_lines(3)
+        .iter()
+        .enumerate()
+        .map(|(i, l)| {
+            let mut v: serde_json::Value = serde_json::from_str(l).unwrap();
+            v["id"] = format!("conv-{i}{evil}").into();
+            if i == 0 {
+                // A tool result answering no call: a violation naming it.
+                v["messages"]
+                    .as_array_mut()
+                    .unwrap()
+                    .push(serde_json::json!({"role": "tool", "tool_call_id": format!("call{evil}"), "content": "x"}));
+            }
+            v.to_string()
+        })
+        .collect();
+    let input = dir.path().join("in.jsonl");
+    std::fs::write(&input, lines.join("\n") + "\n").unwrap();
+    let db = dir.path().join("a.db");
+    let out = dir.path().join("out.jsonl");
+    let clean = |what: &str, o: &Output| {
+        for (stream, bytes) in [("stdout", &o.stdout), ("stderr", &o.stderr)] {
+            assert!(
+                !bytes.iter().any(|&b| b == 0x1b || b == 0x07)
+                    && !String::from_utf8_lossy(bytes).contains('\u{202e}'),
+                "{what}: raw escape bytes on {stream}: {:?}",
+                String::from_utf8_lossy(bytes)
+            );
+        }
+    };
+    let o = run(&[&"validate", &input], None);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains("conv-0\\u{1b}]0;pwned\\u{7}"), "{text}");
+    clean("validate", &o);
+    let o = run(
+        &[
+            &"compact",
+            &input,
+            &"--archive",
+            &db,
+            &"-o",
+            &out,
+            &"--stats",
+        ],
+        None,
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stderr(&o).contains("conv-1\\u{1b}"), "{}", stderr(&o));
+    clean("compact --stats", &o);
+    let o = run(
+        &[&"search", &"the", &"--archive", &db, &"--limit", &"50"],
+        None,
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(String::from_utf8_lossy(&o.stdout).contains("\\u{1b}"));
+    clean("search", &o);
+    let o = run(&[&"stats", &input], None);
+    clean("stats", &o);
+}
+
+#[test]
+fn zero_limits_are_refused_naming_their_flag() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("a.db");
+    let out = dir.path().join("out.jsonl");
+    let o = run(
+        &[
+            &"compress",
+            &data("swe_agent.jsonl"),
+            &"--budget",
+            &"8000",
+            &"--archive",
+            &db,
+            &"-o",
+            &out,
+        ],
+        None,
+    );
+    assert!(o.status.success(), "{}", stderr(&o));
+    let o = run(
+        &[&"search", &"the", &"--archive", &db, &"--limit", &"0"],
+        None,
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("--limit"), "{}", stderr(&o));
+    let o = run(
+        &[
+            &"compress",
+            &data("swe_agent.jsonl"),
+            &"--window",
+            &"0",
+            &"-o",
+            &out,
+        ],
+        None,
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("--window") && !stderr(&o).contains("--size"),
+        "{}",
+        stderr(&o)
+    );
+}

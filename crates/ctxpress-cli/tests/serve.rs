@@ -68,9 +68,12 @@ fn serves_until_sigterm() {
         .args(["serve", "--window", "8000", "--listen"])
         .arg(format!("127.0.0.1:{port}"))
         .arg("--upstream")
-        .arg(format!("http://127.0.0.1:{dead}/v1"))
+        .arg(format!(
+            "http://127.0.0.1:{dead}/v1?key=sk-upstream-query-secret"
+        ))
         .arg("--archive")
         .arg(dir.path().join("a.db"))
+        .args(["--search-token", "tok-serve-1", "--session-memory-mb", "16"])
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
@@ -100,6 +103,19 @@ fn serves_until_sigterm() {
     );
     assert!(r.starts_with("HTTP/1.1 502"), "{r}");
     assert!(r.contains("unreachable"), "{r}");
+    assert!(!r.contains("sk-upstream-query-secret"), "{r}");
+    let search = |auth: &str| {
+        http(
+            port,
+            &format!(
+                "GET /ctxpress/search?q=hi&conversation=x0 HTTP/1.1\r\nhost: x\r\n{auth}connection: close\r\n\r\n"
+            ),
+        )
+    };
+    let r = search("");
+    assert!(r.starts_with("HTTP/1.1 401"), "{r}");
+    let r = search("authorization: Bearer tok-serve-1\r\n");
+    assert!(r.starts_with("HTTP/1.1 200"), "{r}");
     let kill = std::process::Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
         .status()
@@ -114,7 +130,9 @@ fn serves_until_sigterm() {
     );
     assert!(err.contains("\"status\":502"), "{err}");
     assert!(
-        !err.contains("sk-secret-123"),
+        !err.contains("sk-secret-123") && !err.contains("sk-upstream-query-secret"),
         "credentials are never logged: {err}"
     );
+    assert!(err.contains("/v1?***"), "{err}");
+    assert!(!err.contains("warning"), "loopback: no warning: {err}");
 }

@@ -11,25 +11,38 @@
 //! the provider's prompt cache stays warm between compactions. Every other
 //! field and header goes upstream as sent (authorization passes through and
 //! is never logged); responses, server-sent events included, come back
-//! chunk by chunk as the upstream sends them, its errors too. Any other path
-//! is forwarded untouched. A body that is not a conversation is forwarded
-//! untouched as well: the upstream answers it as it would have.
+//! chunk by chunk as the upstream sends them, its errors too. A body that
+//! is not a conversation is forwarded untouched: the upstream answers it as
+//! it would have.
 //!
-//! Also: `GET /metrics` (Prometheus text), `GET /ctxpress/search?q=` over
-//! the archive, `GET /ctxpress/health`. Bounded: a body size limit, a limit
-//! on requests in flight, upstream connect and read timeouts, a cap on the
-//! sessions kept (least recently used dropped), graceful shutdown that
-//! finishes the requests in flight. One JSON log line per request on stderr,
-//! with a request id and figures, never message content.
+//! Paths: the request path is normalized first (percent-encoded bytes
+//! decoded, `\` read as `/`, empty and `.` segments dropped, `..` applied);
+//! one that is malformed or climbs out of `/v1` is refused with 400, one
+//! outside `/v1` with 404, and only `/v1` and the paths under it go
+//! upstream, onto the upstream's base path (see [`ProxyConfig::upstream`]).
+//! A query in the upstream URL (a key, an API version) is added to every
+//! request and never printed or returned.
+//!
+//! Also: `GET /metrics` (Prometheus text), `GET /ctxpress/health`, and `GET
+//! /ctxpress/search?q=&conversation=` over the archive, off unless a search token
+//! is set, answering only for the one session or conversation named.
+//! Bounded: a body size limit, header and body read timeouts, a limit on
+//! requests in flight (a streamed response counts until its body ends),
+//! upstream connect and read timeouts, a memory budget and an idle expiry
+//! for sessions (least recently used dropped first) besides a cap on their
+//! count, and a graceful shutdown that waits a bounded time for the
+//! requests in flight. One JSON log line per request on stderr, with a
+//! request id and figures, never message content.
 
 use axum::Router;
 use axum::body::{Body, Bytes};
-use axum::extract::{DefaultBodyLimit, Query, State};
+use axum::extract::{DefaultBodyLimit, Query, Request, State};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, Response, StatusCode, Uri};
-use axum::routing::{any, get, post};
+use axum::routing::get;
 use ctxpress::session::{content_read_hash, read_hash};
 use ctxpress::store::SqliteArchive;
 use ctxpress::{Conversation, PipelineConfig, Session};
+use http_body_util::BodyExt;
 use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasher, Hash, Hasher, RandomState};
 use std::path::PathBuf;
@@ -40,13 +53,30 @@ use std::time::{Duration, Instant};
 /// The header that names a conversation's session explicitly.
 pub const SESSION_HEADER: &str = "x-ctxpress-session";
 
+/// The response header naming the conversation a request was archived
+/// under (what `GET /ctxpress/search?conversation=` takes).
+pub const CONVERSATION_HEADER: &str = "x-ctxpress-conversation";
+
+/// A secret in a configuration: shown as `***` by `Debug`.
+#[derive(Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(transparent)]
+pub struct Secret(pub String);
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Secret(***)")
+    }
+}
+
 /// What the proxy needs to run.
 #[derive(Debug, Clone)]
 #[non_exhaustive]
 pub struct ProxyConfig {
     /// The upstream API's base URL, e.g. `https://api.openai.com/v1`. A
-    /// request for `/v1/X` goes to `BASE/X` when the base ends in `/v1`,
-    /// else to `BASE/v1/X`.
+    /// request for `/v1/X` goes to `BASE/X` when the base's path ends in
+    /// `/v1`, else to `BASE/v1/X`; other paths go nowhere. A query in it
+    /// (`?key=...`) is added to every request, before the client's own
+    /// parameters (a client parameter of the same name is dropped).
     pub upstream: String,
     /// The pipeline, with a window or a budget (sessions need one).
     pub pipeline: PipelineConfig,
@@ -54,22 +84,41 @@ pub struct ProxyConfig {
     pub archive: Option<PathBuf>,
     /// Largest request body accepted, in bytes.
     pub body_limit: usize,
-    /// Requests in flight at once; more wait.
+    /// Requests in flight at once (a streamed response until its body
+    /// ends); more wait.
     pub max_in_flight: usize,
     /// Sessions kept; the least recently used goes beyond this.
     pub max_sessions: usize,
+    /// Bytes the sessions may hold between turns, estimated
+    /// ([`Session::retained_bytes`]); the least recently used go first.
+    pub session_memory: usize,
+    /// A session unused this long is dropped.
+    pub session_idle: Duration,
     /// Time to connect to the upstream.
     pub connect_timeout: Duration,
     /// Longest wait for the upstream's next bytes.
     pub read_timeout: Duration,
+    /// Time a client has to send a request's headers (the connection is
+    /// closed after it).
+    pub header_timeout: Duration,
+    /// Time a client has to send a request's body (answered 408 after it).
+    pub body_timeout: Duration,
+    /// After the shutdown signal, time left to the requests in flight;
+    /// connections still open then are closed.
+    pub shutdown_grace: Duration,
+    /// Bearer token of `GET /ctxpress/search`; `None` (or empty) turns
+    /// search off.
+    pub search_token: Option<Secret>,
     /// Write one JSON line per request to stderr.
     pub log: bool,
 }
 
 impl ProxyConfig {
     /// Defaults around an upstream and a pipeline: 32 MiB bodies, 64
-    /// requests in flight, 1024 sessions, 10 s to connect, 600 s between
-    /// upstream bytes, logging on, no archive.
+    /// requests in flight, 1024 sessions in 256 MiB dropped after an hour
+    /// unused, 10 s to connect, 600 s between upstream bytes, 30 s for a
+    /// request's headers, 120 s for its body, 30 s of grace at shutdown,
+    /// no search, logging on, no archive.
     pub fn new(upstream: impl Into<String>, pipeline: PipelineConfig) -> Self {
         ProxyConfig {
             upstream: upstream.into(),
@@ -78,8 +127,14 @@ impl ProxyConfig {
             body_limit: 32 << 20,
             max_in_flight: 64,
             max_sessions: 1024,
+            session_memory: 256 << 20,
+            session_idle: Duration::from_secs(3600),
             connect_timeout: Duration::from_secs(10),
             read_timeout: Duration::from_secs(600),
+            header_timeout: Duration::from_secs(30),
+            body_timeout: Duration::from_secs(120),
+            shutdown_grace: Duration::from_secs(30),
+            search_token: None,
             log: true,
         }
     }
@@ -102,10 +157,22 @@ pub struct ServeTable {
     pub max_in_flight: usize,
     /// Sessions kept.
     pub max_sessions: usize,
+    /// Memory the sessions may hold, in MiB.
+    pub session_memory_mb: usize,
+    /// A session unused this long is dropped, in milliseconds.
+    pub session_idle_ms: u64,
     /// Time to connect to the upstream, in milliseconds.
     pub connect_timeout_ms: u64,
     /// Longest wait for the upstream's next bytes, in milliseconds.
     pub read_timeout_ms: u64,
+    /// Time a client has to send a request's headers, in milliseconds.
+    pub header_timeout_ms: u64,
+    /// Time a client has to send a request's body, in milliseconds.
+    pub body_timeout_ms: u64,
+    /// Time left to the requests in flight at shutdown, in milliseconds.
+    pub shutdown_grace_ms: u64,
+    /// Bearer token of `GET /ctxpress/search` (off without one).
+    pub search_token: Option<Secret>,
     /// One JSON line per request on stderr.
     pub log: bool,
 }
@@ -119,8 +186,14 @@ impl Default for ServeTable {
             body_limit_mb: 32,
             max_in_flight: 64,
             max_sessions: 1024,
+            session_memory_mb: 256,
+            session_idle_ms: 3_600_000,
             connect_timeout_ms: 10_000,
             read_timeout_ms: 600_000,
+            header_timeout_ms: 30_000,
+            body_timeout_ms: 120_000,
+            shutdown_grace_ms: 30_000,
+            search_token: None,
             log: true,
         }
     }
@@ -142,13 +215,20 @@ impl ServeTable {
             .upstream
             .clone()
             .ok_or_else(|| ProxyError::Upstream(String::new()))?;
+        let ms = |n: u64| Duration::from_millis(n.max(1));
         let mut p = ProxyConfig::new(upstream, cfg);
         p.archive = (!self.archive.is_empty()).then(|| PathBuf::from(&self.archive));
         p.body_limit = self.body_limit_mb.max(1) << 20;
         p.max_in_flight = self.max_in_flight.max(1);
         p.max_sessions = self.max_sessions.max(1);
-        p.connect_timeout = Duration::from_millis(self.connect_timeout_ms.max(1));
-        p.read_timeout = Duration::from_millis(self.read_timeout_ms.max(1));
+        p.session_memory = self.session_memory_mb.max(1).saturating_mul(1 << 20);
+        p.session_idle = ms(self.session_idle_ms);
+        p.connect_timeout = ms(self.connect_timeout_ms);
+        p.read_timeout = ms(self.read_timeout_ms);
+        p.header_timeout = ms(self.header_timeout_ms);
+        p.body_timeout = ms(self.body_timeout_ms);
+        p.shutdown_grace = ms(self.shutdown_grace_ms);
+        p.search_token = self.search_token.clone().filter(|t| !t.0.is_empty());
         p.log = self.log;
         Ok(p)
     }
@@ -161,7 +241,7 @@ pub enum ProxyError {
     /// The pipeline or window configuration.
     #[error(transparent)]
     Config(#[from] ctxpress::core::ConfigError),
-    /// The upstream URL.
+    /// The upstream URL (shown with its credentials and query masked).
     #[error(
         "upstream `{0}`: expected the API's base URL, http:// or https:// (--upstream or `serve.upstream`)"
     )]
@@ -179,12 +259,172 @@ pub enum ProxyError {
     Client(#[from] reqwest::Error),
 }
 
+/// `url` as it may be printed or returned: user and password masked, and
+/// the query (which may hold a key) replaced by `?***`.
+pub fn shown_url(url: &str) -> String {
+    let masked = ctxpress::core::secrets::mask_url_credentials(url);
+    match masked.find(['?', '#']) {
+        Some(i) if masked[i..].starts_with('?') => format!("{}?***", &masked[..i]),
+        Some(i) => masked[..i].to_string(),
+        None => masked,
+    }
+}
+
+/// The upstream, parsed once.
+struct Upstream {
+    /// `scheme://authority/path`, without a trailing `/` or a query.
+    base: String,
+    /// The base path ends in `/v1`: `/v1/X` goes to `BASE/X`.
+    v1: bool,
+    /// The base URL's query, sent on every request.
+    query: Option<String>,
+    /// Its parameter names, decoded: a client's parameter of one of these
+    /// names is dropped.
+    names: Vec<String>,
+    /// For messages.
+    shown: String,
+}
+
+impl Upstream {
+    fn parse(s: &str) -> Result<Self, ProxyError> {
+        let bad = || ProxyError::Upstream(shown_url(s));
+        let mut url = reqwest::Url::parse(s).map_err(|_| bad())?;
+        if !matches!(url.scheme(), "http" | "https") || url.cannot_be_a_base() {
+            return Err(bad());
+        }
+        if url.host_str().is_none_or(str::is_empty) {
+            return Err(bad());
+        }
+        let query = url.query().filter(|q| !q.is_empty()).map(str::to_string);
+        let names = query
+            .as_deref()
+            .map(|q| q.split('&').map(param_name).collect())
+            .unwrap_or_default();
+        url.set_query(None);
+        url.set_fragment(None);
+        let base = url.as_str().trim_end_matches('/').to_string();
+        let v1 = url.path().trim_end_matches('/').ends_with("/v1");
+        Ok(Upstream {
+            shown: shown_url(s),
+            base,
+            v1,
+            query,
+            names,
+        })
+    }
+
+    /// The URL a request for the normalized API path `segments` (starting
+    /// with `v1`) goes to, with the client's query after the upstream's.
+    fn url(&self, segments: &[String], client_query: Option<&str>) -> String {
+        let rest = if self.v1 {
+            segments.get(1..).unwrap_or_default()
+        } else {
+            segments
+        };
+        let mut url = self.base.clone();
+        for s in rest {
+            url.push('/');
+            url.push_str(s);
+        }
+        let mut params: Vec<&str> = self.query.iter().map(String::as_str).collect();
+        for p in client_query.unwrap_or("").split('&') {
+            if !p.is_empty() && !self.names.contains(&param_name(p)) {
+                params.push(p);
+            }
+        }
+        if !params.is_empty() {
+            url.push('?');
+            url.push_str(&params.join("&"));
+        }
+        url
+    }
+}
+
+/// The decoded name of a `name=value` query parameter.
+fn param_name(pair: &str) -> String {
+    let name = pair.split('=').next().unwrap_or("").replace('+', " ");
+    String::from_utf8_lossy(&percent_decode(name.as_bytes()).unwrap_or_default()).into_owned()
+}
+
+fn percent_decode(raw: &[u8]) -> Option<Vec<u8>> {
+    let hex = |b: u8| (b as char).to_digit(16).map(|d| d as u8);
+    let mut out = Vec::with_capacity(raw.len());
+    let mut i = 0;
+    while i < raw.len() {
+        if raw[i] == b'%' {
+            let hi = hex(*raw.get(i + 1)?)?;
+            let lo = hex(*raw.get(i + 2)?)?;
+            out.push(hi << 4 | lo);
+            i += 3;
+        } else {
+            out.push(raw[i]);
+            i += 1;
+        }
+    }
+    Some(out)
+}
+
+/// Where a request path leads.
+#[derive(Debug, PartialEq, Eq)]
+enum Target {
+    /// Under `/v1`: its normalized segments, `v1` first.
+    Api(Vec<String>),
+    /// A well-formed path outside `/v1`.
+    Outside,
+    /// Malformed, or climbing out of `/v1`: never forwarded.
+    Bad(&'static str),
+}
+
+/// Normalize a request path (as sent, percent-encoded): decode it once,
+/// read `\` as `/`, drop empty and `.` segments, apply `..`. What is left
+/// must be plain ASCII segments (letters, digits, `-._~!$&'()*+,=:@`; no
+/// `;`, which some servers read as the end of a segment, as in `..;`): a
+/// `%` left after decoding (double encoding), a control character, a
+/// non-ASCII character (look-alike dots among them), or a segment of dots
+/// only is refused, so that no server behind can read the path another
+/// way.
+fn target(raw: &str) -> Target {
+    let Some(bytes) = percent_decode(raw.as_bytes()) else {
+        return Target::Bad("malformed percent-encoding");
+    };
+    let Ok(path) = String::from_utf8(bytes) else {
+        return Target::Bad("not UTF-8");
+    };
+    let mut segs: Vec<String> = Vec::new();
+    let mut climbed = false;
+    for seg in path.split(['/', '\\']) {
+        match seg {
+            "" | "." => {}
+            ".." => {
+                climbed = true;
+                if segs.pop().is_none() {
+                    return Target::Bad("climbs above the root");
+                }
+            }
+            s if s.bytes().all(|b| b == b'.') => return Target::Bad("a segment of dots"),
+            s if s
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"-._~!$&'()*+,=:@".contains(&b)) =>
+            {
+                segs.push(s.to_string())
+            }
+            _ => return Target::Bad("characters not allowed in an API path"),
+        }
+    }
+    match segs.first().map(String::as_str) {
+        Some("v1") => Target::Api(segs),
+        _ if climbed => Target::Bad("climbs out of /v1"),
+        _ => Target::Outside,
+    }
+}
+
 /// Counters behind `/metrics`.
 #[derive(Debug, Default)]
 struct Metrics {
     requests: AtomicU64,
     compressed: AtomicU64,
     passed_through: AtomicU64,
+    refused: AtomicU64,
     upstream_errors: AtomicU64,
     tokens_given: AtomicU64,
     tokens_sent: AtomicU64,
@@ -194,23 +434,82 @@ struct Metrics {
     latency_micros: AtomicU64,
     latency_count: AtomicU64,
     in_flight: AtomicU64,
+    waiting: AtomicU64,
+    sessions_dropped: AtomicU64,
 }
 
-/// Sessions by key, least recently used first.
+/// Sessions by key, least recently used first; what each is estimated to
+/// hold and when it was last used.
 #[derive(Default)]
 struct Sessions {
     map: HashMap<String, Arc<tokio::sync::Mutex<Session>>>,
     order: VecDeque<String>,
+    bytes: HashMap<String, usize>,
+    used: HashMap<String, Instant>,
+    total: usize,
+}
+
+impl Sessions {
+    /// Drop `key`'s accounting (it left the table).
+    fn forget(&mut self, key: &str) {
+        if let Some(b) = self.bytes.remove(key) {
+            self.total -= b;
+        }
+        self.used.remove(key);
+    }
+
+    /// Drop the accounting of keys no longer in the table (the count cap
+    /// drops sessions without it).
+    fn sync(&mut self) {
+        if self.bytes.len() > self.map.len() {
+            let gone: Vec<String> = self
+                .bytes
+                .keys()
+                .filter(|k| !self.map.contains_key(*k))
+                .cloned()
+                .collect();
+            for k in gone {
+                self.forget(&k);
+            }
+        }
+    }
+
+    /// Drop the least recently used session; false when there is none.
+    fn drop_oldest(&mut self) -> bool {
+        let Some(old) = self.order.pop_front() else {
+            return false;
+        };
+        self.map.remove(&old);
+        self.forget(&old);
+        true
+    }
+
+    /// Drop the sessions unused for `idle` (the oldest are first in line);
+    /// how many went.
+    fn expire(&mut self, idle: Duration, now: Instant) -> u64 {
+        let mut n = 0;
+        while let Some(k) = self.order.front() {
+            // A session not yet accounted is being made: used now.
+            let used = self.used.get(k).copied().unwrap_or(now);
+            if now.saturating_duration_since(used) < idle {
+                break;
+            }
+            self.drop_oldest();
+            n += 1;
+        }
+        n
+    }
 }
 
 struct Shared {
     cfg: ProxyConfig,
+    upstream: Upstream,
     client: reqwest::Client,
     archive: Option<Arc<SqliteArchive>>,
     sessions: Mutex<Sessions>,
     /// Salts the session keys (see [`session_key`]).
     salt: RandomState,
-    gate: tokio::sync::Semaphore,
+    gate: Arc<tokio::sync::Semaphore>,
     metrics: Metrics,
     next_id: AtomicU64,
 }
@@ -225,7 +524,7 @@ pub struct Proxy {
 impl std::fmt::Debug for Proxy {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Proxy")
-            .field("upstream", &self.shared.cfg.upstream)
+            .field("upstream", &self.shared.upstream.shown)
             .finish_non_exhaustive()
     }
 }
@@ -234,9 +533,7 @@ impl Proxy {
     /// Check the configuration (a session can be made from it), open the
     /// archive and build the HTTP client.
     pub fn new(cfg: ProxyConfig) -> Result<Self, ProxyError> {
-        if !(cfg.upstream.starts_with("http://") || cfg.upstream.starts_with("https://")) {
-            return Err(ProxyError::Upstream(cfg.upstream.clone()));
-        }
+        let upstream = Upstream::parse(&cfg.upstream)?;
         Session::new(&cfg.pipeline)?;
         let archive = match &cfg.archive {
             Some(p) => Some(Arc::new(SqliteArchive::open(p).map_err(|e| {
@@ -253,8 +550,9 @@ impl Proxy {
             .build()?;
         Ok(Proxy {
             shared: Arc::new(Shared {
-                gate: tokio::sync::Semaphore::new(cfg.max_in_flight.max(1)),
+                gate: Arc::new(tokio::sync::Semaphore::new(cfg.max_in_flight.max(1))),
                 cfg,
+                upstream,
                 client,
                 archive,
                 sessions: Mutex::new(Sessions::default()),
@@ -265,42 +563,99 @@ impl Proxy {
         })
     }
 
+    /// The upstream as it may be printed: credentials and query masked.
+    pub fn upstream_shown(&self) -> &str {
+        &self.shared.upstream.shown
+    }
+
+    /// The bytes the sessions are estimated to hold (what the memory budget
+    /// bounds), and how many sessions there are.
+    pub fn session_usage(&self) -> (usize, usize) {
+        self.shared
+            .sessions
+            .lock()
+            .map_or((0, 0), |g| (g.total, g.map.len()))
+    }
+
     /// The routes.
     pub fn router(&self) -> Router {
         Router::new()
-            .route(
-                "/v1/chat/completions",
-                post(forward::<{ Api::OpenAi as u8 }>),
-            )
-            .route("/v1/messages", post(forward::<{ Api::Anthropic as u8 }>))
             .route("/metrics", get(metrics))
             .route("/ctxpress/search", get(search))
             .route("/ctxpress/health", get(|| async { "ok\n" }))
-            .fallback(any(forward::<{ Api::Other as u8 }>))
+            .fallback(handle)
             .layer(DefaultBodyLimit::max(self.shared.cfg.body_limit))
             .with_state(self.shared.clone())
     }
 
-    /// Serve on `listener` until `shutdown` completes, then finish the
-    /// requests in flight and return.
+    /// Serve on `listener` until `shutdown` completes, then stop accepting,
+    /// let the requests in flight finish for up to the shutdown grace, close
+    /// what is still open and return.
     pub async fn serve(
         self,
         listener: tokio::net::TcpListener,
         shutdown: impl std::future::Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
-        axum::serve(listener, self.router())
-            .with_graceful_shutdown(shutdown)
-            .await
+        let router = self.router();
+        let cfg = &self.shared.cfg;
+        let header_timeout = cfg.header_timeout;
+        let (stop_tx, stop_rx) = tokio::sync::watch::channel(());
+        let mut conns = tokio::task::JoinSet::new();
+        let mut shutdown = std::pin::pin!(shutdown);
+        let mut sweep = tokio::time::interval(
+            (cfg.session_idle / 4).clamp(Duration::from_millis(10), Duration::from_secs(60)),
+        );
+        sweep.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                () = &mut shutdown => break,
+                Some(_) = conns.join_next(), if !conns.is_empty() => {}
+                _ = sweep.tick() => expire(&self.shared),
+                accepted = listener.accept() => {
+                    let stream = match accepted {
+                        Ok((stream, _)) => stream,
+                        Err(_) => {
+                            // Out of file descriptors, most likely: give
+                            // the connections open a moment to end.
+                            tokio::time::sleep(Duration::from_millis(50)).await;
+                            continue;
+                        }
+                    };
+                    let service = hyper_util::service::TowerToHyperService::new(router.clone());
+                    let mut stop = stop_rx.clone();
+                    conns.spawn(async move {
+                        let mut builder = hyper::server::conn::http1::Builder::new();
+                        builder
+                            .timer(hyper_util::rt::TokioTimer::new())
+                            .header_read_timeout(header_timeout);
+                        let conn = builder
+                            .serve_connection(hyper_util::rt::TokioIo::new(stream), service);
+                        let mut conn = std::pin::pin!(conn);
+                        tokio::select! {
+                            _ = conn.as_mut() => return,
+                            _ = stop.changed() => conn.as_mut().graceful_shutdown(),
+                        }
+                        let _ = conn.await;
+                    });
+                }
+            }
+        }
+        drop(listener);
+        drop(stop_tx);
+        let grace = self.shared.cfg.shutdown_grace;
+        let _ =
+            tokio::time::timeout(grace, async { while conns.join_next().await.is_some() {} }).await;
+        conns.abort_all();
+        Ok(())
     }
 }
 
 /// The API a request speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(u8)]
 enum Api {
-    OpenAi = 0,
-    Anthropic = 1,
-    Other = 2,
+    OpenAi,
+    Anthropic,
+    Other,
 }
 
 impl Api {
@@ -311,23 +666,6 @@ impl Api {
             Api::Other => "other",
         }
     }
-}
-
-/// The handler of every route that goes upstream; `API` is an [`Api`] as
-/// a number (`Api::OpenAi as u8`, ...).
-async fn forward<const API: u8>(
-    State(s): State<Arc<Shared>>,
-    method: Method,
-    uri: Uri,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response<Body> {
-    let api = match API {
-        0 => Api::OpenAi,
-        1 => Api::Anthropic,
-        _ => Api::Other,
-    };
-    handle(s, api, method, uri, headers, body).await
 }
 
 /// What compression did to one request, for the log and the metrics.
@@ -422,6 +760,79 @@ fn session_for(s: &Shared, key: &str) -> Result<Arc<tokio::sync::Mutex<Session>>
     Ok(x)
 }
 
+/// The archive as one session sees it: every record filed under the
+/// session's conversation id, so search can answer for that conversation
+/// alone.
+struct Filed {
+    archive: Arc<SqliteArchive>,
+    conversation: String,
+}
+
+impl ctxpress::core::Archive for Filed {
+    fn put(
+        &self,
+        records: &[ctxpress::core::archive::Record],
+    ) -> Result<(), ctxpress::core::archive::ArchiveError> {
+        self.archive.put_for(Some(&self.conversation), records)
+    }
+    fn get(&self, key: &str) -> Result<Option<Vec<String>>, ctxpress::core::archive::ArchiveError> {
+        self.archive.get(key)
+    }
+    fn put_for(
+        &self,
+        _conversation: Option<&str>,
+        records: &[ctxpress::core::archive::Record],
+    ) -> Result<(), ctxpress::core::archive::ArchiveError> {
+        self.archive.put_for(Some(&self.conversation), records)
+    }
+    fn cache_get(
+        &self,
+        key: &str,
+    ) -> Result<Option<String>, ctxpress::core::archive::ArchiveError> {
+        self.archive.cache_get(key)
+    }
+    fn cache_put(
+        &self,
+        key: &str,
+        value: &str,
+    ) -> Result<(), ctxpress::core::archive::ArchiveError> {
+        self.archive.cache_put(key, value)
+    }
+}
+
+/// Note what session `key` holds now, then drop sessions, least recently
+/// used first, until the table is within the memory budget, and those
+/// unused for the idle time.
+fn settle(s: &Shared, key: &str, bytes: usize) {
+    let Ok(mut g) = s.sessions.lock() else {
+        return;
+    };
+    g.sync();
+    let now = Instant::now();
+    if g.map.contains_key(key) {
+        let bytes = bytes + 2 * key.len() + 128;
+        let old = g.bytes.insert(key.to_string(), bytes).unwrap_or(0);
+        g.total = g.total - old + bytes;
+        g.used.insert(key.to_string(), now);
+    }
+    let mut dropped = g.expire(s.cfg.session_idle, now);
+    while g.total > s.cfg.session_memory && g.drop_oldest() {
+        dropped += 1;
+    }
+    s.metrics
+        .sessions_dropped
+        .fetch_add(dropped, Ordering::Relaxed);
+}
+
+/// Drop the sessions unused for the idle time.
+fn expire(s: &Shared) {
+    if let Ok(mut g) = s.sessions.lock() {
+        g.sync();
+        let n = g.expire(s.cfg.session_idle, Instant::now());
+        s.metrics.sessions_dropped.fetch_add(n, Ordering::Relaxed);
+    }
+}
+
 /// The body to send upstream: the compressed request, or the body as sent
 /// when it is not a conversation (the upstream answers it as it would).
 async fn compress(s: &Shared, headers: &HeaderMap, body: &Bytes, done: &mut Done) -> Option<Bytes> {
@@ -444,24 +855,35 @@ async fn compress(s: &Shared, headers: &HeaderMap, body: &Bytes, done: &mut Done
             return None;
         }
     };
-    done.session = Some(key);
+    done.session = Some(key.clone());
     let mut guard = session.clone().lock_owned().await;
+    if let Some(a) = &s.archive {
+        guard.set_archive(Some(Arc::new(Filed {
+            archive: a.clone(),
+            conversation: key.clone(),
+        })));
+    }
     let prepared = if guard.needs_async() {
         // LLM stages: awaited here (their time is the endpoint's).
-        guard.prepare_async(&conv).await.ok()
+        let r = guard.prepare_async(&conv).await.ok();
+        r.map(|r| (r, guard.retained_bytes()))
     } else {
         // CPU work (a compaction of a long history takes a while): on a
         // blocking thread, so the runtime's workers keep streaming other
         // responses meanwhile.
-        tokio::task::spawn_blocking(move || guard.prepare(&conv).ok())
-            .await
-            .ok()
-            .flatten()
+        tokio::task::spawn_blocking(move || {
+            let r = guard.prepare(&conv).ok();
+            r.map(|r| (r, guard.retained_bytes()))
+        })
+        .await
+        .ok()
+        .flatten()
     };
-    let Some((request, r)) = prepared else {
+    let Some(((request, r), held)) = prepared else {
         done.note = Some("compression failed: forwarded as sent");
         return None;
     };
+    settle(s, &key, held);
     done.tokens_given = r.tokens_given;
     done.tokens_sent = r.tokens_request;
     done.compacted = r.compacted;
@@ -501,20 +923,6 @@ fn hop_by_hop(name: &HeaderName) -> bool {
     )
 }
 
-fn upstream_url(base: &str, uri: &Uri) -> String {
-    let base = base.trim_end_matches('/');
-    let path = uri.path();
-    let path = if base.ends_with("/v1") {
-        path.strip_prefix("/v1").unwrap_or(path)
-    } else {
-        path
-    };
-    match uri.query() {
-        Some(q) => format!("{base}{path}?{q}"),
-        None => format!("{base}{path}"),
-    }
-}
-
 fn error_response(status: StatusCode, api: Api, message: &str) -> Response<Body> {
     let body = match api {
         Api::Anthropic => {
@@ -531,99 +939,216 @@ fn error_response(status: StatusCode, api: Api, message: &str) -> Response<Body>
     r
 }
 
-async fn handle(
+/// Adds one to a gauge while alive.
+struct Gauge<'a>(&'a AtomicU64);
+
+impl<'a> Gauge<'a> {
+    fn up(a: &'a AtomicU64) -> Self {
+        a.fetch_add(1, Ordering::Relaxed);
+        Gauge(a)
+    }
+}
+
+impl Drop for Gauge<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// A request in flight: its place under `max_in_flight` and its count in
+/// the gauge, held until the response body has ended (or was dropped).
+struct InFlight {
     s: Arc<Shared>,
-    api: Api,
-    method: Method,
-    uri: Uri,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response<Body> {
+    _permit: tokio::sync::OwnedSemaphorePermit,
+}
+
+impl InFlight {
+    fn new(s: Arc<Shared>, permit: tokio::sync::OwnedSemaphorePermit) -> Self {
+        s.metrics.in_flight.fetch_add(1, Ordering::Relaxed);
+        InFlight { s, _permit: permit }
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.s.metrics.in_flight.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// The request's body, within the size limit and the body timeout.
+async fn read_body(
+    s: &Shared,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<Bytes, (StatusCode, &'static str)> {
+    let limit = s.cfg.body_limit;
+    let too_large = (
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "ctxpress: the request body is over the limit",
+    );
+    let declared = headers
+        .get(axum::http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > limit as u64) {
+        return Err(too_large);
+    }
+    let limited = http_body_util::Limited::new(body, limit);
+    match tokio::time::timeout(s.cfg.body_timeout, limited.collect()).await {
+        Err(_) => Err((
+            StatusCode::REQUEST_TIMEOUT,
+            "ctxpress: the request body did not arrive in time",
+        )),
+        Ok(Err(e)) if e.is::<http_body_util::LengthLimitError>() => Err(too_large),
+        Ok(Err(_)) => Err((
+            StatusCode::BAD_REQUEST,
+            "ctxpress: cannot read the request body",
+        )),
+        Ok(Ok(c)) => Ok(c.to_bytes()),
+    }
+}
+
+/// Every request that is not the proxy's own (`/metrics`, `/ctxpress/...`):
+/// normalized, compressed when it is a conversation, forwarded upstream.
+async fn handle(State(s): State<Arc<Shared>>, req: Request) -> Response<Body> {
     let id = s.next_id.fetch_add(1, Ordering::Relaxed);
     let start = Instant::now();
     s.metrics.requests.fetch_add(1, Ordering::Relaxed);
-    let Ok(_permit) = s.gate.acquire().await else {
-        return error_response(
-            StatusCode::SERVICE_UNAVAILABLE,
-            api,
-            "ctxpress: shutting down",
-        );
-    };
-    s.metrics.in_flight.fetch_add(1, Ordering::Relaxed);
+    let (parts, body) = req.into_parts();
+    let (method, uri, headers) = (parts.method, parts.uri, parts.headers);
     let mut done = Done::default();
-    let sent = if api == Api::Other || method != Method::POST {
-        None
-    } else {
-        compress(&s, &headers, &body, &mut done).await
-    };
-    if sent.is_none() {
-        s.metrics.passed_through.fetch_add(1, Ordering::Relaxed);
-    }
-    let out_body = sent.unwrap_or_else(|| body.clone());
-    let url = upstream_url(&s.cfg.upstream, &uri);
-    let mut req = s.client.request(method.clone(), &url);
-    for (k, v) in &headers {
-        if !hop_by_hop(k) && k.as_str() != SESSION_HEADER {
-            req = req.header(k, v);
-        }
-    }
-    let compress_ms = start.elapsed().as_secs_f64() * 1000.0;
-    let up = Instant::now();
-    let result = req.body(out_body).send().await;
-    let upstream_ms = up.elapsed().as_secs_f64() * 1000.0;
-    s.metrics
-        .latency_micros
-        .fetch_add(up.elapsed().as_micros() as u64, Ordering::Relaxed);
-    s.metrics.latency_count.fetch_add(1, Ordering::Relaxed);
-    let response = match result {
-        Ok(r) => {
-            let status = r.status();
-            if status.is_client_error() || status.is_server_error() {
-                s.metrics.upstream_errors.fetch_add(1, Ordering::Relaxed);
-            }
-            let mut out = Response::builder().status(status.as_u16());
-            for (k, v) in r.headers() {
-                if !hop_by_hop(k) {
-                    out = out.header(k, v);
-                }
-            }
-            // Chunk by chunk, as the upstream sends them (server-sent
-            // events included): nothing is buffered.
-            let stream = futures_util::stream::unfold(Some(r), |r| async move {
-                let mut r = r?;
-                match r.chunk().await {
-                    Ok(Some(b)) => Some((Ok::<Bytes, reqwest::Error>(b), Some(r))),
-                    Ok(None) => None,
-                    Err(e) => Some((Err(e), None)),
-                }
-            });
-            out.body(Body::from_stream(stream)).unwrap_or_else(|_| {
-                error_response(
-                    StatusCode::BAD_GATEWAY,
+    let mut upstream_ms = 0.0;
+    let mut api = Api::Other;
+    let response = 'r: {
+        let segments = match target(uri.path()) {
+            Target::Api(x) => x,
+            Target::Outside => {
+                s.metrics.refused.fetch_add(1, Ordering::Relaxed);
+                done.note = Some("not an API path: refused");
+                break 'r error_response(
+                    StatusCode::NOT_FOUND,
                     api,
-                    "ctxpress: bad upstream response",
-                )
-            })
-        }
-        Err(e) => {
-            s.metrics.upstream_errors.fetch_add(1, Ordering::Relaxed);
-            let (status, what) = if e.is_timeout() {
-                (StatusCode::GATEWAY_TIMEOUT, "timed out")
-            } else {
-                (StatusCode::BAD_GATEWAY, "unreachable")
+                    "ctxpress: only /v1 and the paths under it go upstream",
+                );
+            }
+            Target::Bad(why) => {
+                s.metrics.refused.fetch_add(1, Ordering::Relaxed);
+                done.note = Some(why);
+                break 'r error_response(
+                    StatusCode::BAD_REQUEST,
+                    api,
+                    &format!("ctxpress: refused path: {why}"),
+                );
+            }
+        };
+        if method == Method::POST {
+            let parts: Vec<&str> = segments.iter().map(String::as_str).collect();
+            api = match parts[..] {
+                ["v1", "chat", "completions"] => Api::OpenAi,
+                ["v1", "messages"] => Api::Anthropic,
+                _ => Api::Other,
             };
-            error_response(
-                status,
-                api,
-                &format!(
-                    "ctxpress: the upstream {what} ({})",
-                    ctxpress::core::secrets::mask_url_credentials(&url)
-                ),
-            )
         }
+        let body = match read_body(&s, &headers, body).await {
+            Ok(b) => b,
+            Err((status, message)) => {
+                done.note = Some("request body refused");
+                break 'r error_response(status, api, message);
+            }
+        };
+        let permit = {
+            let _waiting = Gauge::up(&s.metrics.waiting);
+            s.gate.clone().acquire_owned().await
+        };
+        let Ok(permit) = permit else {
+            break 'r error_response(
+                StatusCode::SERVICE_UNAVAILABLE,
+                api,
+                "ctxpress: shutting down",
+            );
+        };
+        let flight = InFlight::new(s.clone(), permit);
+        let sent = if api == Api::Other {
+            None
+        } else {
+            compress(&s, &headers, &body, &mut done).await
+        };
+        if sent.is_none() {
+            s.metrics.passed_through.fetch_add(1, Ordering::Relaxed);
+        }
+        let out_body = sent.unwrap_or_else(|| body.clone());
+        let url = s.upstream.url(&segments, uri.query());
+        let mut req = s.client.request(method.clone(), &url);
+        for (k, v) in &headers {
+            if !hop_by_hop(k) && k.as_str() != SESSION_HEADER {
+                req = req.header(k, v);
+            }
+        }
+        let up = Instant::now();
+        let result = req.body(out_body).send().await;
+        upstream_ms = up.elapsed().as_secs_f64() * 1000.0;
+        s.metrics
+            .latency_micros
+            .fetch_add(up.elapsed().as_micros() as u64, Ordering::Relaxed);
+        s.metrics.latency_count.fetch_add(1, Ordering::Relaxed);
+        let mut response = match result {
+            Ok(r) => {
+                let status = r.status();
+                if status.is_client_error() || status.is_server_error() {
+                    s.metrics.upstream_errors.fetch_add(1, Ordering::Relaxed);
+                }
+                let mut out = Response::builder().status(status.as_u16());
+                for (k, v) in r.headers() {
+                    if !hop_by_hop(k) {
+                        out = out.header(k, v);
+                    }
+                }
+                // Chunk by chunk, as the upstream sends them (server-sent
+                // events included): nothing is buffered. The request stays
+                // in flight until the body has ended or was dropped.
+                let stream = futures_util::stream::unfold(Some((r, flight)), |state| async move {
+                    let (mut r, flight) = state?;
+                    match r.chunk().await {
+                        Ok(Some(b)) => Some((Ok::<Bytes, reqwest::Error>(b), Some((r, flight)))),
+                        Ok(None) => None,
+                        Err(e) => Some((Err(e), None)),
+                    }
+                });
+                out.body(Body::from_stream(stream)).unwrap_or_else(|_| {
+                    error_response(
+                        StatusCode::BAD_GATEWAY,
+                        api,
+                        "ctxpress: bad upstream response",
+                    )
+                })
+            }
+            Err(e) => {
+                s.metrics.upstream_errors.fetch_add(1, Ordering::Relaxed);
+                let (status, what) = if e.is_timeout() {
+                    (StatusCode::GATEWAY_TIMEOUT, "timed out")
+                } else {
+                    (StatusCode::BAD_GATEWAY, "unreachable")
+                };
+                error_response(
+                    status,
+                    api,
+                    &format!("ctxpress: the upstream {what} ({})", s.upstream.shown),
+                )
+            }
+        };
+        if let Some(v) = done
+            .session
+            .as_deref()
+            .and_then(|k| HeaderValue::from_str(k).ok())
+        {
+            response
+                .headers_mut()
+                .insert(HeaderName::from_static(CONVERSATION_HEADER), v);
+        }
+        response
     };
-    s.metrics.in_flight.fetch_sub(1, Ordering::Relaxed);
     if s.cfg.log {
+        let compress_ms = start.elapsed().as_secs_f64() * 1000.0 - upstream_ms;
         let line = serde_json::json!({
             "id": id,
             "api": api.name(),
@@ -644,11 +1169,10 @@ async fn handle(
     }
     response
 }
-
 async fn metrics(State(s): State<Arc<Shared>>) -> Response<Body> {
     let m = &s.metrics;
     let g = |a: &AtomicU64| a.load(Ordering::Relaxed);
-    let sessions = s.sessions.lock().map_or(0, |x| x.map.len());
+    let (sessions, session_bytes) = s.sessions.lock().map_or((0, 0), |x| (x.map.len(), x.total));
     let mut t = String::new();
     let mut put = |name: &str, kind: &str, help: &str, v: String| {
         t.push_str(&format!(
@@ -672,6 +1196,12 @@ async fn metrics(State(s): State<Arc<Shared>>) -> Response<Body> {
         "counter",
         "Requests forwarded as sent (other paths, bodies that are not conversations).",
         g(&m.passed_through).to_string(),
+    );
+    put(
+        "ctxpress_requests_refused_total",
+        "counter",
+        "Requests refused for their path (malformed, or outside /v1): never forwarded.",
+        g(&m.refused).to_string(),
     );
     put(
         "ctxpress_upstream_errors_total",
@@ -724,14 +1254,32 @@ async fn metrics(State(s): State<Arc<Shared>>) -> Response<Body> {
     put(
         "ctxpress_requests_in_flight",
         "gauge",
-        "Requests being handled.",
+        "Requests being handled (a streamed response until its body ends).",
         g(&m.in_flight).to_string(),
+    );
+    put(
+        "ctxpress_requests_waiting",
+        "gauge",
+        "Requests waiting for a place under the in-flight limit.",
+        g(&m.waiting).to_string(),
     );
     put(
         "ctxpress_sessions",
         "gauge",
         "Sessions kept.",
         sessions.to_string(),
+    );
+    put(
+        "ctxpress_sessions_bytes",
+        "gauge",
+        "Bytes the sessions are estimated to hold (bounded by the session memory budget).",
+        session_bytes.to_string(),
+    );
+    put(
+        "ctxpress_sessions_dropped_total",
+        "counter",
+        "Sessions dropped for the memory budget or unused for the idle time.",
+        g(&m.sessions_dropped).to_string(),
     );
     let mut r = Response::new(Body::from(t));
     r.headers_mut().insert(
@@ -745,11 +1293,51 @@ async fn metrics(State(s): State<Arc<Shared>>) -> Response<Body> {
 #[derive(Debug, serde::Deserialize)]
 struct SearchParams {
     q: String,
+    /// The `x-ctxpress-conversation` header of its responses (a key salted
+    /// per process from the client's credential and the conversation, so
+    /// it cannot be guessed).
     conversation: Option<String>,
     limit: Option<usize>,
 }
 
-async fn search(State(s): State<Arc<Shared>>, Query(p): Query<SearchParams>) -> Response<Body> {
+/// Equal, in a time that depends on the lengths only.
+fn same_secret(a: &[u8], b: &[u8]) -> bool {
+    let mut diff = u8::from(a.len() != b.len());
+    for i in 0..a.len().max(b.len()) {
+        diff |= a.get(i).copied().unwrap_or(0) ^ b.get(i).copied().unwrap_or(0);
+    }
+    std::hint::black_box(diff) == 0
+}
+
+/// `GET /ctxpress/search?q=WORDS&conversation=ID`:
+/// off without a search token; with one, the request must carry it
+/// (`authorization: Bearer TOKEN`), and hits come from the one conversation
+/// named, so a client reads its own history only.
+async fn search(State(s): State<Arc<Shared>>, headers: HeaderMap, uri: Uri) -> Response<Body> {
+    let Some(token) = s.cfg.search_token.as_ref().filter(|t| !t.0.is_empty()) else {
+        return error_response(
+            StatusCode::NOT_FOUND,
+            Api::Other,
+            "ctxpress: search is off (--search-token or `serve.search_token` turns it on)",
+        );
+    };
+    let given = headers
+        .get(axum::http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .unwrap_or("");
+    if !same_secret(given.trim().as_bytes(), token.0.as_bytes()) {
+        let mut r = error_response(
+            StatusCode::UNAUTHORIZED,
+            Api::Other,
+            "ctxpress: search needs the search token (authorization: Bearer TOKEN)",
+        );
+        r.headers_mut().insert(
+            axum::http::header::WWW_AUTHENTICATE,
+            HeaderValue::from_static("Bearer"),
+        );
+        return r;
+    }
     let Some(a) = s.archive.clone() else {
         return error_response(
             StatusCode::NOT_FOUND,
@@ -757,9 +1345,19 @@ async fn search(State(s): State<Arc<Shared>>, Query(p): Query<SearchParams>) -> 
             "ctxpress: this proxy keeps no archive (--archive)",
         );
     };
+    let bad = |m: &str| error_response(StatusCode::BAD_REQUEST, Api::Other, m);
+    let p = match Query::<SearchParams>::try_from_uri(&uri) {
+        Ok(Query(p)) => p,
+        Err(e) => return bad(&format!("ctxpress: search: {e}")),
+    };
+    let Some(conversation) = p.conversation.clone().filter(|c| !c.is_empty()) else {
+        return bad(
+            "ctxpress: search: name the conversation: `conversation=ID`, the x-ctxpress-conversation header of its responses",
+        );
+    };
     let limit = p.limit.unwrap_or(20).min(1000);
     let found =
-        tokio::task::spawn_blocking(move || a.search(&p.q, p.conversation.as_deref(), limit)).await;
+        tokio::task::spawn_blocking(move || a.search(&p.q, Some(&conversation), limit)).await;
     match found {
         Ok(Ok(hits)) => {
             let v: Vec<serde_json::Value> = hits
@@ -782,15 +1380,75 @@ async fn search(State(s): State<Arc<Shared>>, Query(p): Query<SearchParams>) -> 
             );
             r
         }
-        Ok(Err(e)) => error_response(
-            StatusCode::BAD_REQUEST,
-            Api::Other,
-            &format!("ctxpress: search: {e}"),
-        ),
+        Ok(Err(e)) => bad(&format!("ctxpress: search: {e}")),
         Err(_) => error_response(
             StatusCode::INTERNAL_SERVER_ERROR,
             Api::Other,
             "ctxpress: search failed",
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn api(segments: &[&str]) -> Target {
+        Target::Api(segments.iter().map(|s| s.to_string()).collect())
+    }
+
+    #[test]
+    fn paths_are_normalized_or_refused() {
+        assert_eq!(
+            target("/v1/chat/completions"),
+            api(&["v1", "chat", "completions"])
+        );
+        assert_eq!(target("/v1//models/./x/"), api(&["v1", "models", "x"]));
+        assert_eq!(target("/v1/a/../models"), api(&["v1", "models"]));
+        assert_eq!(target("/v1/%6dodels"), api(&["v1", "models"]));
+        assert_eq!(target("/favicon.ico"), Target::Outside);
+        for bad in [
+            "/v1/../tenant-b/v1/x",
+            "/v1/%2e%2e/%2e%2e/x",
+            "/v1\\..\\..\\x",
+            "/v1/%252e%252e/x",
+            "/v1/..;/x",
+            "/v1/%e2%80%a5/x",
+            "/v1/.../x",
+            "/v1/%zz",
+            "/v1/a%00b",
+            "/..",
+        ] {
+            assert!(matches!(target(bad), Target::Bad(_)), "{bad}");
+        }
+    }
+
+    #[test]
+    fn the_upstream_maps_api_paths_and_keeps_its_query_hidden() {
+        let up = Upstream::parse("https://u:p@h/base/v1/?key=sk-x&v=2").unwrap();
+        let segs = |p: &str| match target(p) {
+            Target::Api(s) => s,
+            t => panic!("{t:?}"),
+        };
+        assert_eq!(
+            up.url(&segs("/v1/models"), Some("limit=2&key=mine")),
+            "https://u:p@h/base/v1/models?key=sk-x&v=2&limit=2"
+        );
+        assert_eq!(up.shown, "https://***@h/base/v1/?***");
+        let up = Upstream::parse("http://h:8080").unwrap();
+        assert_eq!(
+            up.url(&segs("/v1/messages"), None),
+            "http://h:8080/v1/messages"
+        );
+        assert!(Upstream::parse("ftp://h/v1?key=sk-x").is_err());
+        assert!(!shown_url("http://h/v1?key=sk-x#f").contains("sk-x"));
+    }
+
+    #[test]
+    fn secrets_compare_whole() {
+        assert!(same_secret(b"tok", b"tok"));
+        assert!(!same_secret(b"tok", b"to"));
+        assert!(!same_secret(b"tok", b"tok2"));
+        assert!(!same_secret(b"", b"tok"));
     }
 }

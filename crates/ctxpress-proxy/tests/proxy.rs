@@ -134,12 +134,22 @@ async fn start_proxy(
     window: usize,
     archive: Option<std::path::PathBuf>,
 ) -> Running {
+    start_proxy_with(upstream, window, archive, |_| {}).await
+}
+
+async fn start_proxy_with(
+    upstream: &str,
+    window: usize,
+    archive: Option<std::path::PathBuf>,
+    f: impl FnOnce(&mut ProxyConfig),
+) -> Running {
     let mut pipeline = ctxpress::preset("agent").unwrap();
     pipeline.window.size = Some(window);
     let mut cfg = ProxyConfig::new(upstream, pipeline);
     cfg.archive = archive;
     cfg.log = false;
     cfg.body_limit = 4 << 20;
+    f(&mut cfg);
     let proxy = Proxy::new(cfg).unwrap();
     let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = l.local_addr().unwrap();
@@ -572,28 +582,91 @@ async fn an_unreachable_upstream_is_a_clear_502() {
 }
 
 #[tokio::test]
-async fn originals_are_archived_and_searchable() {
+async fn originals_are_archived_and_searchable_by_their_own_conversation_only() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("serve.db");
     let (_stub, upstream) = start_stub().await;
-    let p = start_proxy(&upstream, 8000, Some(db.clone())).await;
     let client = reqwest::Client::new();
+    // Without a search token, search is off.
+    let p = start_proxy(&upstream, 8000, Some(db.clone())).await;
     let r = client
-        .post(format!("{}/v1/chat/completions", p.url))
-        .json(&json!({"model": "m", "messages": openai_history(30)}))
+        .get(format!(
+            "{}/ctxpress/search?q=step_2_17&conversation=a",
+            p.url
+        ))
         .send()
         .await
         .unwrap();
-    assert_eq!(r.status(), 200);
-    let hits: Value = client
-        .get(format!("{}/ctxpress/search?q=step_2_17", p.url))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    assert!(!hits.as_array().unwrap().is_empty(), "{hits}");
+    assert_eq!(r.status(), 404);
+    p.shutdown().await;
+
+    let p = start_proxy_with(&upstream, 8000, Some(db.clone()), |c| {
+        c.search_token = Some(ctxpress_proxy::Secret("tok-123".into()));
+    })
+    .await;
+    let mut ids = Vec::new();
+    for (name, secret) in [("alice", "sk-alice-secret"), ("bob", "sk-bob-secret")] {
+        let mut h = openai_history(30);
+        h[1] = json!({"role": "user", "content": format!("Fix the failing test; my key is {secret}.")});
+        let r = client
+            .post(format!("{}/v1/chat/completions", p.url))
+            .header(ctxpress_proxy::SESSION_HEADER, name)
+            .json(&json!({"model": "m", "messages": h}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+        ids.push(
+            r.headers()[ctxpress_proxy::CONVERSATION_HEADER]
+                .to_str()
+                .unwrap()
+                .to_string(),
+        );
+    }
+    let search = |query: String, token: Option<&'static str>| {
+        let mut r = client.get(format!("{}/ctxpress/search?{query}", p.url));
+        if let Some(t) = token {
+            r = r.bearer_auth(t);
+        }
+        r.send()
+    };
+    // No token, a wrong one, a longer one: 401.
+    for t in [None, Some("tok-12"), Some("tok-1234"), Some("")] {
+        let r = search(format!("q=secret&conversation={}", ids[1]), t)
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 401, "{t:?}");
+    }
+    // No conversation named: 400.
+    let r = search("q=secret".into(), Some("tok-123")).await.unwrap();
+    assert_eq!(r.status(), 400);
+    // Alice's session sees her history only, each hit naming it.
+    let hits: Value = search(
+        format!("q=step_2_17&conversation={}&limit=50", ids[0]),
+        Some("tok-123"),
+    )
+    .await
+    .unwrap()
+    .json()
+    .await
+    .unwrap();
+    let hits = hits.as_array().unwrap();
+    assert!(!hits.is_empty());
+    for h in hits {
+        assert_eq!(h["conversation"], ids[0].as_str(), "{h}");
+    }
+    let text = search(
+        "q=step_2_17&conversation=".to_string() + &ids[1],
+        Some("tok-123"),
+    )
+    .await
+    .unwrap()
+    .text()
+    .await
+    .unwrap();
+    let hits: Value = serde_json::from_str(&text).unwrap();
+    assert!(!hits.as_array().unwrap().is_empty(), "{text}");
+    assert!(!text.contains("sk-alice-secret"), "{text}");
     assert_eq!(
         client
             .get(format!("{}/ctxpress/health", p.url))

@@ -285,6 +285,26 @@ impl Session {
         self
     }
 
+    /// Archive the originals of later compactions here instead (as
+    /// [`Session::with_archive`], on a session in place).
+    pub fn set_archive(&mut self, archive: Option<Arc<dyn Archive>>) {
+        self.compressor.ctx.archive = archive;
+    }
+
+    /// Roughly the heap bytes this session keeps between turns: the
+    /// compressed prefix (its messages' texts, source and parsed) and the
+    /// hashes and counts of the last request. An estimate for a memory
+    /// budget over many sessions, not an exact figure; the pipeline's own
+    /// fixed state is left out.
+    pub fn retained_bytes(&self) -> usize {
+        let prefix: usize = self.prefix.iter().map(message_bytes).sum();
+        let hashes = self.covered.capacity() * size_of::<u64>()
+            + self.last.capacity() * size_of::<(u64, usize)>()
+            // hashbrown: a key, a value and a control byte per bucket.
+            + self.counts.capacity() * (size_of::<(u64, usize)>() + 1);
+        size_of::<Self>() + prefix + hashes
+    }
+
     /// Compact above this many tokens.
     pub fn trigger(&self) -> usize {
         self.trigger
@@ -430,6 +450,33 @@ impl Session {
         self.last = now;
         self.counts = counts;
         Ok((request, report))
+    }
+}
+
+/// Heap bytes of one message: its source text when kept, its parsed
+/// fields, and the shared cell around them.
+fn message_bytes(m: &Message) -> usize {
+    let fields: usize = m
+        .fields()
+        .iter()
+        .map(|(k, v)| k.capacity() + size_of::<(String, serde_json::Value)>() + 16 + value_bytes(v))
+        .sum();
+    256 + m.id().as_str().len() + m.raw().map_or(0, str::len) + fields
+}
+
+fn value_bytes(v: &serde_json::Value) -> usize {
+    use serde_json::Value;
+    match v {
+        Value::String(s) => s.capacity(),
+        Value::Number(_) => 24,
+        Value::Array(a) => {
+            a.capacity() * size_of::<Value>() + a.iter().map(value_bytes).sum::<usize>()
+        }
+        Value::Object(m) => m
+            .iter()
+            .map(|(k, v)| k.capacity() + size_of::<(String, Value)>() + 16 + value_bytes(v))
+            .sum(),
+        Value::Null | Value::Bool(_) => 0,
     }
 }
 
