@@ -37,6 +37,11 @@ pub enum ArchiveError {
     /// Stored data could not be read back.
     #[error("archive data is corrupt: {0}")]
     Corrupt(String),
+    /// What a write was based on changed since it was read: another run
+    /// (process or thread) wrote the same conversation at the same time.
+    /// Nothing was written; reading again and redoing the work succeeds.
+    #[error("archive changed by another run: {0}")]
+    Conflict(String),
 }
 
 /// One mapping: the output position identified by `key` stands for `originals`
