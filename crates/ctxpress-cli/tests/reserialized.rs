@@ -226,3 +226,68 @@ fn outputs_rewritten_by_python_json_expand_to_the_input() {
         }
     }
 }
+
+/// A lone surrogate escape (`\ud800`, which Python's `json.dumps` writes for
+/// a lone surrogate) no longer fails the batch (issue #33): the
+/// conversations that hold one are compressed like the others, written
+/// back byte for byte where unchanged, and expand back to the input.
+#[test]
+fn lone_surrogates_neither_fail_the_batch_nor_change_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let lines: Vec<String> = std::fs::read_to_string(common::data("taubench_airline.jsonl"))
+        .unwrap()
+        .lines()
+        .take(3)
+        .map(str::to_string)
+        .collect();
+    // In a user message early in the conversation (compressed) and in the
+    // last one (kept as it was), and in the envelope.
+    let first = lines[1].replacen(
+        r#""role": "user", "content": ""#,
+        r#""role": "user", "content": "\ud800 lone, \udc00\u00e9 too; "#,
+        1,
+    );
+    let at = first.rfind(r#""content": ""#).unwrap() + r#""content": ""#.len();
+    let with = format!("{}{}{}", &first[..at], r"end \ud83d ", &first[at..]).replacen(
+        '{',
+        r#"{"note": "\udbff", "#,
+        1,
+    );
+    assert!(with.matches(r"\ud8").count() >= 2 && with != lines[1]);
+    let input = format!("{}\n{with}\n{}\n", lines[0], lines[2]);
+    let (inp, out, db) = (d.join("in.jsonl"), d.join("out.jsonl"), d.join("a.db"));
+    std::fs::write(&inp, &input).unwrap();
+    bin().arg("validate").arg(&inp).assert().success();
+    bin()
+        .args(["compress", "--archive"])
+        .arg(&db)
+        .arg("-o")
+        .arg(&out)
+        .arg(&inp)
+        .assert()
+        .success();
+    let written = std::fs::read_to_string(&out).unwrap();
+    let line = written.lines().nth(1).unwrap();
+    assert_ne!(line, with, "the conversation is compressed");
+    assert!(line.contains(r"end \ud83d "), "kept message: its bytes");
+    assert!(
+        line.starts_with(r#"{"note": "\udbff", "#),
+        "envelope: its bytes"
+    );
+    let back = bin()
+        .args(["expand", "--archive"])
+        .arg(&db)
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(
+        back.status.success(),
+        "{}",
+        String::from_utf8_lossy(&back.stderr)
+    );
+    assert!(
+        back.stdout == input.as_bytes(),
+        "expand gives back the input"
+    );
+}
