@@ -183,6 +183,11 @@ impl CompactionConfig {
     }
 }
 
+/// How many times one compaction starts again because another run changed
+/// the conversation's batches under it (each time, that other run
+/// finished a write: this bounds a livelock, not a wait).
+const MAX_CONFLICTS: usize = 16;
+
 /// Why a compaction left the history unchanged.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
@@ -493,7 +498,37 @@ impl Compactor {
         self.now.unwrap_or_else(now_millis)
     }
 
+    /// [`Compactor::run_once`], again from the batches stored then when
+    /// another run changed the conversation's batches between the read and
+    /// the write ([`ArchiveError::Conflict`]: that attempt wrote nothing),
+    /// so concurrent runs on one conversation act as if one ran after the
+    /// other.
     async fn run(
+        &self,
+        history: &Conversation,
+        id: &str,
+        archive: &dyn BatchArchive,
+        budget: Option<usize>,
+        counter: &dyn TokenCounter,
+        before: usize,
+    ) -> Result<CompactionResult, CompactionError> {
+        let mut conflicts = 0;
+        loop {
+            match self
+                .run_once(history, id, archive, budget, counter, before)
+                .await
+            {
+                Err(CompactionError::Archive(ArchiveError::Conflict(_)))
+                    if conflicts < MAX_CONFLICTS =>
+                {
+                    conflicts += 1;
+                }
+                r => return r,
+            }
+        }
+    }
+
+    async fn run_once(
         &self,
         history: &Conversation,
         id: &str,

@@ -858,3 +858,80 @@ fn an_async_backend_runs_on_the_async_path_and_the_stage_is_async() {
     archive(&Conversation::parse(&doc).unwrap(), &conv, &originals).unwrap();
     assert_eq!(expand(&conv, &originals).unwrap().to_json_string(), doc);
 }
+
+/// Lets another compaction of the same conversation run between this run's
+/// read of the batches and its first `replace`, as a concurrent process
+/// would.
+struct Racing<'a> {
+    inner: &'a MemoryBatchArchive,
+    other: Mutex<Option<Box<dyn FnOnce() + Send + 'a>>>,
+    replaces: Mutex<usize>,
+}
+
+impl BatchArchive for Racing<'_> {
+    fn put_batches(&self, b: &[SummaryBatch]) -> Result<(), ArchiveError> {
+        self.inner.put_batches(b)
+    }
+    fn batches(&self, c: &str) -> Result<Vec<SummaryBatch>, ArchiveError> {
+        self.inner.batches(c)
+    }
+    fn read(&self, l: &str) -> Result<Option<SummaryBatch>, ArchiveError> {
+        self.inner.read(l)
+    }
+    fn replace(&self, c: &str, r: &[String], a: SummaryBatch) -> Result<(), ArchiveError> {
+        *self.replaces.lock().unwrap() += 1;
+        if let Some(other) = self.other.lock().unwrap().take() {
+            other();
+        }
+        self.inner.replace(c, r, a)
+    }
+}
+
+/// Two runs on one conversation at once (issue #33): the one whose batches
+/// were re-summarized under it started again from the stored batches, and
+/// neither reports corrupt data.
+#[test]
+fn a_run_whose_batches_another_run_replaced_starts_again() {
+    let c = Compactor::new(CompactionConfig {
+        chunk_tokens: 120,
+        clip_window: 1,
+        buffer: 1,
+        summary_tokens: 40,
+        ..CompactionConfig::default()
+    })
+    .unwrap()
+    .with_now(T0 * 1000);
+    let arch = MemoryBatchArchive::new();
+    let r = c.compress(&parse(&session(20)), "s1", &arch);
+    assert!(r.compacted, "{:?}", r.notes);
+    let mut v: Value = serde_json::from_str(&r.history.to_json_string()).unwrap();
+    let msgs = v["messages"].as_array_mut().unwrap();
+    for i in 0..6 {
+        msgs.push(json!({"role": "user", "content": prose(500 + i)}));
+        msgs.push(json!({"role": "assistant", "content": prose(600 + i)}));
+    }
+    let next = parse(&v);
+    let other = c.clone();
+    let racing = Racing {
+        inner: &arch,
+        other: Mutex::new(Some(Box::new({
+            let next = next.clone();
+            let arch = &arch;
+            move || {
+                let r = other.compress(&next, "s1", arch);
+                assert!(r.compacted && r.error.is_none(), "{:?}", r.error);
+            }
+        }))),
+        replaces: Mutex::new(0),
+    };
+    let r2 = c.compress(&next, "s1", &racing);
+    assert!(r2.error.is_none(), "{:?}", r2.error);
+    assert!(r2.compacted, "{:?}", r2.notes);
+    assert_eq!(
+        *racing.replaces.lock().unwrap(),
+        2,
+        "one conflict, one retry"
+    );
+    // As after one run then the other: at most `2 * clip_window + buffer`.
+    assert_eq!(arch.batches("s1").unwrap().len(), 3);
+}

@@ -4,12 +4,24 @@
 //! (itself when unchanged; the messages it summarizes; messages removed just
 //! before it). For each output message whose run is not just itself, one
 //! [`Record`] maps a *chain key* to the exact source text of the originals. The
-//! chain key hashes the envelope prefix and every output message up to and
-//! including this one, so identical texts in different places or conversations
-//! never collide, and messages appended after compression leave earlier keys
-//! valid. [`expand`] walks a conversation, swaps each keyed message for its
-//! originals, and repeats until nothing matches, undoing several rounds.
+//! chain key hashes the conversation's id (when its envelope has one) and
+//! every output message up to and including this one, so identical texts in
+//! different places or conversations never collide, and messages appended
+//! after compression leave earlier keys valid. [`expand`] walks a
+//! conversation, swaps each keyed message for its originals, and repeats
+//! until nothing matches, undoing several rounds.
+//!
+//! Keys hash what the messages *mean*, not how they are written
+//! ([`canonical`](crate::canonical)): an output parsed and written again by
+//! another JSON library (keys sorted, `\u2026` for `…`, pretty-printed,
+//! fields added around the messages) still expands. The restored originals
+//! are the archived bytes. Keys of this kind start with `c:` (`doc:c:`,
+//! `gaps:c:`); archives written before them hold *raw* keys (32 hex digits,
+//! hashing the source text before the first message and each message's
+//! bytes), which [`expand`] still tries first, so an output written back
+//! byte-identical expands from an old archive too.
 
+use crate::canonical;
 use crate::conversation::Conversation;
 use crate::message::MessageId;
 use std::collections::{HashMap, HashSet};
@@ -25,6 +37,11 @@ pub enum ArchiveError {
     /// Stored data could not be read back.
     #[error("archive data is corrupt: {0}")]
     Corrupt(String),
+    /// What a write was based on changed since it was read: another run
+    /// (process or thread) wrote the same conversation at the same time.
+    /// Nothing was written; reading again and redoing the work succeeds.
+    #[error("archive changed by another run: {0}")]
+    Conflict(String),
 }
 
 /// One mapping: the output position identified by `key` stands for `originals`
@@ -141,9 +158,10 @@ fn chain(prev: u128, text: &str) -> u128 {
 
 const END: &str = "\u{0}end";
 
-/// Chain keys of a conversation: one per message, then one for the end.
+/// Chain keys of a conversation, as [`records`] writes them: one per
+/// message, then one for the end.
 pub fn chain_keys(conv: &Conversation) -> Vec<String> {
-    let (mut keys, mut ends) = prefix_keys(conv);
+    let (mut keys, mut ends) = prefix_keys(conv, Scheme::Canonical);
     keys.extend(ends.pop());
     keys
 }
@@ -258,7 +276,7 @@ pub fn records(input: &Conversation, output: &Conversation) -> Vec<Record> {
     // A key the input itself produces closes an unchanged prefix: its record
     // would fire again on the restored input (and, after the reordering
     // fallback, delete messages that stand for nothing only in the output).
-    let input_keys: HashSet<String> = if input.envelope.prefix == output.envelope.prefix {
+    let input_keys: HashSet<String> = if canonical_seed(input) == canonical_seed(output) {
         chain_keys(input).into_iter().collect()
     } else {
         HashSet::new()
@@ -278,7 +296,10 @@ pub fn records(input: &Conversation, output: &Conversation) -> Vec<Record> {
     }
     for (i, (own, o)) in out_texts.iter().zip(&origins).enumerate() {
         let originals: Vec<String> = o.iter().map(|&j| in_texts[j].clone()).collect();
-        if originals.first() == Some(own) || input_keys.contains(&keys[i]) {
+        // The same meaning counts as the same text: the key is made of it.
+        if originals.first().is_some_and(|f| canonical::same(f, own))
+            || input_keys.contains(&keys[i])
+        {
             continue;
         }
         out.push(Record {
@@ -309,31 +330,40 @@ pub fn archive(
 }
 
 /// Restore the originals of a compressed conversation, through any number of
-/// rounds. Each pass finds the longest leading run of messages that is exactly
+/// rounds. Each pass finds the longest leading run of messages that is
 /// the output of an archived compression (its end key has a `doc:` record) and
 /// swaps it for that compression's input, keeping what follows (messages
 /// appended after compression). When no prefix matches, one pass of the
 /// per-position records is tried. Messages the archive does not know are kept.
+///
+/// Messages match by meaning (see the module docs): at each place the raw
+/// key of archives written before canonical keys is tried first, then the
+/// canonical one.
 pub fn expand(conv: &Conversation, archive: &dyn Archive) -> Result<Conversation, ArchiveError> {
     let mut cur = conv.clone();
     let mut seen = HashSet::new();
     for _round in 0..1024 {
-        let (keys, ends) = prefix_keys(&cur);
+        let schemes = [
+            prefix_keys(&cur, Scheme::Raw),
+            prefix_keys(&cur, Scheme::Canonical),
+        ];
         let mut doc = None;
-        for k in (0..ends.len()).rev() {
-            // A key used once in this expansion cannot apply again: the input it
-            // restored merely starts like that output (e.g. a trailing repeat removed).
-            if seen.contains(&ends[k]) {
-                continue;
-            }
-            if let Some(orig) = archive.get(&format!("doc:{}", ends[k]))? {
-                doc = Some((k, orig));
-                break;
+        'find: for k in (0..=cur.messages.len()).rev() {
+            for (_, ends) in &schemes {
+                // A key used once in this expansion cannot apply again: the input it
+                // restored merely starts like that output (e.g. a trailing repeat removed).
+                if seen.contains(&ends[k]) {
+                    continue;
+                }
+                if let Some(orig) = archive.get(&format!("doc:{}", ends[k]))? {
+                    doc = Some((k, ends[k].clone(), orig));
+                    break 'find;
+                }
             }
         }
-        if let Some((k, mut texts)) = doc {
-            let gaps = archive.get(&format!("gaps:{}", ends[k]))?;
-            seen.insert(ends[k].clone());
+        if let Some((k, end, mut texts)) = doc {
+            let gaps = archive.get(&format!("gaps:{end}"))?;
+            seen.insert(end);
             let restored = texts.len();
             texts.extend(cur.messages[k..].iter().map(|m| cur.message_json(m)));
             cur = rebuild(&cur, texts, gaps.filter(|g| g.len() + 1 == restored))?;
@@ -341,8 +371,8 @@ pub fn expand(conv: &Conversation, archive: &dyn Archive) -> Result<Conversation
         }
         let mut hit = false;
         let mut texts: Vec<String> = Vec::with_capacity(cur.messages.len());
-        for (m, k) in cur.messages.iter().zip(&keys) {
-            match archive.get(k)? {
+        for (i, m) in cur.messages.iter().enumerate() {
+            match first_hit(archive, schemes.iter().map(|s| &s.0[i]))? {
                 Some(orig) => {
                     hit = true;
                     texts.extend(orig);
@@ -350,7 +380,8 @@ pub fn expand(conv: &Conversation, archive: &dyn Archive) -> Result<Conversation
                 None => texts.push(cur.message_json(m)),
             }
         }
-        if let Some(orig) = archive.get(&ends[ends.len() - 1])? {
+        let end = cur.messages.len();
+        if let Some(orig) = first_hit(archive, schemes.iter().map(|s| &s.1[end]))? {
             hit = true;
             texts.extend(orig);
         }
@@ -364,19 +395,72 @@ pub fn expand(conv: &Conversation, archive: &dyn Archive) -> Result<Conversation
     ))
 }
 
+/// The originals of the first of `keys` the archive has.
+fn first_hit<'a>(
+    archive: &dyn Archive,
+    keys: impl Iterator<Item = &'a String>,
+) -> Result<Option<Vec<String>>, ArchiveError> {
+    for k in keys {
+        if let Some(o) = archive.get(k)? {
+            return Ok(Some(o));
+        }
+    }
+    Ok(None)
+}
+
+/// How chain keys are made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Scheme {
+    /// The source text before the first message and each message's bytes;
+    /// 32 hex digits (archives written before canonical keys).
+    Raw,
+    /// The conversation's id and each message's meaning
+    /// ([`canonical::digest`]); `c:` and 32 hex digits.
+    Canonical,
+}
+
+/// Where the canonical chain starts: the conversation's id, by meaning, when
+/// its envelope has one (so equal outputs of different conversations do not
+/// share keys); nothing else of the envelope counts.
+fn canonical_seed(conv: &Conversation) -> u128 {
+    let mut h = xxhash_rust::xxh3::Xxh3::new();
+    h.update(b"ctxpress canonical chain 1");
+    if let Some(id) = conv.envelope.fields.get("id") {
+        h.update(&canonical::digest(&id.to_string()).to_le_bytes());
+    }
+    h.digest128()
+}
+
 /// Per-message chain keys, and the end key of every prefix (`ends[k]` closes
 /// the first `k` messages; `ends[len]` is the whole conversation's end key).
-fn prefix_keys(conv: &Conversation) -> (Vec<String>, Vec<String>) {
-    let mut h = xxhash_rust::xxh3::xxh3_128(conv.envelope.prefix.as_bytes());
+fn prefix_keys(conv: &Conversation, scheme: Scheme) -> (Vec<String>, Vec<String>) {
+    let (mut h, tag) = match scheme {
+        Scheme::Raw => (
+            xxhash_rust::xxh3::xxh3_128(conv.envelope.prefix.as_bytes()),
+            "",
+        ),
+        Scheme::Canonical => (canonical_seed(conv), "c:"),
+    };
     let mut keys = Vec::with_capacity(conv.messages.len());
     let mut ends = Vec::with_capacity(conv.messages.len() + 1);
-    ends.push(format!("{:032x}", chain(h, END)));
+    ends.push(format!("{tag}{:032x}", chain(h, END)));
     for m in &conv.messages {
-        h = chain(h, &conv.message_json(m));
-        keys.push(format!("{h:032x}"));
-        ends.push(format!("{:032x}", chain(h, END)));
+        let text = conv.message_json(m);
+        h = match scheme {
+            Scheme::Raw => chain(h, &text),
+            Scheme::Canonical => chain_digest(h, canonical::digest(&text)),
+        };
+        keys.push(format!("{tag}{h:032x}"));
+        ends.push(format!("{tag}{:032x}", chain(h, END)));
     }
     (keys, ends)
+}
+
+fn chain_digest(prev: u128, digest: u128) -> u128 {
+    let mut h = xxhash_rust::xxh3::Xxh3::new();
+    h.update(&prev.to_le_bytes());
+    h.update(&digest.to_le_bytes());
+    h.digest128()
 }
 
 /// The document of `texts` in `cur`'s envelope; `gaps` are the separators
@@ -514,6 +598,136 @@ mod tests {
             .push(Message::text_message(MessageId::new("n"), "user", "ok"));
         // the compressed prefix expands; the appended message stays
         assert_eq!(expand(&more, &arch).unwrap().messages.len(), 4);
+    }
+
+    /// `v` with every object's members sorted by key.
+    fn sorted(v: &serde_json::Value) -> serde_json::Value {
+        use serde_json::Value;
+        match v {
+            Value::Object(m) => {
+                let mut kv: Vec<_> = m.iter().collect();
+                kv.sort_by(|a, b| a.0.cmp(b.0));
+                Value::Object(
+                    kv.into_iter()
+                        .map(|(k, v)| (k.clone(), sorted(v)))
+                        .collect(),
+                )
+            }
+            Value::Array(a) => Value::Array(a.iter().map(sorted).collect()),
+            x => x.clone(),
+        }
+    }
+
+    fn message_texts(c: &Conversation) -> Vec<String> {
+        c.messages.iter().map(|m| c.message_json(m)).collect()
+    }
+
+    /// A document with an id, non-ASCII text and numbers, compressed: one
+    /// message summarized, the last dropped.
+    fn compressed() -> (Conversation, Conversation) {
+        let doc = r#"{"id": "c1", "messages": [{"role": "system", "content": "s…", "n": 1.50}, {"role": "user", "content": "a"}, {"role": "assistant", "content": "b é"}, {"role": "user", "content": "c"}, {"role": "assistant", "content": "d"}]}"#;
+        let input = Conversation::parse(doc).unwrap();
+        let mut out = input.clone();
+        let sid = out.fresh_id("sum");
+        let summary = Message::text_message(sid.clone(), "user", "[summary: a … b]");
+        let (m1, m2) = (out.messages[1].id().clone(), out.messages[2].id().clone());
+        out.ann_mut(&sid).replaces = vec![m1, m2];
+        out.messages.splice(1..3, [summary]);
+        out.messages.pop();
+        (input, out)
+    }
+
+    #[test]
+    fn an_output_written_again_by_another_json_writer_expands() {
+        let (input, out) = compressed();
+        let arch = MemoryArchive::new();
+        archive(&input, &out, &arch).unwrap();
+        let v: serde_json::Value = serde_json::from_str(&out.to_json_string()).unwrap();
+        let mut with_field = sorted(&v);
+        with_field["added_by_a_client"] = serde_json::json!({"x": [1, 2]});
+        let ascii = |t: String| {
+            t.chars()
+                .map(|c| match c {
+                    c if c.is_ascii() => c.to_string(),
+                    c => c
+                        .encode_utf16(&mut [0; 2])
+                        .iter()
+                        .map(|u| format!("\\u{u:04x}"))
+                        .collect(),
+                })
+                .collect::<String>()
+        };
+        for text in [
+            serde_json::to_string(&sorted(&v)).unwrap(),
+            serde_json::to_string_pretty(&sorted(&v)).unwrap(),
+            ascii(serde_json::to_string_pretty(&v).unwrap()),
+            serde_json::to_string(&with_field).unwrap(),
+            // numbers by value: 1.50 written as 1.5
+            out.to_json_string().replace("1.50", "1.5"),
+        ] {
+            assert_ne!(text, out.to_json_string());
+            let written = Conversation::parse(&text).unwrap();
+            let back = expand(&written, &arch).unwrap();
+            assert_eq!(message_texts(&back), message_texts(&input), "{text}");
+        }
+        // The meaning still counts: a changed message is not expanded.
+        let changed = Conversation::parse(&out.to_json_string().replace("a … b", "a … c")).unwrap();
+        let back = expand(&changed, &arch).unwrap();
+        assert_eq!(back.messages.len(), out.messages.len());
+    }
+
+    #[test]
+    fn raw_keys_of_archives_written_before_canonical_keys_still_expand() {
+        // What earlier versions wrote: the same records under raw keys.
+        let (input, out) = compressed();
+        let (mut raw, raw_ends) = prefix_keys(&out, Scheme::Raw);
+        raw.extend(raw_ends.last().cloned());
+        let canon = chain_keys(&out);
+        let legacy: Vec<Record> = records(&input, &out)
+            .into_iter()
+            .map(|r| {
+                let (tag, key) = match r.key.split_once(':') {
+                    Some((t, k)) if t == "doc" || t == "gaps" => (format!("{t}:"), k.to_string()),
+                    _ => (String::new(), r.key.clone()),
+                };
+                let i = canon.iter().position(|c| *c == key).unwrap();
+                Record {
+                    key: format!("{tag}{}", raw[i]),
+                    originals: r.originals,
+                }
+            })
+            .collect();
+        assert!(
+            legacy
+                .iter()
+                .all(|r| !r.key.starts_with("c:") && !r.key.contains(":c:"))
+        );
+        let arch = MemoryArchive::new();
+        arch.put(&legacy).unwrap();
+        let written = Conversation::parse(&out.to_json_string()).unwrap();
+        assert_eq!(
+            expand(&written, &arch).unwrap().to_json_string(),
+            input.to_json_string()
+        );
+    }
+
+    #[test]
+    fn equal_outputs_of_conversations_with_different_ids_keep_their_own_originals() {
+        let a = r#"{"id": "a", "messages": [{"role": "user", "content": "x"}, {"role": "user", "content": "one"}]}"#;
+        let b = r#"{"id": "b", "messages": [{"role": "user", "content": "x"}, {"role": "user", "content": "two"}]}"#;
+        let arch = MemoryArchive::new();
+        let mut outs = Vec::new();
+        for doc in [a, b] {
+            let input = Conversation::parse(doc).unwrap();
+            let mut out = input.clone();
+            out.messages.pop();
+            archive(&input, &out, &arch).unwrap();
+            outs.push((doc, out));
+        }
+        assert_eq!(message_texts(&outs[0].1), message_texts(&outs[1].1));
+        for (doc, out) in outs {
+            assert_eq!(expand(&out, &arch).unwrap().to_json_string(), doc);
+        }
     }
 
     #[test]

@@ -114,7 +114,10 @@ pub trait BatchArchive: Send + Sync {
     /// The batch with this label.
     fn read(&self, label: &str) -> Result<Option<SummaryBatch>, ArchiveError>;
     /// Re-summarization, in one transaction: remove `removed` (labels of
-    /// `conversation`) and store `added` where the first of them was.
+    /// `conversation`) and store `added` where the first of them was. When
+    /// one of `removed` is not stored (another run replaced it since the
+    /// caller read the batches), nothing changes and the error is
+    /// [`ArchiveError::Conflict`].
     fn replace(
         &self,
         conversation: &str,
@@ -190,8 +193,8 @@ impl BatchArchive for MemoryBatchArchive {
             match found(l) {
                 Some(p) => at = Some(at.map_or(p, |a: usize| a.min(p))),
                 None => {
-                    return Err(ArchiveError::Corrupt(format!(
-                        "batch `{l}` of conversation `{conversation}` is not stored"
+                    return Err(ArchiveError::Conflict(format!(
+                        "batch `{l}` of conversation `{conversation}` is no longer stored"
                     )));
                 }
             }
@@ -643,7 +646,7 @@ mod tests {
         let e = a
             .replace("c", &["nope".into()], batch("q", "c"))
             .unwrap_err();
-        assert!(matches!(e, ArchiveError::Corrupt(_)));
+        assert!(matches!(e, ArchiveError::Conflict(_)), "{e}");
         assert_eq!(a.len(), 2);
         // Object safe.
         let d: &dyn BatchArchive = &a;

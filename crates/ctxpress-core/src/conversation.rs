@@ -196,7 +196,24 @@ impl Conversation {
 
     /// Parse one document: a JSON array of messages or an object with a
     /// `messages` array. Unknown fields are kept verbatim, in order.
+    ///
+    /// A lone surrogate escape in a string (`"\ud800"`, which Python's
+    /// `json.dumps` writes for one) is accepted: the message keeps its
+    /// source text, so it is written back byte for byte while unchanged,
+    /// and its fields read the escape as U+FFFD (what stages analyse, and
+    /// what a changed message is written with).
     pub fn parse(text: &str) -> Result<Self, ParseError> {
+        match lossy_surrogates(text) {
+            None => Self::parse_read(text, text),
+            Some(read) => Self::parse_read(&read, text),
+        }
+    }
+
+    /// [`Conversation::parse`] of `text`, read through `read`: the same text
+    /// but for lone surrogate escapes, as long, so every offset is the same
+    /// in both. Values come from `read`, source texts from `text`.
+    fn parse_read(read: &str, source: &str) -> Result<Self, ParseError> {
+        let text = read;
         let start = text.len() - text.trim_start().len();
         let (shape, fields, arr_raw): (Shape, Map<String, Value>, &str) = match text.as_bytes()
             [start..]
@@ -281,15 +298,19 @@ impl Conversation {
                 Some(s) if seen_ids.insert(s.clone()) => s,
                 _ => derive_id(i, raw),
             };
-            messages.push(Message::from_raw(MessageId::new(id), obj, raw.into()));
+            messages.push(Message::from_raw(
+                MessageId::new(id),
+                obj,
+                source[off..off + raw.len()].into(),
+            ));
         }
         let envelope = if items.is_empty() {
             let open = arr_off + 1;
             Envelope {
                 shape,
                 fields,
-                prefix: text[..open].into(),
-                suffix: text[open..].into(),
+                prefix: source[..open].into(),
+                suffix: source[open..].into(),
                 sep: ",".into(),
                 uniform: true,
                 gaps: HashMap::new(),
@@ -326,8 +347,8 @@ impl Conversation {
             Envelope {
                 shape,
                 fields,
-                prefix: text[..first].into(),
-                suffix: text[end..].into(),
+                prefix: source[..first].into(),
+                suffix: source[end..].into(),
                 sep,
                 uniform,
                 gaps,
@@ -535,6 +556,53 @@ pub struct Exchange {
     pub call_ids: Vec<String>,
 }
 
+/// `text` with each lone surrogate escape (`\uD800`-`\uDFFF` not in a
+/// high-low pair, which serde_json refuses) replaced by `\uFFFD`, the same
+/// length; `None` when there is none (the usual case: nothing is copied).
+/// Escapes are found by walking backslashes, so an escaped backslash
+/// followed by `ud800` is left alone.
+fn lossy_surrogates(text: &str) -> Option<String> {
+    let b = text.as_bytes();
+    let unit = |i: usize| -> Option<u32> {
+        let h = b.get(i..i + 6)?;
+        if h[0] != b'\\' || h[1] != b'u' || !h[2..].iter().all(u8::is_ascii_hexdigit) {
+            return None;
+        }
+        u32::from_str_radix(std::str::from_utf8(&h[2..]).ok()?, 16).ok()
+    };
+    let mut lone = Vec::new();
+    let mut i = 0;
+    while let Some(p) = b.get(i..).and_then(|rest| memchr::memchr(b'\\', rest)) {
+        i += p;
+        match unit(i) {
+            Some(0xD800..=0xDBFF) => {
+                if unit(i + 6).is_some_and(|l| (0xDC00..=0xDFFF).contains(&l)) {
+                    i += 12;
+                } else {
+                    lone.push(i);
+                    i += 6;
+                }
+            }
+            Some(0xDC00..=0xDFFF) => {
+                lone.push(i);
+                i += 6;
+            }
+            Some(_) => i += 6,
+            // Any other escape is two bytes (`\\` included).
+            None => i += 2,
+        }
+    }
+    if lone.is_empty() {
+        return None;
+    }
+    let mut out = b.to_vec();
+    for at in lone {
+        out[at..at + 6].copy_from_slice(b"\\ufffd");
+    }
+    // Only ASCII bytes were replaced by ASCII bytes.
+    String::from_utf8(out).ok()
+}
+
 fn derive_id(pos: usize, raw: &str) -> String {
     format!(
         "m{pos}-{:08x}",
@@ -666,6 +734,36 @@ mod tests {
             let c = Conversation::parse(doc).unwrap();
             assert_eq!(c.to_json_string(), doc);
         }
+    }
+
+    /// Lone surrogate escapes (Python's `json.dumps` writes them) are read
+    /// as U+FFFD and written back as they were (issue #33).
+    #[test]
+    fn lone_surrogates_are_accepted_and_written_back_as_they_were() {
+        let doc = r#"{"id": "c\ud800", "t\udfff": "\uDBFF x", "messages": [{"role": "user", "content": "a \ud800 b \udc00\u00e9"}, {"role": "assistant", "content": "pair \ud83d\ude00, escaped \\ud800, end \ud83d"}]}"#;
+        let c = Conversation::parse(doc).unwrap();
+        assert_eq!(c.to_json_string(), doc);
+        assert_eq!(c.messages[0].text(), "a \u{fffd} b \u{fffd}é");
+        assert_eq!(
+            c.messages[1].text(),
+            "pair 😀, escaped \\ud800, end \u{fffd}"
+        );
+        assert_eq!(c.id().as_deref(), Some("c\u{fffd}"));
+        assert_eq!(c.envelope.fields["t\u{fffd}"], "\u{fffd} x");
+        // A changed message is written from its fields.
+        let mut c = c;
+        c.messages[0].set_text("short");
+        assert!(c.to_json_string().contains(r#""content": "short""#));
+        assert!(c.to_json_string().ends_with(r#"end \ud83d"}]}"#));
+        // Valid pairs, escaped backslashes and a trailing backslash: nothing
+        // to replace.
+        for t in [r#"["\ud83d\ude00"]"#, r#"["\\ud800"]"#, "\\", "\\u12"] {
+            assert_eq!(lossy_surrogates(t), None, "{t}");
+        }
+        assert_eq!(
+            lossy_surrogates(r#"["\ud800\ud800\udc00"]"#).as_deref(),
+            Some(r#"["\ufffd\ud800\udc00"]"#)
+        );
     }
 
     #[test]

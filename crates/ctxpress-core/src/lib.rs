@@ -7,6 +7,7 @@
 
 pub mod annotate;
 pub mod archive;
+pub mod canonical;
 pub mod compaction;
 pub mod config;
 pub mod conversation;

@@ -382,6 +382,60 @@ fn two_handles_on_one_file_share_the_order() {
     check_integrity(&a);
 }
 
+/// Two handles (as two `compact` processes) read a conversation's batches
+/// and then both re-summarize them, at once: one replace wins, the other is
+/// told its batches changed under it (`Conflict`, which the compactor
+/// answers by starting again), never that the archive is corrupt (issue
+/// #33), and the file holds the winner's batches whole.
+#[test]
+fn two_handles_replacing_the_same_batches_at_once_conflict_not_corrupt() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("shared.db");
+    SqliteArchive::open(&path)
+        .unwrap()
+        .put_batches(&[batch("c1", T1, "one"), batch("c1", T2, "two")])
+        .unwrap();
+    let read = std::sync::Barrier::new(2);
+    let results: Vec<Result<(), ArchiveError>> = std::thread::scope(|s| {
+        let handles: Vec<_> = [T3, T4]
+            .into_iter()
+            .map(|t| {
+                let (path, read) = (&path, &read);
+                s.spawn(move || {
+                    let h = SqliteArchive::open(path).unwrap();
+                    let removed: Vec<String> = h
+                        .batches("c1")
+                        .unwrap()
+                        .into_iter()
+                        .map(|b| b.label)
+                        .collect();
+                    read.wait();
+                    let mut merged = batch("c1", t, "merged");
+                    merged.depth = 1;
+                    h.replace("c1", &removed, merged)
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert_eq!(
+        results.iter().filter(|r| r.is_ok()).count(),
+        1,
+        "{results:?}"
+    );
+    assert!(
+        results
+            .iter()
+            .any(|r| matches!(r, Err(ArchiveError::Conflict(_)))),
+        "{results:?}"
+    );
+    let a = SqliteArchive::open(&path).unwrap();
+    let left = a.batches("c1").unwrap();
+    assert_eq!(left.len(), 1);
+    assert_eq!(left[0].depth, 1);
+    check_integrity(&a);
+}
+
 /// A run's batches are undone: each conversation it touched gets back the
 /// batches it had (added ones gone, replaced ones back in their order, the
 /// index as before); another conversation's batches stay; a finished run

@@ -196,10 +196,13 @@ impl BatchArchive for SqliteArchive {
                 .map_err(backend)?;
             match seq {
                 Some(s) => at = Some(at.map_or(s, |a| a.min(s))),
-                // Dropping the transaction rolls back: nothing changed.
+                // Another run replaced it since the caller read the
+                // batches (a label is only ever removed by a replace or an
+                // undo). Dropping the transaction rolls back: nothing
+                // changed.
                 None => {
-                    return Err(ArchiveError::Corrupt(format!(
-                        "batch `{l}` of conversation `{conversation}` is not stored"
+                    return Err(ArchiveError::Conflict(format!(
+                        "batch `{l}` of conversation `{conversation}` is no longer stored"
                     )));
                 }
             }
