@@ -123,7 +123,7 @@ fn rule_without_text(
     if index >= tail {
         return Some((Decision::Preserve, DecisionRule::RecencyWindow));
     }
-    if m.has_tool_calls() {
+    if m.has_tool_calls() || ctxpress_core::dialect::text_results::has_text_call(m) {
         return Some((Decision::Preserve, DecisionRule::HasToolCalls));
     }
     if conv.ann(m.id()).is_some_and(|a| a.dup.is_some()) {

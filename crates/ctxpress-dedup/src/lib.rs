@@ -237,6 +237,7 @@ impl Dedup {
             if role.is_system()
                 || self.cfg.preserve.iter().any(|r| r == m.role_str())
                 || m.has_tool_calls()
+                || ctxpress_core::dialect::text_results::has_text_call(m)
                 || conv.ann(m.id()).is_some_and(|a| a.protected)
             {
                 continue;

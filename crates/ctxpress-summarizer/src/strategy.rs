@@ -239,7 +239,10 @@ fn touch_annotated(
     m: &Message,
     cfg: &SummarizerConfig,
 ) -> Option<(Target, String)> {
-    if m.has_tool_calls() || ann.is_some_and(|a| a.protected) {
+    if m.has_tool_calls()
+        || ann.is_some_and(|a| a.protected)
+        || ctxpress_core::dialect::text_results::has_text_call(m)
+    {
         return None;
     }
     let (target, text) = if m.is_tool_result() {

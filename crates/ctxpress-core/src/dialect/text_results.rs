@@ -202,6 +202,29 @@ pub fn is_text_result_carrier(m: &Message) -> bool {
     })
 }
 
+/// An XML tool call at a line start: `<read_file>`, `<execute_command>`
+/// (snake_case names, as Cline's and Roo Code's tools have; `<thinking>`
+/// and `<task>` are not calls).
+static CALL_OPEN: LazyLock<Regex> =
+    LazyLock::new(|| ascii_regex(r"(?m)^[ \t]*<([a-z][a-z0-9]*(?:_[a-z0-9]+)+)>[ \t]*\r?$"));
+
+/// True for an assistant message that calls a tool in its text (an XML tag
+/// at a line start, closed later at a line start): the call is the agent's
+/// protocol, which stages leave as written, as they leave native tool calls.
+pub fn has_text_call(m: &Message) -> bool {
+    if m.role() != Role::Assistant {
+        return false;
+    }
+    text_parts(m).iter().any(|(_, t)| {
+        t.contains("_")
+            && CALL_OPEN.captures_iter(t).any(|c| {
+                let close = format!("</{}>", &c[1]);
+                c.get(0)
+                    .is_some_and(|o| t[o.end()..].lines().any(|l| l.trim() == close))
+            })
+    })
+}
+
 /// The text of part `part` of `m` (as [`text_parts`] numbers them).
 pub fn part_text(m: &Message, part: Option<usize>) -> Option<&str> {
     match (part, m.content()) {
@@ -280,6 +303,22 @@ mod tests {
         assert!(!is_text_result_carrier(&msg(json!(
             "<task>\nFix it\n</task>"
         ))));
+    }
+
+    #[test]
+    fn assistant_text_calls_are_found() {
+        let c = Conversation::parse(
+            &json!([
+                {"role": "assistant", "content": "<thinking>\nread it\n</thinking>\n<read_file>\n<path>a.ts</path>\n</read_file>"},
+                {"role": "assistant", "content": "<thinking>\nonly thinking\n</thinking>"},
+                {"role": "assistant", "content": "Use <read_file> to read."},
+                {"role": "user", "content": "<read_file>\n<path>a.ts</path>\n</read_file>"}
+            ])
+            .to_string(),
+        )
+        .unwrap();
+        let found: Vec<bool> = c.messages.iter().map(has_text_call).collect();
+        assert_eq!(found, [true, false, false, false]);
     }
 
     #[test]
