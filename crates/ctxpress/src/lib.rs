@@ -26,6 +26,12 @@ pub mod stats;
 #[cfg(doctest)]
 pub struct ReadmeDoctests;
 
+/// docs/library.md's Rust code blocks (the library guide), compiled and run
+/// as doc tests.
+#[doc = include_str!("../../../docs/library.md")]
+#[cfg(doctest)]
+pub struct LibraryDoctests;
+
 pub use config::{PipelineConfig, StageConfig};
 pub use ctxpress_core as core;
 pub use ctxpress_core::{
