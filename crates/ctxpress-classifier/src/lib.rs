@@ -9,7 +9,7 @@
 //! ```rust
 //! use ctxpress_classifier::{Classifier, ClassifierConfig};
 //! use ctxpress_core::{Conversation, Decision, Pipeline, StageContext};
-//! use ctxpress_core::serde_json::json;
+//! use serde_json::json;
 //!
 //! let prose = "We talked about the release plan and agreed to ship the new parser next week, \
 //!              after the team has reviewed the migration notes and the changelog.";

@@ -8,7 +8,7 @@
 //! ```rust
 //! use ctxpress_compactor::{CompactionConfig, Compactor, CompactorStage};
 //! use ctxpress_core::{Conversation, Pipeline, StageContext};
-//! use ctxpress_core::serde_json::json;
+//! use serde_json::json;
 //!
 //! let mut messages = Vec::new();
 //! for i in 0..8 {
@@ -19,7 +19,7 @@
 //!     let done = format!("Updated src/parse_{i}.rs. {}", details.repeat(4));
 //!     messages.push(json!({"role": "assistant", "content": done}));
 //! }
-//! let text = ctxpress_core::serde_json::Value::Array(messages).to_string();
+//! let text = serde_json::Value::Array(messages).to_string();
 //! let mut conv = Conversation::parse(&text)?;
 //! let compactor = Compactor::new(CompactionConfig::default())?;
 //! let mut pipeline = Pipeline::new(Vec::new());

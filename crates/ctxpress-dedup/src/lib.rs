@@ -6,7 +6,7 @@
 //!
 //! ```rust
 //! use ctxpress_core::{Conversation, Pipeline, StageContext};
-//! use ctxpress_core::serde_json::json;
+//! use serde_json::json;
 //! use ctxpress_dedup::{Dedup, DedupConfig};
 //!
 //! let log = "error: connection refused while fetching the build cache; retrying. ".repeat(4);

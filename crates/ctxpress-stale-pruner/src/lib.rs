@@ -6,10 +6,10 @@
 //!
 //! ```rust
 //! use ctxpress_core::{Conversation, Pipeline, StageContext};
-//! use ctxpress_core::serde_json::json;
+//! use serde_json::json;
 //! use ctxpress_stale_pruner::{StalePruner, StalePrunerConfig};
 //!
-//! let call = |id: &str, name: &str, args: ctxpress_core::serde_json::Value| {
+//! let call = |id: &str, name: &str, args: serde_json::Value| {
 //!     let function = json!({"name": name, "arguments": args.to_string()});
 //!     json!({"role": "assistant", "content": null,
 //!            "tool_calls": [{"id": id, "type": "function", "function": function}]})

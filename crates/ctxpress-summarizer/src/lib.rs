@@ -5,7 +5,7 @@
 //!
 //! ```rust
 //! use ctxpress_core::{Conversation, Decision, DecisionRule, Pipeline, StageContext};
-//! use ctxpress_core::serde_json::json;
+//! use serde_json::json;
 //! use ctxpress_summarizer::{Summarizer, SummarizerConfig};
 //!
 //! let prose = "We looked at how the queue hands work from the primary loop to the \

@@ -7,7 +7,7 @@
 //!
 //! ```rust
 //! use ctxpress_core::{Conversation, Pipeline, StageContext};
-//! use ctxpress_core::serde_json::json;
+//! use serde_json::json;
 //! use ctxpress_tool_compressor::{ToolCompressor, ToolCompressorConfig};
 //!
 //! let mut output: String = (1..=60).map(|i| format!("test case {i} ... ok\n")).collect();
