@@ -36,6 +36,36 @@ pub fn tool_session<R: AsRef<str>>(
         .expect("a built tool session is a valid conversation")
 }
 
+/// An Anthropic agent turn of `n` parallel tool calls: a user request, one
+/// assistant message with `n` `tool_use` blocks (Bash `ls`, ids
+/// `toolu_000000`, ...), one user message with their `n` `tool_result`
+/// blocks, and a closing assistant message (issue #33: a stage that looks
+/// each result up by a scan of the blocks costs n²).
+///
+/// # Panics
+/// Never: the built JSON is always a valid conversation.
+pub fn many_blocks(n: usize) -> Conversation {
+    let calls: Vec<Value> = std::iter::once(json!({"type": "text", "text": "Running them."}))
+        .chain((0..n).map(|i| {
+            json!({"type": "tool_use", "id": format!("toolu_{i:06}"), "name": "Bash",
+                "input": {"command": format!("ls /tmp/dir{i}")}})
+        }))
+        .collect();
+    let results: Vec<Value> = (0..n)
+        .map(|i| {
+            json!({"type": "tool_result", "tool_use_id": format!("toolu_{i:06}"),
+                "content": format!("file{i}.txt\nother{i}.txt")})
+        })
+        .collect();
+    let doc = json!({"system": "You are an agent.", "messages": [
+        {"role": "user", "content": "Run all the checks."},
+        {"role": "assistant", "content": calls},
+        {"role": "user", "content": results},
+        {"role": "assistant", "content": "Done."},
+    ]});
+    Conversation::parse(&doc.to_string()).expect("a valid conversation")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

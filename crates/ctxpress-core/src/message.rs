@@ -126,7 +126,18 @@ struct Inner {
     /// pipeline validates after every stage; most messages are unchanged);
     /// reset by `fields_mut`.
     shape: OnceLock<Shape>,
+    /// Where in `content` the first `tool_result` block answering each call
+    /// id is, worked out the first time a message with many result blocks
+    /// is asked for one ([`Message::tool_result_block`]); reset by
+    /// `fields_mut`. Looking each up by a scan made a message with N
+    /// results cost N² (issue #33).
+    /// (And how many blocks answer it.)
+    results: OnceLock<foldhash::HashMap<Box<str>, (usize, usize)>>,
 }
+
+/// Result blocks up to which [`Message::tool_result_block`] scans instead of
+/// building an index.
+const SCAN_RESULTS: usize = 16;
 
 /// The tool-call pairing facts of a message.
 #[derive(Clone, Debug)]
@@ -295,6 +306,7 @@ impl Message {
             id,
             role: OnceLock::new(),
             shape: OnceLock::new(),
+            results: OnceLock::new(),
         }))
     }
 
@@ -306,6 +318,7 @@ impl Message {
             id,
             role: OnceLock::new(),
             shape: OnceLock::new(),
+            results: OnceLock::new(),
         }))
     }
 
@@ -338,6 +351,7 @@ impl Message {
         inner.raw = None;
         inner.role = OnceLock::new();
         inner.shape = OnceLock::new();
+        inner.results = OnceLock::new();
         &mut inner.fields
     }
 
@@ -354,6 +368,7 @@ impl Message {
                 id: old.id.clone(),
                 role: OnceLock::new(),
                 shape: OnceLock::new(),
+                results: OnceLock::new(),
             });
         }
         self.fields_mut()
@@ -560,14 +575,81 @@ impl Message {
     }
 
     /// The first of [`Message::tool_results`] answering `call_id`, found
-    /// without building the others (no vector, no other result's text).
+    /// without building the others (no vector, no other result's text; in
+    /// constant time, see [`Message::tool_result_block`]).
     pub fn tool_result(&self, call_id: &str) -> Option<ToolResult<'_>> {
         if matches!(self.role_ref(), Role::Tool | Role::Function) {
             return (self.own_result_id() == call_id).then(|| self.own_result());
         }
-        self.blocks_of("tool_result")
-            .find(|b| block_result_id(b) == call_id)
-            .map(block_result)
+        self.tool_result_block(call_id).map(block_result)
+    }
+
+    /// True when the message carries a result answering `call_id` (an
+    /// OpenAI `tool` message its own, an Anthropic `tool_result` block).
+    pub fn answers(&self, call_id: &str) -> bool {
+        if matches!(self.role_ref(), Role::Tool | Role::Function) {
+            return self.own_result_id() == call_id;
+        }
+        self.tool_result_block(call_id).is_some()
+    }
+
+    /// The first Anthropic `tool_result` block answering `call_id`. A
+    /// message with many result blocks is indexed by call id the first time
+    /// it is asked (kept until it changes), so asking for each of its N
+    /// results costs N, not N².
+    pub fn tool_result_block(&self, call_id: &str) -> Option<&Value> {
+        let Some(Value::Array(blocks)) = self.content() else {
+            return None;
+        };
+        match self.result_index() {
+            None => self
+                .blocks_of("tool_result")
+                .find(|b| block_result_id(b) == call_id),
+            Some(index) => index.get(call_id).and_then(|&(i, _)| blocks.get(i)),
+        }
+    }
+
+    /// Every Anthropic `tool_result` block answering `call_id`, in order
+    /// (usually one; found as [`Message::tool_result_block`] finds it).
+    pub fn tool_result_blocks(&self, call_id: &str) -> Vec<&Value> {
+        let Some(Value::Array(blocks)) = self.content() else {
+            return Vec::new();
+        };
+        let from = match self.result_index() {
+            None => 0,
+            Some(index) => match index.get(call_id) {
+                None => return Vec::new(),
+                Some(&(i, 1)) => return blocks.get(i).into_iter().collect(),
+                Some(&(i, _)) => i,
+            },
+        };
+        blocks[from.min(blocks.len())..]
+            .iter()
+            .filter(|b| block_type(b) == Some("tool_result") && block_result_id(b) == call_id)
+            .collect()
+    }
+
+    /// The call-id index of the result blocks (first position, count), for
+    /// a message with more than [`SCAN_RESULTS`] of them.
+    fn result_index(&self) -> Option<&foldhash::HashMap<Box<str>, (usize, usize)>> {
+        if self.shape().result_ids.len() <= SCAN_RESULTS {
+            return None;
+        }
+        let Some(Value::Array(blocks)) = self.content() else {
+            return None;
+        };
+        Some(self.0.results.get_or_init(|| {
+            let mut index = foldhash::HashMap::default();
+            for (i, b) in blocks.iter().enumerate() {
+                if block_type(b) == Some("tool_result") {
+                    index
+                        .entry(Box::from(block_result_id(b)))
+                        .or_insert((i, 0))
+                        .1 += 1;
+                }
+            }
+            index
+        }))
     }
 
     /// True when the message carries tool results.
@@ -984,6 +1066,49 @@ fn block_size(b: &Value) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Result lookups agree with a scan of the blocks, below and above the
+    /// size from which they use the index, with repeated and missing ids,
+    /// and after the message changes.
+    #[test]
+    fn result_lookups_agree_with_a_scan() {
+        for n in [3, SCAN_RESULTS + 1, 200] {
+            let mut blocks: Vec<Value> = (0..n)
+                .map(|i| {
+                    serde_json::json!({"type": "tool_result", "tool_use_id": format!("t{}", i % (n - 1)),
+                        "content": format!("r{i}")})
+                })
+                .collect();
+            blocks.insert(1, serde_json::json!({"type": "text", "text": "x"}));
+            let v = serde_json::json!({"role": "user", "content": blocks});
+            let mut m = Message::from_fields(MessageId::new("m"), v.as_object().unwrap().clone());
+            let scan = |m: &Message, id: &str| -> Vec<String> {
+                m.tool_results()
+                    .into_iter()
+                    .filter(|r| r.call_id == id)
+                    .map(|r| r.text.into_owned())
+                    .collect()
+            };
+            for id in ["t0", "t1", "nope", ""] {
+                let all: Vec<String> = m
+                    .tool_result_blocks(id)
+                    .iter()
+                    .map(|b| b["content"].as_str().unwrap().to_string())
+                    .collect();
+                assert_eq!(all, scan(&m, id), "{n} {id}");
+                assert_eq!(
+                    m.tool_result(id).map(|r| r.text.into_owned()),
+                    scan(&m, id).first().cloned()
+                );
+                assert_eq!(m.answers(id), !scan(&m, id).is_empty());
+            }
+            assert_eq!(m.tool_result_blocks("t0").len(), 2, "t0 is answered twice");
+            // A change drops the index.
+            m.fields_mut()["content"][0]["tool_use_id"] = Value::from("new");
+            assert!(m.answers("new"));
+            assert_eq!(m.tool_result_blocks("t0").len(), 1);
+        }
+    }
     use serde_json::json;
 
     fn msg(v: Value) -> Message {

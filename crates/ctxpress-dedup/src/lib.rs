@@ -269,14 +269,30 @@ impl Dedup {
                 }
             } else if m.is_tool_result() {
                 let mut results = m.tool_results();
-                // The ids are compared in place (a message carries a few
-                // results) and each text is moved out once judged.
+                // The result blocks, in the order of `results`: how many
+                // answer each id and whether each holds text only, in one
+                // walk (a message may carry thousands of results: asking
+                // per result was quadratic). Each text is moved out once
+                // judged.
+                let blocks: Vec<&Value> = match m.content() {
+                    Some(Value::Array(b)) => b
+                        .iter()
+                        .filter(|b| b.get("type").and_then(Value::as_str) == Some("tool_result"))
+                        .collect(),
+                    _ => Vec::new(),
+                };
+                let mut answers: HashMap<&str, usize> = HashMap::with_capacity(blocks.len());
+                for b in &blocks {
+                    let id = b.get("tool_use_id").and_then(Value::as_str).unwrap_or("");
+                    *answers.entry(id).or_default() += 1;
+                }
                 for k in 0..results.len() {
                     let Some(id) = results.get(k).map(|r| r.call_id.clone()) else {
                         continue;
                     };
-                    let unique = results.iter().filter(|x| x.call_id == id).count() == 1;
-                    if id.is_empty() || !unique || (!is_openai && !text_only_result(m, &id)) {
+                    let unique = answers.get(id.as_ref()) == Some(&1);
+                    let text_only = blocks.get(k).is_some_and(|b| text_only_result(b));
+                    if id.is_empty() || !unique || (!is_openai && !text_only) {
                         continue;
                     }
                     if let Some(r) = results.get_mut(k) {
@@ -549,25 +565,16 @@ fn group_units(
     (starts, members)
 }
 
-/// True when the Anthropic `tool_result` block for `id` holds text only, so
-/// replacing its content with a string loses nothing but text.
-fn text_only_result(m: &ctxpress_core::Message, id: &str) -> bool {
-    let Some(Value::Array(blocks)) = m.content() else {
-        return false;
-    };
-    blocks
-        .iter()
-        .find(|b| {
-            b.get("type").and_then(Value::as_str) == Some("tool_result")
-                && b.get("tool_use_id").and_then(Value::as_str) == Some(id)
-        })
-        .is_some_and(|b| match b.get("content") {
-            Some(Value::String(_)) | None => true,
-            Some(Value::Array(parts)) => parts
-                .iter()
-                .all(|p| p.get("type").and_then(Value::as_str) == Some("text")),
-            _ => false,
-        })
+/// True when an Anthropic `tool_result` block holds text only, so replacing
+/// its content with a string loses nothing but text.
+fn text_only_result(b: &Value) -> bool {
+    match b.get("content") {
+        Some(Value::String(_)) | None => true,
+        Some(Value::Array(parts)) => parts
+            .iter()
+            .all(|p| p.get("type").and_then(Value::as_str) == Some("text")),
+        _ => false,
+    }
 }
 
 impl Strategy for Dedup {

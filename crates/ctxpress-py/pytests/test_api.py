@@ -149,6 +149,27 @@ def test_compress_then_expand_restores_the_input(kind, tmp_path):
     assert "Archive(" in repr(arch)
 
 
+def test_an_output_written_again_by_json_expands(tmp_path):
+    """expand matches by meaning (issue #33): an output that json wrote
+    again (keys sorted, ensure_ascii, indented, a field added around the
+    messages) gives back the input's messages."""
+    arch = ctxpress.SqliteArchive(tmp_path / "a.db")
+    conv = anthropic_session(10)
+    conv["messages"][0]["content"][0]["text"] += " (café …)"
+    r = ctxpress.compress(conv, budget=800, archive=arch)
+    assert r.messages != conv
+    as_text = json.dumps(r.messages)
+    for rewritten in (
+        json.loads(json.dumps(r.messages, sort_keys=True)),
+        json.dumps(r.messages, sort_keys=True, ensure_ascii=True, indent=2),
+        json.dumps({**r.messages, "added": [1, 2]}, sort_keys=True),
+    ):
+        back = ctxpress.expand(rewritten, arch)
+        back = json.loads(back) if isinstance(back, str) else back
+        assert back["messages"] == conv["messages"]
+    assert json.loads(ctxpress.expand(as_text, arch)) == conv
+
+
 def test_sqlite_archive_persists_across_objects(tmp_path):
     db = tmp_path / "arch.db"
     r = ctxpress.compress(openai_session(10), budget=800, archive=ctxpress.SqliteArchive(str(db)))

@@ -325,11 +325,9 @@ impl StalePruner {
             }
             // The traffic index found the result among that message's
             // result ids: the message holds a result answering the call.
-            let result_msg = r.result.filter(|&ri| {
-                conv.messages
-                    .get(ri)
-                    .is_some_and(|m| m.tool_result_ids().any(|id| id == call.id))
-            });
+            let result_msg = r
+                .result
+                .filter(|&ri| conv.messages.get(ri).is_some_and(|m| m.answers(&call.id)));
             let protected = |i: usize| {
                 conv.messages
                     .get(i)

@@ -394,12 +394,11 @@ fn text_only(m: &Message, call_id: &str) -> bool {
         return parts_are_text(m.content());
     }
     match m.content() {
-        Some(Value::Array(blocks)) => blocks
-            .iter()
-            .filter(|b| {
-                b.get("type").and_then(Value::as_str) == Some("tool_result")
-                    && b.get("tool_use_id").and_then(Value::as_str) == Some(call_id)
-            })
+        // Found through the message's result index: asked once per result,
+        // a scan of the blocks made a message of N results cost N².
+        Some(Value::Array(_)) => m
+            .tool_result_blocks(call_id)
+            .into_iter()
             .all(|b| parts_are_text(b.get("content"))),
         _ => false,
     }
@@ -1399,11 +1398,7 @@ impl ToolCompressor {
             let Some(r) = cr.result else {
                 continue;
             };
-            let Some(res) = conv.messages.get(r).and_then(|rm| {
-                rm.tool_results()
-                    .into_iter()
-                    .find(|x| x.call_id == call.id.as_str())
-            }) else {
+            let Some(res) = conv.messages.get(r).and_then(|rm| rm.tool_result(&call.id)) else {
                 continue;
             };
             let lead = res.text.trim_start();
