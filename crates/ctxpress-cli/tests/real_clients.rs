@@ -19,9 +19,13 @@
 //! 2. Small window (its trigger set from the token counts of run 1, so that
 //!    the fourth request of the loop crosses it): every request the stub
 //!    receives is valid for its API (`ctxpress::validate`: tool calls
-//!    answered, roles in order), the loop completes, the proxy compacted, and
-//!    each request of the loop that did not compact starts with the previous
-//!    request's messages (cache markers aside) with the same system and
+//!    answered, roles in order; a violation the client's own request has
+//!    already is reported, not failed: Claude Code sends mid-conversation
+//!    `role: "system"` messages, which `validate` does not accept), those
+//!    under the trigger go as sent, the loop completes, the proxy compacted,
+//!    and each request of the loop that did not compact starts with the
+//!    previous request's messages as the provider reads them (cache markers
+//!    aside, string content as its text block) with the same system and
 //!    tools: the session's prefix is kept for the provider's cache.
 //!
 //! The clients are installed by `scripts/real-clients.sh install` (which
@@ -29,10 +33,10 @@
 //! `$CTXPRESS_CLAUDE_BIN` and `$CTXPRESS_OPENCODE_BIN`. A missing client
 //! prints a SKIP line, and fails when `CI` is set (`CTXPRESS_SKIP_CLIENTS=1`
 //! skips them on purpose). `CTXPRESS_REAL_CLIENTS_DUMP=DIR` writes every
-//! request recorded, at the tap and at the stub, into DIR. Each client runs with a
-//! fresh HOME in a temporary folder, its traffic beyond 127.0.0.1 sent to a
-//! closed port (HTTPS_PROXY), and is killed (its process group) after
-//! [`CLIENT_TIMEOUT`].
+//! request recorded, at the tap and at the stub, into DIR. Each client runs
+//! with a fresh HOME in a temporary folder, its traffic beyond 127.0.0.1
+//! sent to a closed port (HTTPS_PROXY), and is killed (its process group)
+//! after [`CLIENT_TIMEOUT`].
 #![allow(missing_docs)]
 
 use axum::Router;
@@ -1128,6 +1132,16 @@ fn assert_small_window(c: &Client, r: &Run) {
         "{}: no request after the compaction kept its prefix: {compacted:?}",
         c.name
     );
+    // Under the trigger, before the first compaction, the history goes as sent.
+    let loop_sent: Vec<&Seen> = r.sent.iter().filter(|s| s.is_loop()).collect();
+    let loop_bodies: Vec<&Seen> = r.got.iter().filter(|g| g.is_loop()).collect();
+    for k in 0..first {
+        assert!(
+            loop_sent[k].body == loop_bodies[k].body,
+            "{}: loop request {k}, under the trigger, did not go as sent",
+            c.name
+        );
+    }
     for k in 1..loop_got.len() {
         let (a, b) = (&loop_got[k - 1], &loop_got[k]);
         for field in ["system", "tools", "model"] {
