@@ -17,7 +17,9 @@
 //! Continuation is decided on what the provider reads of a message
 //! ([`read_hash`]): cache markers (`cache_control`, on the message or on a
 //! content block at any depth) do not count, since clients move them every
-//! turn (Claude Code keeps one on its newest message). The markers of the
+//! turn (Claude Code keeps one on its newest message), and string content
+//! reads as the one text block it stands for (Claude Code sends its newest
+//! message as a marked block, the same message as a string later). The markers of the
 //! messages the prefix stands for are dropped from it, so its bytes stay the
 //! same from one compaction to the next; the client's marker on its newest
 //! message stays there, also when that message is inside the prefix (the
@@ -99,7 +101,8 @@ const MARKER: &str = "cache_control";
 /// markers on the message and on its content blocks, at any depth of
 /// blocks (a `tool_result`'s own blocks too; a tool call's `input` is the
 /// caller's data and counts whole). Two sends of a message that differ only
-/// in where the client put its markers hash the same.
+/// in where the client put its markers hash the same, and so do content
+/// `"s"` and `[{"type": "text", "text": "s"}]`.
 pub fn read_hash(m: &Message) -> u64 {
     let mut h = std::hash::DefaultHasher::new();
     hash_object(m.fields(), &mut h);
@@ -134,6 +137,22 @@ fn hash_object(o: &Map<String, Value>, h: &mut impl Hasher) {
 
 fn hash_blocks(v: &Value, h: &mut impl Hasher) {
     match v {
+        // A string is the one text block it stands for, to the provider
+        // and here: clients send a message both ways (Claude Code sends one
+        // as a marked text block while it is the newest, as a string after).
+        // Hashed as `[{"type": "text", "text": s}]` is, without building it.
+        Value::String(s) => {
+            h.write_u8(5);
+            h.write_u8(6);
+            "type".hash(h);
+            h.write_u8(4);
+            "text".hash(h);
+            "text".hash(h);
+            h.write_u8(4);
+            s.hash(h);
+            h.write_usize(2);
+            h.write_usize(1);
+        }
         Value::Array(a) => {
             h.write_u8(5);
             for b in a {
@@ -786,6 +805,81 @@ mod tests {
             ),
             content_read_hash(&json!([{"type": "text", "text": "sys"}]))
         );
+    }
+
+    #[test]
+    fn string_content_reads_as_its_text_block() {
+        let m = |v: serde_json::Value| {
+            let c = Conversation::parse(&json!([v]).to_string()).unwrap();
+            read_hash(&c.messages[0])
+        };
+        let block = |text: &str| json!([{"type": "text", "text": text, "cache_control": {"type": "ephemeral"}}]);
+        for role in ["user", "assistant", "system"] {
+            assert_eq!(
+                m(json!({"role": role, "content": "hi"})),
+                m(json!({"role": role, "content": block("hi")})),
+                "{role}"
+            );
+            assert_ne!(
+                m(json!({"role": role, "content": "hi"})),
+                m(json!({"role": role, "content": block("hi!")})),
+                "{role}"
+            );
+        }
+        // Not the same: two blocks, another type, another field.
+        let two = json!([{"type": "text", "text": "h"}, {"type": "text", "text": "i"}]);
+        let other = json!([{"type": "input_text", "text": "hi"}]);
+        let more = json!([{"type": "text", "text": "hi", "citations": []}]);
+        for v in [two, other, more] {
+            assert_ne!(
+                m(json!({"role": "user", "content": "hi"})),
+                m(json!({"role": "user", "content": v}))
+            );
+        }
+        // In a tool result too, and a top-level system.
+        assert_eq!(
+            m(
+                json!({"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t", "content": "ok"}]})
+            ),
+            m(
+                json!({"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t", "content": block("ok")}]})
+            )
+        );
+        assert_eq!(
+            content_read_hash(&json!("sys")),
+            content_read_hash(&block("sys"))
+        );
+    }
+
+    /// Claude Code 2.1.332 sends a message as one marked text block while it
+    /// is the newest and as a string after (its environment, a system
+    /// message): the provider reads the same message, so the session goes on
+    /// with its prefix, also after a compaction turn that ended with it.
+    #[test]
+    fn a_message_that_turns_from_marked_block_to_string_continues_the_session() {
+        let marker = json!({"type": "ephemeral"});
+        let ask = |i: usize| format!("Step {i}: explain src/mod_{i}.rs; we measured {i} ms.");
+        let body = |turns: usize| {
+            let mut msgs = vec![json!({"role": "system", "content": "You are a coding agent."})];
+            for i in 0..turns {
+                msgs.push(json!({"role": "user", "content": ask(i)}));
+                msgs.push(json!({"role": "assistant", "content": format!("In src/mod_{i}.rs the cache is keyed by the request id. {}", "The rest of the module is fine. ".repeat(8))}));
+            }
+            msgs.push(json!({"role": "user", "content": [{"type": "text", "text": ask(turns), "cache_control": marker}]}));
+            Conversation::parse(&serde_json::Value::Array(msgs).to_string()).unwrap()
+        };
+        let mut s = session(3000);
+        let mut compacted = 0;
+        for turn in 1..=60 {
+            let (req, r) = s.prepare(&body(turn)).unwrap();
+            assert!(!r.reset, "turn {turn}");
+            if !r.compacted {
+                assert_eq!(r.tokens_prefix_changed, 0, "turn {turn}");
+            }
+            compacted += usize::from(r.compacted);
+            assert!(crate::validate(&req).is_empty(), "turn {turn}");
+        }
+        assert!(compacted >= 2, "{compacted}");
     }
 
     #[test]
