@@ -423,7 +423,9 @@ impl Ledger {
             }
             let text = dialect::strip_environment(&text);
             let t = text.trim();
-            if !t.is_empty() && !crate::window::is_generated_note(t) {
+            // ctxpress's own notes and references (a dedup reference that
+            // took a message's place) are not requests.
+            if !t.is_empty() && !crate::window::is_generated_note(t) && !is_generated(t) {
                 let r = clip_line(t, REQUEST_CHARS);
                 if self.first_request.is_none() {
                     self.first_request = Some(r.clone());

@@ -909,8 +909,19 @@ fn rewrite_dangling(m: &mut Message, gone: &HashSet<String>) {
     }
     let plain = matches!(m.role(), Role::Tool | Role::Function)
         || m.content().is_some_and(serde_json::Value::is_string);
-    if plain && let Some(t) = mark_dangling(&m.text(), gone) {
-        m.set_text(t);
+    if plain {
+        if let Some(t) = mark_dangling(&m.text(), gone) {
+            m.set_text(t);
+        }
+        return;
+    }
+    // Text blocks, each in its place.
+    let fixes: Vec<(Option<usize>, String)> = crate::dialect::text_results::text_parts(m)
+        .into_iter()
+        .filter_map(|(part, t)| mark_dangling(t, gone).map(|t| (part, t)))
+        .collect();
+    for (part, t) in fixes {
+        m.set_text_part(part, t);
     }
 }
 
