@@ -313,7 +313,7 @@ fn classify_prints_one_json_line_per_message() {
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
-    assert_eq!(lines.len(), 6);
+    assert_eq!(lines.len(), 7);
     for (i, l) in lines.iter().enumerate() {
         assert_eq!(l["index"], i);
         for k in ["role", "tier", "hard", "soft", "decision", "rule"] {
@@ -566,4 +566,33 @@ fn strategies_show_prints_a_stage_that_builds() {
         .assert()
         .code(2)
         .stderr(predicate::str::contains("did you mean `dedup`"));
+}
+
+/// Every shipped example is a valid request: `validate` exits 0 on each
+/// file of `examples/data` (a trajectory cut after a tool call, before its
+/// result, would not be one: OpenAI refuses a call without its result).
+#[test]
+fn every_shipped_example_validates() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/data");
+    let mut checked = 0;
+    for e in std::fs::read_dir(&dir).unwrap() {
+        let p = e.unwrap().path();
+        if !matches!(
+            p.extension().and_then(|x| x.to_str()),
+            Some("json" | "jsonl")
+        ) {
+            continue;
+        }
+        let out = bin().arg("validate").arg(&p).output().unwrap();
+        assert!(
+            out.status.success(),
+            "validate {}: {:?}\n{}{}",
+            p.display(),
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        checked += 1;
+    }
+    assert!(checked >= 3, "examples checked: {checked}");
 }

@@ -79,6 +79,15 @@ fn readme_cli_commands_run_as_written() {
                 continue;
             };
             let args: Vec<&str> = args.split_whitespace().collect();
+            if let Some(i) = args.iter().position(|a| *a == "-o") {
+                // Outputs go where .gitignore covers them (target/).
+                let out = args[i + 1];
+                assert!(
+                    out.starts_with("target/"),
+                    "README command writes {out} outside target/ (not ignored by git): {line}"
+                );
+                std::fs::create_dir_all(dir.path().join("target")).unwrap();
+            }
             let out = Command::cargo_bin("ctxpress")
                 .unwrap()
                 .current_dir(dir.path())
