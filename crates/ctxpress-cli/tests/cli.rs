@@ -568,6 +568,76 @@ fn strategies_show_prints_a_stage_that_builds() {
         .stderr(predicate::str::contains("did you mean `dedup`"));
 }
 
+/// `s` with the time column (the last one) masked: times vary run to run.
+fn mask_times(s: &str) -> String {
+    let mut out = String::new();
+    for l in s.lines() {
+        match l.rsplit_once(' ') {
+            Some((head, last))
+                if last == "time"
+                    || last
+                        .strip_suffix("ms")
+                        .is_some_and(|n| n.parse::<f64>().is_ok()) =>
+            {
+                out.push_str(head.trim_end());
+                out.push_str("  [time]");
+            }
+            _ => out.push_str(l),
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// The `--stats` table, byte for byte but for its times, against
+/// `tests/golden/stats_table.txt` (`UPDATE_GOLDEN=1` rewrites it): columns
+/// aligned whatever the stage names (ladder steps such as
+/// `tool_results:tool_compressor` are long), each row saying how many
+/// conversations it counts, `unchanged` for a stage that changed nothing,
+/// no zero counters.
+#[test]
+fn stats_table_matches_golden() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = bin()
+        // One thread: the summarizer's cache is shared by the workers, so
+        // its `cache_hits` could depend on their timing.
+        .args(["compress", "--budget", "8000", "--stats", "-j", "1", "-o"])
+        .arg(dir.path().join("o.jsonl"))
+        .arg(data("swe_agent.jsonl"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let got = mask_times(&String::from_utf8(out.stderr).unwrap());
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/stats_table.txt");
+    if std::env::var_os("UPDATE_GOLDEN").is_some() {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, &got).unwrap();
+    }
+    let want = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{}: {e} (UPDATE_GOLDEN=1 writes it)", path.display()));
+    assert_eq!(
+        got,
+        want,
+        "the --stats table differs from {} (UPDATE_GOLDEN=1 rewrites it)",
+        path.display()
+    );
+    // Aligned: in every row (those with a time), the ratio ends where the
+    // header's `ratio` does, and so do the figures before it.
+    let rows: Vec<&str> = got.lines().filter(|l| l.ends_with("[time]")).collect();
+    let end = rows[0].find("ratio").unwrap() + "ratio".len();
+    for l in &rows {
+        let c: Vec<char> = l.chars().collect();
+        assert!(
+            c[end - 1] != ' ' && c[end] == ' ',
+            "misaligned row: {l:?}\n{got}"
+        );
+    }
+    assert!(
+        got.contains("unchanged") && !got.contains(": 0\n") && !got.contains(" 0,"),
+        "{got}"
+    );
+}
+
 /// Every shipped example is a valid request: `validate` exits 0 on each
 /// file of `examples/data` (a trajectory cut after a tool call, before its
 /// result, would not be one: OpenAI refuses a call without its result).
