@@ -42,6 +42,11 @@ struct Cli {
 #[derive(Subcommand)]
 enum Cmd {
     /// Compress conversations (.json document or .jsonl batch; `-` for stdin).
+    #[command(
+        after_help = "Exit codes: 0 done (every conversation fits its budget), 2 bad input or usage \
+                      (nothing written), 3 some conversation cannot fit: its protected part alone \
+                      is over the budget (the output is written, everything else compressed)."
+    )]
     Compress(Box<CompressArgs>),
     /// Compact now, as an agent's `/compact` does: fold everything before the
     /// protected tail into summary batches archived in DB.
@@ -73,6 +78,9 @@ enum Cmd {
     Search(search::SearchArgs),
     /// Run a compressing proxy in front of an OpenAI- or Anthropic-compatible
     /// API: point the agent's base URL at it.
+    #[command(
+        override_usage = "ctxpress serve --upstream <URL> (--window <TOKENS> | --budget <TOKENS>) [OPTIONS]"
+    )]
     Serve(Box<serve::ServeArgs>),
     /// Check tool-call pairing and roles; exit 1 when violations are found.
     Validate {
@@ -109,6 +117,12 @@ enum Cmd {
         show: Option<String>,
     },
     /// List the presets, or print one as TOML.
+    ///
+    /// Under a budget (--budget, --window) that a preset's stages cannot
+    /// reach, the ladder goes further, whatever the preset: old tool results,
+    /// old assistant and then old user messages summarized, the oldest
+    /// messages archived behind a session ledger. `--show NAME` says what
+    /// each keeps.
     Presets {
         /// Print this preset's configuration.
         #[arg(long)]
@@ -220,10 +234,9 @@ fn load_config(a: &CompressArgs) -> Result<PipelineConfig> {
 /// The budget, window and token-counter flags `compress` and `serve` share.
 #[derive(clap::Args, Debug, Clone, Default)]
 pub(crate) struct LimitArgs {
-    /// Token budget for each conversation: one at or under it comes out
-    /// unchanged; one over it is compressed, oldest first, until it fits
-    /// (`compress` exits 3 when one cannot: its protected part alone is
-    /// over the budget).
+    /// Token budget for each conversation: one at or under it is left as
+    /// it is; one over it is compressed, oldest first, until it fits (or
+    /// until only its protected part is left).
     #[arg(long, value_name = "TOKENS")]
     pub(crate) budget: Option<usize>,
     /// The model's context window in tokens: compress a conversation over

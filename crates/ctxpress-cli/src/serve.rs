@@ -9,9 +9,10 @@ use std::process::ExitCode;
 /// Arguments of `ctxpress serve`.
 #[derive(clap::Args, Debug)]
 pub struct ServeArgs {
-    /// The upstream API's base URL, e.g. https://api.openai.com/v1 or
-    /// https://api.anthropic.com/v1 (or `serve.upstream`).
-    #[arg(long, value_name = "URL")]
+    /// Required: the upstream API's base URL, e.g. https://api.openai.com/v1
+    /// or https://api.anthropic.com/v1 (unless `upstream` is set in the
+    /// `[serve]` table of --config).
+    #[arg(long, value_name = "URL", required_unless_present = "config")]
     upstream: Option<String>,
     /// Address to listen on [default: 127.0.0.1:8787].
     #[arg(long, value_name = "ADDR")]

@@ -519,7 +519,7 @@ fn window_flags_are_checked_and_documented() {
         .stdout(
             predicate::str::contains("[default: agent]")
                 .and(predicate::str::contains("--budget"))
-                .and(predicate::str::contains("exits 3")),
+                .and(predicate::str::contains("3 some conversation cannot fit")),
         );
     bin().arg("presets").assert().success().stdout(
         ["identity", "chat", "cce", "agent", "hybrid"]
