@@ -219,7 +219,7 @@ fn load_config(a: &CompressArgs) -> Result<PipelineConfig> {
         (_, Some(path)) => {
             let text = std::fs::read_to_string(path)
                 .map_err(|e| usage(format!("{path}: cannot read: {e}")))?;
-            PipelineConfig::parse(&text).map_err(|e| usage(format!("{path}: {e}")))?
+            PipelineConfig::parse_file(path, &text).map_err(|e| usage(e.to_string()))?
         }
         (Some(name), None) => ctxpress::preset(name).map_err(|e| usage(e.to_string()))?,
         (None, None) => ctxpress::preset(DEFAULT_PRESET).map_err(|e| usage(e.to_string()))?,
@@ -950,11 +950,11 @@ fn classify(input: &str, config: Option<&str>) -> Result<ExitCode> {
             let text = std::fs::read_to_string(path)
                 .map_err(|e| usage(format!("{path}: cannot read: {e}")))?;
             // The file is the classifier's parameters table.
-            let table: toml::Table = toml::from_str(&text)
-                .map_err(|e| usage(format!("{path}: invalid TOML: {}", e.message().trim())))?;
+            let table =
+                ctxpress::config::check_toml(path, &text).map_err(|e| usage(e.to_string()))?;
             let params = serde_json::to_value(table).map_err(|e| usage(format!("{path}: {e}")))?;
             ctxpress::core::parse_params("classifier", &params)
-                .map_err(|e| usage(format!("{path}: {e}")))?
+                .map_err(|e| usage(ctxpress::config::error_in_file(path, &text, &e).to_string()))?
         }
     };
     let mut out = std::io::stdout().lock();

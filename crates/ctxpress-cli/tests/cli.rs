@@ -666,3 +666,100 @@ fn every_shipped_example_validates() {
     }
     assert!(checked >= 3, "examples checked: {checked}");
 }
+
+/// Configuration errors name the file, the line and column and the field:
+/// a broken TOML header, an unknown or mistyped stage parameter, an
+/// unknown strategy (found when the pipeline is built), a JSON file's.
+#[test]
+fn config_errors_name_file_line_and_column() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases = [
+        (
+            "p.toml",
+            "version = 1\n[[stages]\ntype = \"dedup\"\n",
+            ":2:9: invalid TOML: invalid table header",
+        ),
+        (
+            "p.toml",
+            "version = 1\n[[stages]]\ntype = \"dedup\"\nfuzy = true\n",
+            ":4:1: stages[0]: dedup: unknown field `fuzy`; did you mean `fuzzy`?",
+        ),
+        (
+            "p.toml",
+            "version = 1\n\n[[stages]]\ntype = \"dedup\"\nthreshold = \"high\"\n",
+            ":5:1: stages[0]: dedup: field `threshold`: invalid type",
+        ),
+        (
+            "p.toml",
+            "version = 1\n[[stages]]\ntype = \"dedupe\"\n",
+            ":3:1: stages[0]: unknown strategy `dedupe`; did you mean `dedup`?",
+        ),
+        (
+            "p.json",
+            "{\"version\": 1,\n \"stages\": [{\"type\": \"dedup\", \"fuzy\": 1}]}",
+            ":2:31: stages[0]: dedup: unknown field `fuzy`",
+        ),
+    ];
+    for (name, text, want) in cases {
+        let p = dir.path().join(name);
+        std::fs::write(&p, text).unwrap();
+        let out = bin()
+            .args(["compress", "--config"])
+            .arg(&p)
+            .arg(data("single.json"))
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains(&format!("{}{want}", p.display())),
+            "{text}\nwant {want}\n got {err}"
+        );
+    }
+    // serve's [serve] table, classify's and compact's parameter files too.
+    let p = dir.path().join("s.toml");
+    std::fs::write(&p, "version = 1\n[serve]\nupstrem = \"http://x/v1\"\n").unwrap();
+    let out = bin()
+        .args(["serve", "--window", "1000", "--config"])
+        .arg(&p)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!(
+            "{}:3:1: serve: unknown field `upstrem`",
+            p.display()
+        )),
+        "{err}"
+    );
+    let p = dir.path().join("c.toml");
+    std::fs::write(&p, "recency_window = 2\nrecency_windo = 3\n").unwrap();
+    let out = bin()
+        .args(["classify", "--config"])
+        .arg(&p)
+        .arg(data("single.json"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!(
+            "{}:2:1: classifier: unknown field `recency_windo`",
+            p.display()
+        )),
+        "{err}"
+    );
+    std::fs::write(&p, "chunk_tokens = 10\nx = [\n").unwrap();
+    let out = bin()
+        .args(["compact", "--archive"])
+        .arg(dir.path().join("a.db"))
+        .arg("--config")
+        .arg(&p)
+        .arg(data("single.json"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!("{}:3:1: invalid TOML", p.display())),
+        "{err}"
+    );
+}
