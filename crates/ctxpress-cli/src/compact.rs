@@ -67,9 +67,12 @@ pub struct CompactArgs {
 fn load_config(a: &CompactArgs) -> Result<CompactionConfig> {
     let mut params = Map::new();
     let mut file_llm: Option<Map<String, Value>> = None;
+    let mut file_text = None;
     if let Some(path) = &a.config {
         let text = std::fs::read_to_string(path)
             .map_err(|e| usage(format!("{path}: cannot read: {e}")))?;
+        // Syntax errors at their place in the file (not in the text below).
+        ctxpress::config::check_toml(path, &text).map_err(|e| usage(e.to_string()))?;
         let v = PipelineConfig::from_toml(&format!(
             "version = 1\n[[stages]]\ntype = \"compactor\"\n{text}"
         ))
@@ -82,6 +85,7 @@ fn load_config(a: &CompactArgs) -> Result<CompactionConfig> {
         // with its timeout and any misspelled field). As in a pipeline, it
         // applies when an endpoint is named (here or by --llm-url).
         file_llm = v.llm;
+        file_text = Some(text);
     }
     if a.llm.any() || file_llm.is_some() {
         let had = params.contains_key("llm");
@@ -102,9 +106,14 @@ fn load_config(a: &CompactArgs) -> Result<CompactionConfig> {
             params.insert("llm".into(), Value::Object(llm));
         }
     }
-    let what = a.config.as_deref().unwrap_or("compact");
-    ctxpress::core::parse_params(ctxpress::compactor::NAME, &Value::Object(params))
-        .map_err(|e| usage(format!("{what}: {e}")))
+    ctxpress::core::parse_params(ctxpress::compactor::NAME, &Value::Object(params)).map_err(|e| {
+        match (&a.config, &file_text) {
+            (Some(path), Some(text)) => {
+                usage(ctxpress::config::error_in_file(path, text, &e).to_string())
+            }
+            _ => usage(format!("compact: {e}")),
+        }
+    })
 }
 
 /// A conversation's `id`, else (like the `compactor` stage) a hash of its

@@ -42,6 +42,11 @@ struct Cli {
 #[derive(Subcommand)]
 enum Cmd {
     /// Compress conversations (.json document or .jsonl batch; `-` for stdin).
+    #[command(
+        after_help = "Exit codes: 0 done (every conversation fits its budget), 2 bad input or usage \
+                      (nothing written), 3 some conversation cannot fit: its protected part alone \
+                      is over the budget (the output is written, everything else compressed)."
+    )]
     Compress(Box<CompressArgs>),
     /// Compact now, as an agent's `/compact` does: fold everything before the
     /// protected tail into summary batches archived in DB.
@@ -73,6 +78,9 @@ enum Cmd {
     Search(search::SearchArgs),
     /// Run a compressing proxy in front of an OpenAI- or Anthropic-compatible
     /// API: point the agent's base URL at it.
+    #[command(
+        override_usage = "ctxpress serve --upstream <URL> (--window <TOKENS> | --budget <TOKENS>) [OPTIONS]"
+    )]
     Serve(Box<serve::ServeArgs>),
     /// Check tool-call pairing and roles; exit 1 when violations are found.
     Validate {
@@ -109,6 +117,12 @@ enum Cmd {
         show: Option<String>,
     },
     /// List the presets, or print one as TOML.
+    ///
+    /// Under a budget (--budget, --window) that a preset's stages cannot
+    /// reach, the ladder goes further, whatever the preset: old tool results,
+    /// old assistant and then old user messages summarized, the oldest
+    /// messages archived behind a session ledger. `--show NAME` says what
+    /// each keeps.
     Presets {
         /// Print this preset's configuration.
         #[arg(long)]
@@ -205,7 +219,7 @@ fn load_config(a: &CompressArgs) -> Result<PipelineConfig> {
         (_, Some(path)) => {
             let text = std::fs::read_to_string(path)
                 .map_err(|e| usage(format!("{path}: cannot read: {e}")))?;
-            PipelineConfig::parse(&text).map_err(|e| usage(format!("{path}: {e}")))?
+            PipelineConfig::parse_file(path, &text).map_err(|e| usage(e.to_string()))?
         }
         (Some(name), None) => ctxpress::preset(name).map_err(|e| usage(e.to_string()))?,
         (None, None) => ctxpress::preset(DEFAULT_PRESET).map_err(|e| usage(e.to_string()))?,
@@ -220,10 +234,9 @@ fn load_config(a: &CompressArgs) -> Result<PipelineConfig> {
 /// The budget, window and token-counter flags `compress` and `serve` share.
 #[derive(clap::Args, Debug, Clone, Default)]
 pub(crate) struct LimitArgs {
-    /// Token budget for each conversation: one at or under it comes out
-    /// unchanged; one over it is compressed, oldest first, until it fits
-    /// (`compress` exits 3 when one cannot: its protected part alone is
-    /// over the budget).
+    /// Token budget for each conversation: one at or under it is left as
+    /// it is; one over it is compressed, oldest first, until it fits (or
+    /// until only its protected part is left).
     #[arg(long, value_name = "TOKENS")]
     pub(crate) budget: Option<usize>,
     /// The model's context window in tokens: compress a conversation over
@@ -528,7 +541,7 @@ fn compress(a: CompressArgs) -> Result<ExitCode> {
             .context("the output was written, its --stats-json report was not")?;
     }
     if a.stats {
-        eprint!("{}", stats_table(&total));
+        eprint!("{}", stats_table(&total, conversations));
     }
     if misfits.count == 0 {
         return Ok(ExitCode::SUCCESS);
@@ -580,73 +593,169 @@ fn progress(reader: &Reader) -> Option<indicatif::ProgressBar> {
     Some(b)
 }
 
-fn stats_table(r: &Report) -> String {
-    let mut s = String::new();
-    s.push_str(&format!(
-        "{:<16} {:<10} {:>15} {:>23} {:>7} {:>10}\n",
-        "stage", "status", "messages", "tokens", "ratio", "time"
-    ));
+/// The `--stats` table of a run over `conversations` conversations: one
+/// row per stage and ladder step, columns aligned whatever the names, then
+/// the ladder's rungs, the total and the budget. Each row says how many
+/// conversations it counts: with a budget, the stages run only on those
+/// over the trigger and a ladder step only on those its rung ran on, while
+/// the total counts all. A stage that ran and left its conversations the
+/// same size is `unchanged`; counters that are zero are not printed. The
+/// time column is the last one, so that a test can mask it.
+fn stats_table(r: &Report, conversations: usize) -> String {
+    /// One row's cells and the lines printed under it (counters, a reason).
+    struct Row {
+        cells: [String; 7],
+        notes: Vec<String>,
+    }
     let row = |name: &str,
                status: &str,
-               mb: usize,
-               ma: usize,
-               tb: usize,
-               ta: usize,
-               cb: usize,
-               ca: usize,
+               convs: usize,
+               (mb, ma): (usize, usize),
+               (tb, ta): (usize, usize),
+               (cb, ca): (usize, usize),
                us: u128| {
         let ratio = if ca == 0 { 1.0 } else { cb as f64 / ca as f64 };
-        format!(
-            "{name:<16} {status:<10} {:>15} {:>23} {ratio:>7.2} {:>8.1}ms\n",
-            format!("{mb} → {ma}"),
-            format!("{tb} → {ta}"),
-            us as f64 / 1000.0
-        )
+        Row {
+            cells: [
+                name.to_string(),
+                status.to_string(),
+                convs.to_string(),
+                format!("{mb} → {ma}"),
+                format!("{tb} → {ta}"),
+                format!("{ratio:.2}"),
+                format!("{:.1}ms", us as f64 / 1000.0),
+            ],
+            notes: Vec::new(),
+        }
     };
+    let budget = r.budget.as_ref();
+    // The conversations a stage row counts: a ladder step's (`rung:stage`)
+    // are its rung's, the stages' those over the trigger.
+    let counted = |name: &str| match (budget, name.split_once(':')) {
+        (Some(b), Some((rung, _))) => b
+            .rungs
+            .iter()
+            .find(|g| g.name == rung)
+            .map_or(0, |g| g.conversations),
+        (Some(b), None) => b.triggered,
+        (None, _) => conversations,
+    };
+    let mut rows: Vec<Row> = Vec::new();
     for st in &r.stages {
+        let same = st.messages_before == st.messages_after
+            && st.tokens_before == st.tokens_after
+            && st.chars_before == st.chars_after;
         let status = match &st.status {
+            StageStatus::Applied if same => "unchanged",
             StageStatus::Applied => "applied",
             StageStatus::Reverted(_) => "reverted",
             StageStatus::Failed(_) => "failed",
             StageStatus::Skipped(_) => "skipped",
         };
-        s.push_str(&row(
+        let mut x = row(
             &st.name,
             status,
-            st.messages_before,
-            st.messages_after,
-            st.tokens_before,
-            st.tokens_after,
-            st.chars_before,
-            st.chars_after,
+            counted(&st.name),
+            (st.messages_before, st.messages_after),
+            (st.tokens_before, st.tokens_after),
+            (st.chars_before, st.chars_after),
             st.micros,
-        ));
-        for (k, v) in &st.outcome.counters {
-            s.push_str(&format!("    {k}: {v}\n"));
+        );
+        let counters: Vec<String> = st
+            .outcome
+            .counters
+            .iter()
+            .filter(|(_, v)| **v > 0)
+            .map(|(k, v)| format!("{k} {v}"))
+            .collect();
+        if !counters.is_empty() {
+            x.notes.push(counters.join(", "));
         }
-        if let StageStatus::Reverted(why) | StageStatus::Failed(why) = &st.status {
-            s.push_str(&format!("    {why}\n"));
+        if let StageStatus::Reverted(why) | StageStatus::Failed(why) | StageStatus::Skipped(why) =
+            &st.status
+        {
+            x.notes.push(why.clone());
+        }
+        rows.push(x);
+    }
+    let total = row(
+        "total",
+        "",
+        conversations,
+        (r.messages_before, r.messages_after),
+        (r.tokens_before, r.tokens_after),
+        (r.chars_before, r.chars_after),
+        r.micros,
+    );
+    let head = [
+        "stage",
+        "status",
+        "conversations",
+        "messages",
+        "tokens",
+        "ratio",
+        "time",
+    ];
+    let mut w = head.map(|h| h.chars().count());
+    for x in rows.iter().chain(std::iter::once(&total)) {
+        for (w, c) in w.iter_mut().zip(&x.cells) {
+            *w = (*w).max(c.chars().count());
         }
     }
-    if let Some(b) = &r.budget {
+    // Names and statuses to the left, figures to the right; padded by
+    // chars (`{:>N}` counts the arrows as one each).
+    let line = |cells: [&str; 7]| {
+        let mut l = String::new();
+        for (i, (c, w)) in cells.iter().zip(w).enumerate() {
+            if i > 0 {
+                l.push_str("  ");
+            }
+            if i < 2 {
+                l.push_str(&format!("{c:<w$}"));
+            } else {
+                l.push_str(&format!("{c:>w$}"));
+            }
+        }
+        format!("{}\n", l.trim_end())
+    };
+    let mut s = line(head);
+    for x in &rows {
+        s.push_str(&line(x.cells.each_ref().map(String::as_str)));
+        for n in &x.notes {
+            s.push_str(&format!("    {n}\n"));
+        }
+    }
+    if let Some(b) = budget {
+        let name_w = b.rungs.iter().map(|g| g.name.len()).max().unwrap_or(0);
         for g in &b.rungs {
+            let plural = |n: usize, one: &str, many: &str| {
+                format!("{n} {}", if n == 1 { one } else { many })
+            };
+            let mut parts = vec![plural(g.conversations, "conversation", "conversations")];
+            for (n, one, many) in [
+                (
+                    g.messages_changed,
+                    "message rewritten",
+                    "messages rewritten",
+                ),
+                (g.messages_removed, "message removed", "messages removed"),
+                (g.tokens_removed, "token removed", "tokens removed"),
+            ] {
+                if n > 0 {
+                    parts.push(plural(n, one, many));
+                }
+            }
+            if parts.len() == 1 {
+                parts.push("nothing removed".to_string());
+            }
             s.push_str(&format!(
-                "  ladder {:<16} {} conversations, {} messages rewritten, {} removed, {} tokens removed\n",
-                g.name, g.conversations, g.messages_changed, g.messages_removed, g.tokens_removed
+                "ladder {:<name_w$}  {}\n",
+                g.name,
+                parts.join(", ")
             ));
         }
     }
-    s.push_str(&row(
-        "total",
-        "",
-        r.messages_before,
-        r.messages_after,
-        r.tokens_before,
-        r.tokens_after,
-        r.chars_before,
-        r.chars_after,
-        r.micros,
-    ));
+    s.push_str(&line(total.cells.each_ref().map(String::as_str)));
     let stats: Vec<String> = ctxpress::statistics(r)
         .iter()
         .filter(|(_, v)| **v > 0)
@@ -655,9 +764,9 @@ fn stats_table(r: &Report) -> String {
     if !stats.is_empty() {
         s.push_str(&format!("statistics: {}\n", stats.join(", ")));
     }
-    if let Some(b) = &r.budget {
+    if let Some(b) = budget {
         s.push_str(&format!(
-            "budget: trigger {} / target {} tokens ({}): {} of {} conversations over the trigger; {} of {} fit{}\n",
+            "budget: trigger {} / target {} tokens ({}): {} of {} conversations over the trigger (the stages ran on those); {} of {} fit{}\n",
             b.trigger,
             b.target,
             b.counter,
@@ -841,11 +950,11 @@ fn classify(input: &str, config: Option<&str>) -> Result<ExitCode> {
             let text = std::fs::read_to_string(path)
                 .map_err(|e| usage(format!("{path}: cannot read: {e}")))?;
             // The file is the classifier's parameters table.
-            let table: toml::Table = toml::from_str(&text)
-                .map_err(|e| usage(format!("{path}: invalid TOML: {}", e.message().trim())))?;
+            let table =
+                ctxpress::config::check_toml(path, &text).map_err(|e| usage(e.to_string()))?;
             let params = serde_json::to_value(table).map_err(|e| usage(format!("{path}: {e}")))?;
             ctxpress::core::parse_params("classifier", &params)
-                .map_err(|e| usage(format!("{path}: {e}")))?
+                .map_err(|e| usage(ctxpress::config::error_in_file(path, &text, &e).to_string()))?
         }
     };
     let mut out = std::io::stdout().lock();

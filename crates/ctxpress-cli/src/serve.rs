@@ -9,9 +9,10 @@ use std::process::ExitCode;
 /// Arguments of `ctxpress serve`.
 #[derive(clap::Args, Debug)]
 pub struct ServeArgs {
-    /// The upstream API's base URL, e.g. https://api.openai.com/v1 or
-    /// https://api.anthropic.com/v1 (or `serve.upstream`).
-    #[arg(long, value_name = "URL")]
+    /// Required: the upstream API's base URL, e.g. https://api.openai.com/v1
+    /// or https://api.anthropic.com/v1 (unless `upstream` is set in the
+    /// `[serve]` table of --config).
+    #[arg(long, value_name = "URL", required_unless_present = "config")]
     upstream: Option<String>,
     /// Address to listen on [default: 127.0.0.1:8787].
     #[arg(long, value_name = "ADDR")]
@@ -54,17 +55,25 @@ pub struct ServeArgs {
 
 /// Run the proxy until SIGINT or SIGTERM, then finish the requests in flight.
 pub fn run(a: &ServeArgs) -> Result<ExitCode> {
+    let mut file = None;
     let mut cfg = match (&a.preset, &a.config) {
         (_, Some(path)) => {
             let text = std::fs::read_to_string(path)
                 .map_err(|e| usage(format!("{path}: cannot read: {e}")))?;
-            ctxpress::PipelineConfig::parse(&text).map_err(|e| usage(format!("{path}: {e}")))?
+            let cfg = ctxpress::PipelineConfig::parse_file(path, &text)
+                .map_err(|e| usage(e.to_string()))?;
+            file = Some((path, text));
+            cfg
         }
         (p, None) => {
             ctxpress::preset(p.as_deref().unwrap_or("agent")).map_err(|e| usage(e.to_string()))?
         }
     };
-    let mut table = ServeTable::of(&cfg).map_err(|e| usage(e.to_string()))?;
+    // Errors of the `[serve]` table name their place in the file.
+    let mut table = ServeTable::of(&cfg).map_err(|e| match &file {
+        Some((path, text)) => usage(ctxpress::config::error_in_file(path, text, &e).to_string()),
+        None => usage(e.to_string()),
+    })?;
     if let Some(u) = &a.upstream {
         table.upstream = Some(u.clone());
     }

@@ -313,7 +313,7 @@ fn classify_prints_one_json_line_per_message() {
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
-    assert_eq!(lines.len(), 6);
+    assert_eq!(lines.len(), 7);
     for (i, l) in lines.iter().enumerate() {
         assert_eq!(l["index"], i);
         for k in ["role", "tier", "hard", "soft", "decision", "rule"] {
@@ -519,7 +519,7 @@ fn window_flags_are_checked_and_documented() {
         .stdout(
             predicate::str::contains("[default: agent]")
                 .and(predicate::str::contains("--budget"))
-                .and(predicate::str::contains("exits 3")),
+                .and(predicate::str::contains("3 some conversation cannot fit")),
         );
     bin().arg("presets").assert().success().stdout(
         ["identity", "chat", "cce", "agent", "hybrid"]
@@ -566,4 +566,200 @@ fn strategies_show_prints_a_stage_that_builds() {
         .assert()
         .code(2)
         .stderr(predicate::str::contains("did you mean `dedup`"));
+}
+
+/// `s` with the time column (the last one) masked: times vary run to run.
+fn mask_times(s: &str) -> String {
+    let mut out = String::new();
+    for l in s.lines() {
+        match l.rsplit_once(' ') {
+            Some((head, last))
+                if last == "time"
+                    || last
+                        .strip_suffix("ms")
+                        .is_some_and(|n| n.parse::<f64>().is_ok()) =>
+            {
+                out.push_str(head.trim_end());
+                out.push_str("  [time]");
+            }
+            _ => out.push_str(l),
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// The `--stats` table, byte for byte but for its times, against
+/// `tests/golden/stats_table.txt` (`UPDATE_GOLDEN=1` rewrites it): columns
+/// aligned whatever the stage names (ladder steps such as
+/// `tool_results:tool_compressor` are long), each row saying how many
+/// conversations it counts, `unchanged` for a stage that changed nothing,
+/// no zero counters.
+#[test]
+fn stats_table_matches_golden() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = bin()
+        // One thread: the summarizer's cache is shared by the workers, so
+        // its `cache_hits` could depend on their timing.
+        .args(["compress", "--budget", "8000", "--stats", "-j", "1", "-o"])
+        .arg(dir.path().join("o.jsonl"))
+        .arg(data("swe_agent.jsonl"))
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let got = mask_times(&String::from_utf8(out.stderr).unwrap());
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/stats_table.txt");
+    if std::env::var_os("UPDATE_GOLDEN").is_some() {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, &got).unwrap();
+    }
+    let want = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{}: {e} (UPDATE_GOLDEN=1 writes it)", path.display()));
+    assert_eq!(
+        got,
+        want,
+        "the --stats table differs from {} (UPDATE_GOLDEN=1 rewrites it)",
+        path.display()
+    );
+    // Aligned: in every row (those with a time), the ratio ends where the
+    // header's `ratio` does, and so do the figures before it.
+    let rows: Vec<&str> = got.lines().filter(|l| l.ends_with("[time]")).collect();
+    let end = rows[0].find("ratio").unwrap() + "ratio".len();
+    for l in &rows {
+        let c: Vec<char> = l.chars().collect();
+        assert!(
+            c[end - 1] != ' ' && c[end] == ' ',
+            "misaligned row: {l:?}\n{got}"
+        );
+    }
+    assert!(
+        got.contains("unchanged") && !got.contains(": 0\n") && !got.contains(" 0,"),
+        "{got}"
+    );
+}
+
+/// Every shipped example is a valid request: `validate` exits 0 on each
+/// file of `examples/data` (a trajectory cut after a tool call, before its
+/// result, would not be one: OpenAI refuses a call without its result).
+#[test]
+fn every_shipped_example_validates() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/data");
+    let mut checked = 0;
+    for e in std::fs::read_dir(&dir).unwrap() {
+        let p = e.unwrap().path();
+        if !matches!(
+            p.extension().and_then(|x| x.to_str()),
+            Some("json" | "jsonl")
+        ) {
+            continue;
+        }
+        let out = bin().arg("validate").arg(&p).output().unwrap();
+        assert!(
+            out.status.success(),
+            "validate {}: {:?}\n{}{}",
+            p.display(),
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        checked += 1;
+    }
+    assert!(checked >= 3, "examples checked: {checked}");
+}
+
+/// Configuration errors name the file, the line and column and the field:
+/// a broken TOML header, an unknown or mistyped stage parameter, an
+/// unknown strategy (found when the pipeline is built), a JSON file's.
+#[test]
+fn config_errors_name_file_line_and_column() {
+    let dir = tempfile::tempdir().unwrap();
+    let cases = [
+        (
+            "p.toml",
+            "version = 1\n[[stages]\ntype = \"dedup\"\n",
+            ":2:9: invalid TOML: invalid table header",
+        ),
+        (
+            "p.toml",
+            "version = 1\n[[stages]]\ntype = \"dedup\"\nfuzy = true\n",
+            ":4:1: stages[0]: dedup: unknown field `fuzy`; did you mean `fuzzy`?",
+        ),
+        (
+            "p.toml",
+            "version = 1\n\n[[stages]]\ntype = \"dedup\"\nthreshold = \"high\"\n",
+            ":5:1: stages[0]: dedup: field `threshold`: invalid type",
+        ),
+        (
+            "p.toml",
+            "version = 1\n[[stages]]\ntype = \"dedupe\"\n",
+            ":3:1: stages[0]: unknown strategy `dedupe`; did you mean `dedup`?",
+        ),
+        (
+            "p.json",
+            "{\"version\": 1,\n \"stages\": [{\"type\": \"dedup\", \"fuzy\": 1}]}",
+            ":2:31: stages[0]: dedup: unknown field `fuzy`",
+        ),
+    ];
+    for (name, text, want) in cases {
+        let p = dir.path().join(name);
+        std::fs::write(&p, text).unwrap();
+        let out = bin()
+            .args(["compress", "--config"])
+            .arg(&p)
+            .arg(data("single.json"))
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains(&format!("{}{want}", p.display())),
+            "{text}\nwant {want}\n got {err}"
+        );
+    }
+    // serve's [serve] table, classify's and compact's parameter files too.
+    let p = dir.path().join("s.toml");
+    std::fs::write(&p, "version = 1\n[serve]\nupstrem = \"http://x/v1\"\n").unwrap();
+    let out = bin()
+        .args(["serve", "--window", "1000", "--config"])
+        .arg(&p)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!(
+            "{}:3:1: serve: unknown field `upstrem`",
+            p.display()
+        )),
+        "{err}"
+    );
+    let p = dir.path().join("c.toml");
+    std::fs::write(&p, "recency_window = 2\nrecency_windo = 3\n").unwrap();
+    let out = bin()
+        .args(["classify", "--config"])
+        .arg(&p)
+        .arg(data("single.json"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!(
+            "{}:2:1: classifier: unknown field `recency_windo`",
+            p.display()
+        )),
+        "{err}"
+    );
+    std::fs::write(&p, "chunk_tokens = 10\nx = [\n").unwrap();
+    let out = bin()
+        .args(["compact", "--archive"])
+        .arg(dir.path().join("a.db"))
+        .arg("--config")
+        .arg(&p)
+        .arg(data("single.json"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!("{}:3:1: invalid TOML", p.display())),
+        "{err}"
+    );
 }

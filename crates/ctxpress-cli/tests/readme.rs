@@ -79,6 +79,15 @@ fn readme_cli_commands_run_as_written() {
                 continue;
             };
             let args: Vec<&str> = args.split_whitespace().collect();
+            if let Some(i) = args.iter().position(|a| *a == "-o") {
+                // Outputs go where .gitignore covers them (target/).
+                let out = args[i + 1];
+                assert!(
+                    out.starts_with("target/"),
+                    "README command writes {out} outside target/ (not ignored by git): {line}"
+                );
+                std::fs::create_dir_all(dir.path().join("target")).unwrap();
+            }
             let out = Command::cargo_bin("ctxpress")
                 .unwrap()
                 .current_dir(dir.path())
@@ -122,50 +131,137 @@ fn readme_pipeline_config_builds() {
     assert_eq!(built, 1, "the README's pipeline example");
 }
 
-/// The synopsis block: every `ctxpress SUBCOMMAND` line names a subcommand
-/// that exists, and every `--flag` on it (and on its continuation lines) is
-/// in that subcommand's `--help`.
-#[test]
-fn readme_synopsis_flags_exist() {
-    let mut checked = 0;
-    for (lang, body) in readme_blocks() {
-        if lang != "sh" || !body.lines().any(|l| l.starts_with("ctxpress ")) {
-            continue;
-        }
-        // Continuation lines (indented, not a comment) belong to the command above.
-        let mut commands: Vec<String> = Vec::new();
-        for line in body.lines() {
-            let code = line.split('#').next().unwrap_or("");
-            if line.starts_with("ctxpress ") {
-                commands.push(code.to_string());
-            } else if line.starts_with(' ')
-                && !code.trim().is_empty()
-                && let Some(last) = commands.last_mut()
-            {
-                last.push(' ');
-                last.push_str(code);
-            }
-        }
-        for cmd in commands {
-            let sub = cmd.split_whitespace().nth(1).expect("a subcommand");
-            let out = Command::cargo_bin("ctxpress")
-                .unwrap()
-                .args([sub, "--help"])
-                .output()
-                .unwrap();
-            assert!(out.status.success(), "`ctxpress {sub} --help` failed");
-            let help = String::from_utf8_lossy(&out.stdout);
-            for flag in cmd
-                .split(|c: char| !(c.is_ascii_alphanumeric() || c == '-'))
-                .filter(|w| w.starts_with("--") && w.len() > 2)
-            {
-                assert!(
-                    help.contains(flag),
-                    "README synopsis: `ctxpress {sub}` has no {flag}\n{help}"
-                );
-            }
-            checked += 1;
+/// The `ctxpress ...` commands of a `sh` block, each with its continuation
+/// lines (indented, not a comment) and without its comments.
+fn commands_in(body: &str) -> Vec<String> {
+    let mut commands: Vec<String> = Vec::new();
+    for line in body.lines() {
+        let code = line.split('#').next().unwrap_or("");
+        if line.starts_with("ctxpress ") {
+            commands.push(code.to_string());
+        } else if line.starts_with(' ')
+            && !code.trim().is_empty()
+            && let Some(last) = commands.last_mut()
+        {
+            last.push(' ');
+            last.push_str(code);
         }
     }
-    assert!(checked >= 8, "synopsis commands checked: {checked}");
+    commands
+}
+
+/// The commands of the synopsis (the block under "The command line") and
+/// those of the other `sh` blocks.
+fn synopsis_and_others() -> (Vec<String>, Vec<String>) {
+    let (mut syn, mut others) = (Vec::new(), Vec::new());
+    for (lang, body) in readme_blocks() {
+        if lang != "sh" {
+            continue;
+        }
+        if body.contains("ctxpress compress [") && syn.is_empty() {
+            syn = commands_in(&body);
+        } else {
+            others.extend(commands_in(&body));
+        }
+    }
+    assert!(!syn.is_empty(), "the README synopsis block is not found");
+    (syn, others)
+}
+
+/// The flags written in a synopsis command: `--long` and `-s` words.
+fn written_flags(cmd: &str) -> Vec<String> {
+    cmd.split(|c: char| !(c.is_ascii_alphanumeric() || c == '-'))
+        .filter(|w| {
+            (w.starts_with("--") && w.len() > 2)
+                || (w.len() == 2 && w.starts_with('-') && w != &"--")
+        })
+        .map(str::to_string)
+        .collect()
+}
+
+/// The options a `--help` lists, each as its forms (`["-o", "--output"]`),
+/// without `--help` and `--version`.
+fn help_flags(help: &str) -> Vec<Vec<String>> {
+    help.lines()
+        .map(str::trim_start)
+        .filter(|l| l.starts_with('-'))
+        .map(|l| {
+            let spec = l.split("  ").next().unwrap_or("");
+            spec.split([',', ' '])
+                .filter(|w| w.starts_with('-'))
+                .map(str::to_string)
+                .collect::<Vec<_>>()
+        })
+        .filter(|forms| !forms.iter().any(|f| f == "--help" || f == "--version"))
+        .collect()
+}
+
+fn help_of(args: &[&str]) -> String {
+    let out = Command::cargo_bin("ctxpress")
+        .unwrap()
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "`ctxpress {}` failed", args.join(" "));
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// The synopsis block and the `--help`s agree: it has a line for every
+/// subcommand `ctxpress --help` lists and for no other; each line writes
+/// every option of that subcommand's `--help` (in its long or short form)
+/// and no option that `--help` does not list. The `ctxpress` examples of
+/// the other blocks use only options that exist.
+#[test]
+fn readme_synopsis_matches_every_help() {
+    let top = help_of(&["--help"]);
+    let subcommands: Vec<&str> = top
+        .lines()
+        .skip_while(|l| !l.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|l| !l.trim().is_empty())
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|s| *s != "help")
+        .collect();
+    assert!(subcommands.len() >= 10, "{top}");
+    let (commands, others) = synopsis_and_others();
+    let written: Vec<&str> = commands
+        .iter()
+        .map(|c| c.split_whitespace().nth(1).expect("a subcommand"))
+        .collect();
+    for sub in &subcommands {
+        assert!(
+            written.contains(sub),
+            "README synopsis: no line for `ctxpress {sub}`"
+        );
+    }
+    for sub in &written {
+        assert!(
+            subcommands.contains(sub),
+            "README synopsis: `ctxpress {sub}` is not a subcommand:\n{top}"
+        );
+    }
+    for (i, cmd) in commands.iter().chain(&others).enumerate() {
+        let sub = cmd.split_whitespace().nth(1).unwrap();
+        let help = help_of(&[sub, "--help"]);
+        let listed = help_flags(&help);
+        let flags = written_flags(cmd);
+        for f in &flags {
+            assert!(
+                listed.iter().flatten().any(|l| l == f),
+                "README: `ctxpress {sub}` has no {f}\n{help}"
+            );
+        }
+        if i >= commands.len() {
+            // An example elsewhere, not the synopsis: it need not write
+            // every option.
+            continue;
+        }
+        for forms in &listed {
+            assert!(
+                forms.iter().any(|f| flags.contains(f)),
+                "README synopsis: `ctxpress {sub}` lacks {}\n{cmd}",
+                forms.join(" / ")
+            );
+        }
+    }
 }

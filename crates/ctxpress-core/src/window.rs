@@ -810,16 +810,21 @@ fn allocate<'a>(
     }
     // Nothing points at nothing: a reference to a message or call that was
     // moved out says where it went.
-    let mut gone: HashSet<String> = HashSet::new();
+    let mut gone = Gone::default();
     for (u, &(s, e)) in units.iter().enumerate() {
         if how[u] == 0 {
             for m in &whole.messages[s..e] {
-                gone.insert(m.id().as_str().to_string());
-                gone.extend(m.tool_calls().iter().map(|c| c.id.to_string()));
+                gone.ids.insert(m.id().as_str().to_string());
+                gone.ids
+                    .extend(m.tool_calls().iter().map(|c| c.id.to_string()));
+                if !m.is_tool_result() {
+                    gone.names
+                        .insert(crate::text::message_ref(m.role_str(), &m.text()));
+                }
             }
         }
     }
-    if !gone.is_empty() {
+    if !gone.ids.is_empty() {
         for m in &mut out.messages {
             if m.role().is_system() || Some(m.id()) == last_user.map(|i| whole.messages[i].id()) {
                 continue;
@@ -857,9 +862,21 @@ fn allocate<'a>(
 /// What a reference to a moved-out message or call gets after its id.
 pub const ARCHIVED_REF: &str = " (archived; the session ledger lists what it held)";
 
-/// `text` with every reference (`dup of ID`, `near-dup of ID`, `call ID`)
-/// to an id in `gone` marked as archived; `None` when there is none.
-fn mark_dangling(text: &str, gone: &HashSet<String>) -> Option<String> {
+/// What moved out of a conversation, as references name it.
+#[derive(Debug, Default)]
+struct Gone {
+    /// Message and tool-call ids (`dup of call_7`, `call call_7`; older
+    /// references named messages by their ids too).
+    ids: HashSet<String>,
+    /// Messages as dedup names them (`dup of the user message "..."`, see
+    /// [`crate::text::message_ref`]).
+    names: HashSet<String>,
+}
+
+/// `text` with every reference (`dup of ID`, `near-dup of ID`, `call ID`,
+/// `dup of the ROLE message "..."`) to what is in `gone` marked as
+/// archived; `None` when there is none.
+fn mark_dangling(text: &str, gone: &Gone) -> Option<String> {
     let mut out = String::new();
     let mut at = 0;
     let bytes = text.as_bytes();
@@ -875,11 +892,24 @@ fn mark_dangling(text: &str, gone: &HashSet<String>) -> Option<String> {
             continue;
         };
         let start = i + skip;
-        let end = text[start..]
-            .find(|c: char| c.is_whitespace() || c == ']' || c == ',' || c == ';')
-            .map_or(text.len(), |e| start + e);
-        if end > start && gone.contains(&text[start..end]) && !text[end..].starts_with(ARCHIVED_REF)
-        {
+        // A message named by its role and first words (only after `dup of`).
+        let named = (skip == 7)
+            .then(|| {
+                gone.names
+                    .iter()
+                    .filter(|n| text[start..].starts_with(n.as_str()))
+                    .map(String::len)
+                    .max()
+            })
+            .flatten();
+        let end = match named {
+            Some(len) => start + len,
+            None => text[start..]
+                .find(|c: char| c.is_whitespace() || c == ']' || c == ',' || c == ';')
+                .map_or(text.len(), |e| start + e),
+        };
+        let known = named.is_some() || gone.ids.contains(&text[start..end]);
+        if end > start && known && !text[end..].starts_with(ARCHIVED_REF) {
             out.push_str(&text[at..end]);
             out.push_str(ARCHIVED_REF);
             at = end;
@@ -895,7 +925,7 @@ fn mark_dangling(text: &str, gone: &HashSet<String>) -> Option<String> {
 
 /// Mark the references of `m` (its text, or each of its tool results) to
 /// ids in `gone` as archived.
-fn rewrite_dangling(m: &mut Message, gone: &HashSet<String>) {
+fn rewrite_dangling(m: &mut Message, gone: &Gone) {
     if m.is_tool_result() && !matches!(m.role(), Role::Tool | Role::Function) {
         let fixes: Vec<(String, String)> = m
             .tool_results()
@@ -1186,7 +1216,31 @@ mod tests {
 
     #[test]
     fn dangling_references_are_marked_archived() {
-        let gone: HashSet<String> = ["m2-ab".to_string(), "toolu_1".to_string()].into();
+        let gone = Gone {
+            ids: ["m2-ab".to_string(), "toolu_1".to_string()].into(),
+            names: [crate::text::message_ref(
+                "user",
+                "Fix the failing test\nin a.rs",
+            )]
+            .into(),
+        };
+        assert_eq!(
+            mark_dangling(
+                "[cce:dup of the user message \"Fix the failing test\" — 300 chars]",
+                &gone
+            )
+            .as_deref(),
+            Some(
+                "[cce:dup of the user message \"Fix the failing test\" (archived; the session ledger lists what it held) — 300 chars]"
+            )
+        );
+        assert_eq!(
+            mark_dangling(
+                "[cce:dup of the user message \"Fix the other test\" — 300 chars]",
+                &gone
+            ),
+            None
+        );
         assert_eq!(
             mark_dangling("[cce:dup of m2-ab — 300 chars]", &gone).as_deref(),
             Some(

@@ -47,6 +47,13 @@
 //! Keep target of a group: its latest occurrence, or the first occurrence
 //! inside the recency window when there is one. Texts inside the window are
 //! never replaced.
+//!
+//! A reference names its keep target as the reader sees it, never by
+//! ctxpress's internal message ids: a tool result by its call id, which is in
+//! the conversation (`[cce:dup of call_7 — 345 chars]`), any other text by
+//! its message's role and first words (`[cce:dup of the user message "Fix
+//! the failing test in src/app.py" — 272 chars]`, see
+//! [`ctxpress_core::text::message_ref`]).
 
 pub mod config;
 pub mod delta;
@@ -418,9 +425,11 @@ impl Dedup {
                 continue;
             };
             let keep_id = keep_msg.id().clone();
+            // What the reader sees: the call id of a result (it is in the
+            // conversation), else the kept message's role and first words.
             let label = match &ku.slot {
                 UnitSlot::ToolResult(id) => id.to_string(),
-                UnitSlot::Text => keep_id.to_string(),
+                UnitSlot::Text => ctxpress_core::text::message_ref(keep_msg.role_str(), &ku.text),
             };
             for &u in g {
                 let Some(unit) = units.get(u) else { continue };
@@ -429,7 +438,9 @@ impl Dedup {
                 }
                 let same_class = class_of.get(u) == Some(&kc);
                 let r = if same_class && self.cfg.exact {
+                    // Never longer than what it replaces (a small `min_chars`).
                     Some(self.exact_ref(&label, unit, &keep_id))
+                        .filter(|r| r.text.chars().count() < r.original_chars)
                 } else {
                     // Without line sets (neither fuzzy nor delta) a text
                     // has no near reference.

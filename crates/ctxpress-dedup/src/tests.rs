@@ -33,6 +33,11 @@ fn filler(n: usize) -> Vec<(&'static str, String)> {
         .collect()
 }
 
+/// How a reference names message `i` of `c` (its role and first words).
+fn r(c: &Conversation, i: usize) -> String {
+    ctxpress_core::text::message_ref(c.messages[i].role_str(), &c.messages[i].text())
+}
+
 fn dedup(cfg: DedupConfig) -> Dedup {
     Dedup::new(cfg).unwrap()
 }
@@ -58,7 +63,10 @@ fn exact_duplicate_references_latest_copy() {
     let mut c = conv(msgs);
     let out = run(&dedup(DedupConfig::default()), &mut c);
     let n = body.chars().count();
-    assert_eq!(c.messages[0].text(), format!("[cce:dup of m2 — {n} chars]"));
+    assert_eq!(
+        c.messages[0].text(),
+        format!("[cce:dup of {} — {n} chars]", r(&c, 2))
+    );
     assert_eq!(c.messages[2].text(), body);
     assert_eq!(out.counters["exact_dups"], 1);
     let mark = c.ann(&MessageId::new("m0")).unwrap().dup.clone().unwrap();
@@ -84,7 +92,10 @@ fn configurable_prefix_and_min_chars() {
         }),
         &mut c,
     );
-    assert_eq!(c.messages[0].text(), "[ctx:dup of m1 — 150 chars]");
+    assert_eq!(
+        c.messages[0].text(),
+        format!("[ctx:dup of {} — 150 chars]", r(&c, 1))
+    );
 }
 
 #[test]
@@ -94,7 +105,11 @@ fn identical_content_in_two_roles_is_deduped_by_content() {
     msgs.extend(filler(4));
     let mut c = conv(msgs);
     run(&dedup(DedupConfig::default()), &mut c);
-    assert!(c.messages[0].text().starts_with("[cce:dup of m1 "));
+    assert!(
+        c.messages[0]
+            .text()
+            .starts_with(&format!("[cce:dup of {} ", r(&c, 1)))
+    );
     assert_eq!(c.messages[0].role(), Role::User, "role is kept");
     assert_eq!(c.messages[1].text(), body);
 }
@@ -133,8 +148,14 @@ fn duplicate_inside_recency_window_is_the_keep_target() {
     let mut c = conv(msgs);
     run(&dedup(DedupConfig::default()), &mut c);
     let n = body.chars().count();
-    assert_eq!(c.messages[0].text(), format!("[cce:dup of m3 — {n} chars]"));
-    assert_eq!(c.messages[1].text(), format!("[cce:dup of m3 — {n} chars]"));
+    assert_eq!(
+        c.messages[0].text(),
+        format!("[cce:dup of {} — {n} chars]", r(&c, 3))
+    );
+    assert_eq!(
+        c.messages[1].text(),
+        format!("[cce:dup of {} — {n} chars]", r(&c, 3))
+    );
     assert_eq!(c.messages[3].text(), body, "in window: kept");
     assert_eq!(c.messages[5].text(), body, "in window: never replaced");
 }
@@ -150,7 +171,11 @@ fn recency_window_zero_allows_the_last_message() {
         }),
         &mut c,
     );
-    assert!(c.messages[0].text().starts_with("[cce:dup of m1"));
+    assert!(
+        c.messages[0]
+            .text()
+            .starts_with(&format!("[cce:dup of {}", r(&c, 1)))
+    );
     assert_eq!(c.messages[1].text(), body);
 }
 
@@ -188,7 +213,11 @@ fn hash_collision_never_merges_different_texts() {
     let mut c = conv(msgs.clone());
     let d = dedup(DedupConfig::default()).with_hash(collide);
     run(&d, &mut c);
-    assert!(c.messages[0].text().starts_with("[cce:dup of m2 "));
+    assert!(
+        c.messages[0]
+            .text()
+            .starts_with(&format!("[cce:dup of {} ", r(&c, 2)))
+    );
     assert_eq!(c.messages[1].text(), b);
     // ... and a real djb2 collision.
     let pad = file(8, "p");
@@ -281,7 +310,7 @@ fn reread_file_with_one_changed_line_is_below_default_threshold() {
     let n = v1.chars().count();
     assert_eq!(
         c.messages[0].text(),
-        format!("[cce:near-dup of m1 — {n} chars, ~82% match]")
+        format!("[cce:near-dup of {} — {n} chars, ~82% match]", r(&c, 1))
     );
     let mark = c.ann(&MessageId::new("m0")).unwrap().dup.clone().unwrap();
     assert!((mark.similarity - 9.0 / 11.0).abs() < 1e-12);
@@ -297,7 +326,10 @@ fn reread_file_with_delta_keeps_the_difference() {
     let new = v1.lines().nth(6).unwrap();
     assert_eq!(
         t,
-        format!("[cce:near-dup of m2 — {n} chars, ~82% match; diff:\n-7: {old}\n+7: {new}]")
+        format!(
+            "[cce:near-dup of {} — {n} chars, ~82% match; diff:\n-7: {old}\n+7: {new}]",
+            r(&c, 2)
+        )
     );
     assert!(t.chars().count() < n);
     // the diff rebuilds the original exactly from the keep target
@@ -362,8 +394,16 @@ fn transitive_near_dup_groups_share_one_keep() {
         "{}",
         c.messages[0].text()
     );
-    assert!(c.messages[0].text().starts_with("[cce:near-dup of m2 "));
-    assert!(c.messages[1].text().starts_with("[cce:near-dup of m2 "));
+    assert!(
+        c.messages[0]
+            .text()
+            .starts_with(&format!("[cce:near-dup of {} ", r(&c, 2)))
+    );
+    assert!(
+        c.messages[1]
+            .text()
+            .starts_with(&format!("[cce:near-dup of {} ", r(&c, 2)))
+    );
     assert_eq!(c.messages[2].text(), v3);
 }
 
@@ -631,4 +671,25 @@ fn same_length_texts_differing_inside_are_not_compared_pairwise() {
     let an = dedup(DedupConfig::default()).analyze(&c);
     assert!(an.replacements.is_empty());
     assert!(an.string_compares < 10, "{} compares", an.string_compares);
+}
+
+/// A reference names its keep target as the reader sees it (a model sees
+/// roles and texts, not ctxpress's message ids): a text by its message's
+/// role and first words, a tool result by its call id.
+#[test]
+fn references_name_what_the_reader_sees() {
+    let body = format!("Fix the failing test in src/app.py\n{}", file(8, "q"));
+    let mut msgs = vec![
+        ("user", body.clone()),
+        ("assistant", "sure".into()),
+        ("user", body.clone()),
+    ];
+    msgs.extend(filler(4));
+    let mut c = conv(msgs);
+    run(&dedup(DedupConfig::default()), &mut c);
+    let n = body.chars().count();
+    assert_eq!(
+        c.messages[0].text(),
+        format!("[cce:dup of the user message \"Fix the failing test in src/app.py\" — {n} chars]")
+    );
 }

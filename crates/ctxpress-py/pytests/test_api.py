@@ -115,6 +115,26 @@ def test_compressor_from_config_text_dict_and_path(tmp_path):
     assert [s["name"] for s in r.report["stages"]] == ["dedup"]
 
 
+def test_config_path_string_and_errors_with_places(tmp_path, monkeypatch):
+    # A str naming an existing file is that file, as a Path is.
+    p = tmp_path / "p.toml"
+    p.write_text('version = 1\n[[stages]]\ntype = "dedup"\n')
+    r = ctxpress.compress(openai_session(2), config=str(p))
+    assert [s["name"] for s in r.report["stages"]] == ["dedup"]
+    monkeypatch.chdir(tmp_path)
+    assert "dedup" in ctxpress.Compressor(config="p.toml").config
+    # Errors in a file name it, with the line and column.
+    p.write_text('version = 1\n[[stages]\ntype = "dedup"\n')
+    with pytest.raises(ctxpress.ConfigError, match=r"p\.toml:2:\d+: invalid TOML"):
+        ctxpress.compress(openai_session(2), config="p.toml")
+    p.write_text('version = 1\n[[stages]]\ntype = "dedup"\nfuzy = true\n')
+    with pytest.raises(ctxpress.ConfigError, match=r"p\.toml:4:1: stages\[0\]: dedup: unknown field `fuzy`; did you mean `fuzzy`"):
+        ctxpress.Compressor(config=p)
+    # Neither a file nor configuration text: the error says both were tried.
+    with pytest.raises(ctxpress.ConfigError, match=r"config 'missing\.toml' names no file, and as configuration text: .*invalid TOML"):
+        ctxpress.compress(openai_session(2), config="missing.toml")
+
+
 def test_compressor_is_reused_and_compress_many_keeps_order_and_types():
     c = ctxpress.Compressor("agent", budget=2000)
     convs = [openai_session(n) for n in (2, 9, 4)] + [json.dumps(openai_session(7)), anthropic_session(5)]

@@ -179,6 +179,7 @@ struct PyCompressor {
 fn load_config(
     preset: Option<&str>,
     config: Option<&str>,
+    config_name: Option<&str>,
     budget: Option<usize>,
     window: Option<usize>,
     tokenizer: Option<&str>,
@@ -191,7 +192,12 @@ fn load_config(
             ));
         }
         (_, Some(text)) => (
-            PipelineConfig::parse(text).map_err(|e| Fail::Config(e.to_string()))?,
+            // A file's errors name it, with the line and column.
+            match config_name {
+                Some(name) => PipelineConfig::parse_file(name, text),
+                None => PipelineConfig::parse(text),
+            }
+            .map_err(|e| Fail::Config(e.to_string()))?,
             text.to_string(),
         ),
         (p, None) => {
@@ -247,7 +253,7 @@ impl PyCompressor {
 #[pymethods]
 impl PyCompressor {
     #[new]
-    #[pyo3(signature = (preset=None, config=None, budget=None, window=None, tokenizer=None, archive=None, llm=None))]
+    #[pyo3(signature = (preset=None, config=None, budget=None, window=None, tokenizer=None, archive=None, llm=None, config_name=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -258,9 +264,10 @@ impl PyCompressor {
         tokenizer: Option<&str>,
         archive: Option<PyRef<'_, PyArchive>>,
         llm: Option<&str>,
+        config_name: Option<&str>,
     ) -> PyResult<Self> {
-        let (cfg, text) =
-            load_config(preset, config, budget, window, tokenizer, llm).map_err(|f| f.raise(py))?;
+        let (cfg, text) = load_config(preset, config, config_name, budget, window, tokenizer, llm)
+            .map_err(|f| f.raise(py))?;
         let inner = Compressor::from_config(&cfg)
             .map_err(|e| Fail::Config(e.to_string()).raise(py))?
             .with_archive(archive.map(|a| a.inner.clone()));

@@ -199,7 +199,9 @@ fn exact_dup_reference() {
             {"role": "assistant", "content": "bye"},
         ]),
     );
-    let keep = input.messages[2].id().as_str().to_string();
+    // Named as the reader sees it: its role and first words, not its id.
+    let keep = ctxpress::core::text::message_ref("user", &input.messages[2].text());
+    assert!(keep.starts_with("the user message \"Finally, "), "{keep}");
     let n = PROSE_C.chars().count();
     assert_eq!(
         out.messages[0].text(),
@@ -231,7 +233,7 @@ fn near_dup_reference_with_fuzzy_dedup() {
             {"role": "assistant", "content": "bye"},
         ]),
     );
-    let keep = input.messages[2].id().as_str().to_string();
+    let keep = ctxpress::core::text::message_ref("user", &input.messages[2].text());
     let n = old.chars().count();
     assert_eq!(
         out.messages[0].text(),

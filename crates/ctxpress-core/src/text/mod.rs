@@ -5,7 +5,8 @@
 //! of a text), and the byte classes those scans use ([`bytes`], with the
 //! SSE2 lane helpers in `sse2` on x86-64), and `str::lines` by `memchr`
 //! ([`lines`]). The
-//! classifier and the summarizer read them from here.
+//! classifier and the summarizer read them from here; dedup and the window
+//! name a message in a reference with [`message_ref`].
 
 pub mod bytes;
 pub mod entities;
@@ -19,3 +20,77 @@ pub mod terms;
 pub use entities::ascii_regex;
 pub use fence::{CodeSplit, Fence, Segment, has_code_fence, split_code_and_prose};
 pub use terms::{for_each_term, term_counts, term_spans};
+
+/// Characters of a message's first line that [`message_ref`] quotes.
+pub const REF_QUOTE_CHARS: usize = 40;
+
+/// How a reference names a message so that whoever reads the conversation
+/// can find it: a model sees roles and texts, not ctxpress's message ids.
+/// Its role and the start of its first non-blank line, quoted, white space
+/// collapsed, `…` when cut: `the user message "Fix the failing test in
+/// src/app.py"`. Brackets and double quotes are left out of the quote, so
+/// the reference stays one bracketed note (`[cce:dup of ... — 300 chars]`).
+pub fn message_ref(role: &str, text: &str) -> String {
+    let line = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
+    let mut quote = String::new();
+    let mut cut = false;
+    for w in line.split_whitespace() {
+        let w: String = w
+            .chars()
+            .filter(|c| !matches!(c, '[' | ']' | '"'))
+            .collect();
+        if w.is_empty() {
+            continue;
+        }
+        let room = REF_QUOTE_CHARS.saturating_sub(quote.chars().count());
+        let need = w.chars().count() + usize::from(!quote.is_empty());
+        if need > room {
+            if quote.is_empty() {
+                quote = w.chars().take(REF_QUOTE_CHARS).collect();
+            }
+            cut = true;
+            break;
+        }
+        if !quote.is_empty() {
+            quote.push(' ');
+        }
+        quote.push_str(&w);
+    }
+    if cut {
+        quote.push('…');
+    }
+    if quote.is_empty() {
+        format!("the {role} message")
+    } else {
+        format!("the {role} message \"{quote}\"")
+    }
+}
+
+#[cfg(test)]
+mod ref_tests {
+    use super::message_ref;
+
+    #[test]
+    fn a_message_is_named_by_its_role_and_first_words() {
+        assert_eq!(
+            message_ref(
+                "user",
+                "Fix the failing test in src/app.py\nIt fails on CI."
+            ),
+            "the user message \"Fix the failing test in src/app.py\""
+        );
+        assert_eq!(
+            message_ref(
+                "assistant",
+                "\n\n  I looked at the [logs] and the \"cache\" server is down again, so I will retry"
+            ),
+            "the assistant message \"I looked at the logs and the cache…\""
+        );
+        assert_eq!(message_ref("user", "   \n "), "the user message");
+        let long = "x".repeat(100);
+        assert_eq!(
+            message_ref("user", &long),
+            format!("the user message \"{}…\"", "x".repeat(40))
+        );
+    }
+}

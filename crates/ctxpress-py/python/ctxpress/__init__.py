@@ -88,20 +88,32 @@ def _decode(text: str, kind: str) -> Any:
     return json.loads(text)
 
 
-def _config_text(config: Optional[Config]) -> Optional[str]:
-    if config is None or isinstance(config, str):
-        return config
+def _read_config(path: str) -> str:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except OSError as e:
+        raise ConfigError(f"{path}: cannot read: {e.strerror}") from None
+
+
+def _config_source(config: Optional[Config]) -> Tuple[Optional[str], Optional[str]]:
+    """The configuration's text, and the file it was read from (``None`` for
+    text or a dict). A string that names an existing file is that file's
+    path; any other string is TOML or JSON text."""
+    if config is None:
+        return None, None
+    if isinstance(config, str):
+        if "\n" not in config and os.path.isfile(config):
+            return _read_config(config), config
+        return config, None
     if isinstance(config, Mapping):
-        return json.dumps(config)
+        return json.dumps(config), None
     if isinstance(config, os.PathLike):
-        try:
-            with open(config, encoding="utf-8") as f:
-                return f.read()
-        except OSError as e:
-            raise ConfigError(f"{os.fspath(config)}: cannot read: {e.strerror}") from None
+        path = os.fspath(config)
+        return _read_config(path), str(path)
     raise TypeError(
-        "config must be TOML or JSON text, a dict, or a path (pathlib.Path), "
-        f"not {type(config).__name__}"
+        "config must be TOML or JSON text, a dict, or a path (a str naming a file, "
+        f"or a pathlib.Path), not {type(config).__name__}"
     )
 
 
@@ -157,7 +169,9 @@ class Compressor:
         preset: a preset name (see :func:`presets`); ``"agent"`` when neither
             a preset nor a config is given.
         config: a pipeline configuration instead of a preset: TOML or JSON
-            text, a dict, or a ``pathlib.Path`` of a file.
+            text, a dict, or a file's path (a ``pathlib.Path``, or a ``str``
+            that names an existing file). Errors in a file name it, with
+            the line and column.
         budget: token budget: a conversation at or under it comes out
             unchanged; one over it is compressed, oldest first, until it fits.
         window: the model's context window in tokens: compress a conversation
@@ -186,6 +200,7 @@ class Compressor:
         tokenizer: Optional[str] = None,
         archive: Optional[Archive] = None,
         llm: Optional[Mapping[str, Any]] = None,
+        _config_name: Optional[str] = None,
     ):
         if archive is not None and not isinstance(archive, Archive):
             raise TypeError(
@@ -197,7 +212,10 @@ class Compressor:
         for name, value in (("budget", budget), ("window", window)):
             if value is not None and (not isinstance(value, int) or value <= 0):
                 raise ConfigError(f"{name} must be a positive number of tokens, not {value!r}")
-        config_text = _config_text(config)
+        if _config_name is None:
+            config_text, _config_name = _config_source(config)
+        else:
+            config_text = config
         self._args = dict(
             preset=preset,
             config=config_text,
@@ -207,15 +225,24 @@ class Compressor:
             archive=archive,
             llm=None if llm is None else dict(llm),
         )
-        self._native = _native.Compressor(
-            preset,
-            config_text,
-            budget,
-            window,
-            tokenizer,
-            archive,
-            None if llm is None else json.dumps(dict(llm)),
-        )
+        try:
+            self._native = _native.Compressor(
+                preset,
+                config_text,
+                budget,
+                window,
+                tokenizer,
+                archive,
+                None if llm is None else json.dumps(dict(llm)),
+                _config_name,
+            )
+        except ConfigError as e:
+            if isinstance(config, str) and _config_name is None and "\n" not in config:
+                # One line: meant as a path, or as text? Say both were tried.
+                raise ConfigError(
+                    f"config {config!r} names no file, and as configuration text: {e}"
+                ) from None
+            raise
         self.archive = archive
 
     @property
@@ -292,11 +319,19 @@ def _rebuild(args: Dict[str, Any]) -> "Compressor":
 def _cached(
     preset: Optional[str],
     config: Optional[str],
+    config_name: Optional[str],
     budget: Optional[int],
     window: Optional[int],
     tokenizer: Optional[str],
 ) -> Compressor:
-    return Compressor(preset, config, budget=budget, window=window, tokenizer=tokenizer)
+    return Compressor(
+        preset,
+        config,
+        budget=budget,
+        window=window,
+        tokenizer=tokenizer,
+        _config_name=config_name,
+    )
 
 
 def compress(
@@ -318,7 +353,8 @@ def compress(
         preset: ``identity``, ``chat``, ``cce``, ``agent`` (default),
             ``hybrid`` or ``compact`` (see :func:`presets`).
         config: a pipeline configuration instead of a preset (TOML or JSON
-            text, a dict, or a ``pathlib.Path``).
+            text, a dict, or a file's path: a ``pathlib.Path`` or a ``str``
+            naming an existing file).
         budget: target tokens; ``Result.fits`` says whether it was met.
         window: the model's context window in tokens.
         tokenizer: ``"heuristic"``, ``"o200k_base"`` or ``"cl100k_base"``.
@@ -341,8 +377,8 @@ def compress(
     if config is not None:
         preset = None
     if archive is None and llm is None:
-        cfg = _config_text(config)
-        c = _cached(preset, cfg, budget, window, tokenizer)
+        cfg, name = _config_source(config)
+        c = _cached(preset, cfg, name, budget, window, tokenizer)
     else:
         c = Compressor(
             preset,
