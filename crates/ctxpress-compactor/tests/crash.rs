@@ -90,10 +90,16 @@ fn check(path: &Path, all: &[String]) -> Result<usize, String> {
             return Ok(());
         }
         let at = got.iter().zip(all).position(|(a, b)| a != b);
+        let show = |i: Option<usize>, v: &[String]| {
+            i.and_then(|i| v.get(i))
+                .map(|s| s.chars().take(160).collect::<String>())
+        };
         Err(format!(
             "expanded history ({} messages) is not a prefix of the conversation \
-             (first difference at {at:?})",
-            got.len()
+             (first difference at {at:?}: {:?} where the conversation has {:?})",
+            got.len(),
+            show(at, got),
+            show(at, all)
         ))
     };
     let got = expand_stored("c", &db, &db).map_err(|e| format!("expand: {e}"))?;

@@ -131,6 +131,10 @@ pub fn text_results(m: &Message) -> Vec<TextResult> {
         return Vec::new();
     }
     let parts = text_parts(m);
+    // Most messages hold no header: a substring search, not the regex.
+    if !parts.iter().any(|(_, t)| t.contains("] Result:")) {
+        return Vec::new();
+    }
     let mut out = Vec::new();
     for (k, &(part, text)) in parts.iter().enumerate() {
         for c in HEADER.captures_iter(text) {
@@ -216,7 +220,7 @@ pub fn has_text_call(m: &Message) -> bool {
         return false;
     }
     text_parts(m).iter().any(|(_, t)| {
-        t.contains("_")
+        t.contains("_>")
             && CALL_OPEN.captures_iter(t).any(|c| {
                 let close = format!("</{}>", &c[1]);
                 c.get(0)
