@@ -220,7 +220,7 @@ pub fn has_text_call(m: &Message) -> bool {
         return false;
     }
     text_parts(m).iter().any(|(_, t)| {
-        t.contains("_>")
+        t.contains('_')
             && CALL_OPEN.captures_iter(t).any(|c| {
                 let close = format!("</{}>", &c[1]);
                 c.get(0)
