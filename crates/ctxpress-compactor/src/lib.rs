@@ -78,6 +78,7 @@ use ctxpress_core::compaction::{
     BatchArchive, SummaryBatch, batch_header, batch_label, format_iso, message_time, now_millis,
     parse_header, parse_iso,
 };
+use ctxpress_core::ledger::{self, Ledger};
 use ctxpress_core::summarize::{
     Backend, Summarize, SummarizeAsync, SummaryKind, SummaryRequest, build_backend,
 };
@@ -596,6 +597,8 @@ impl Compactor {
                 .push("nothing before the protected tail to fold".into());
             return Ok(res);
         }
+        // What is never folded this time: the messages after the last unit.
+        let stays = units.last().and_then(|u| u.last()).map_or(lead, |&j| j + 1);
         // Chunks by token budget.
         let mut chunks: Vec<Vec<usize>> = Vec::new();
         let mut cur: Vec<usize> = Vec::new();
@@ -632,6 +635,24 @@ impl Compactor {
             .last()
             .and_then(|b| TaskState::parse(&b.summary))
             .unwrap_or_default();
+        // The session ledger the clip shows: what the clip showed before
+        // (its ledger, or the task state of the newest batch), updated by
+        // every folded message. Names the tail keeps visible are left out.
+        let visible: Vec<String> = msgs[..lead]
+            .iter()
+            .chain(&msgs[stays..])
+            .map(|m| m.text().into_owned())
+            .collect();
+        let mut ledger = Ledger::new(visible.iter().map(String::as_str));
+        match (old_clip, prev.last()) {
+            (Some(c), _) => ledger.add(&msgs[c]),
+            (None, Some(b)) => ledger.add(&Message::text_message(
+                MessageId::new(""),
+                "user",
+                &format!("[Context Summary]\n{}", b.summary),
+            )),
+            (None, None) => {}
+        }
         let mut summary_so_far = prev.last().map(batch_body).unwrap_or_default();
         let mut last_end = prev
             .last()
@@ -650,6 +671,7 @@ impl Compactor {
                 .await;
             res.fallbacks += usize::from(fell_back);
             running = running.update(&cm);
+            cm.iter().for_each(|m| ledger.add(m));
             let times: Vec<i64> = cm.iter().filter_map(message_time).collect();
             let mut end = times.iter().copied().max().unwrap_or(now);
             if end <= last_end {
@@ -672,9 +694,11 @@ impl Compactor {
             folded.extend(chunk.iter().copied());
             if let Some(b) = budget {
                 let plan = self.resummarize(&prev, &fresh, id).await?;
-                let clip = clip_text(&plan.all, self.cfg.clip_window, id);
-                let probe = Message::text_message(MessageId::new(""), "user", &clip);
                 let folded_t: usize = folded.iter().map(|&j| toks[j]).sum();
+                let room = ledger_room(folded_t + old_clip_tokens);
+                let state = shown_state(&ledger, &running, room, counter);
+                let clip = clip_text(&plan.all, self.cfg.clip_window, id, Some(&state));
+                let probe = Message::text_message(MessageId::new(""), "user", &clip);
                 let after = before - folded_t - old_clip_tokens + count_message(counter, &probe);
                 attempt = Some(plan);
                 if after <= b {
@@ -688,7 +712,10 @@ impl Compactor {
         };
         res.fallbacks += usize::from(plan.fallback);
         // The compacted history.
-        let clip = clip_text(&plan.all, self.cfg.clip_window, id);
+        let folded_t: usize = folded.iter().map(|&j| toks[j]).sum();
+        let room = ledger_room(folded_t + old_clip_tokens);
+        let state = shown_state(&ledger, &running, room, counter);
+        let clip = clip_text(&plan.all, self.cfg.clip_window, id, Some(&state));
         let mut out = history.clone();
         let cid = out.fresh_id("compaction");
         // A user message in both dialects: the system messages stay exactly
@@ -711,7 +738,15 @@ impl Compactor {
             // themselves archived in full.
             let clip_t = count_message(counter, &new_msgs[lead]);
             let allowed = b.saturating_sub(after - clip_t);
-            let small = fit_clip(&clip, &plan.all, id, allowed, counter);
+            let small = fit_clip(
+                &clip,
+                &plan.all,
+                id,
+                allowed,
+                counter,
+                (&ledger, room),
+                &running,
+            );
             let small_msg = Message::text_message(cid.clone(), "user", &small);
             let small_t = count_message(counter, &small_msg);
             if small_t < clip_t {
@@ -1002,6 +1037,37 @@ fn split_point(cm: &[Message]) -> usize {
         .unwrap_or(mid.max(1))
 }
 
+/// Tokens the clip's session ledger gets at most (less when a budget needs
+/// the room).
+const LEDGER_TOKENS: usize = 1_500;
+
+/// Tokens the clip's ledger gets for `folded` tokens of folded messages: a
+/// tenth of them, at least 160 and at most [`LEDGER_TOKENS`], so the clip
+/// stays a small part of what it stands for.
+fn ledger_room(folded: usize) -> usize {
+    (folded / 10).clamp(160, LEDGER_TOKENS)
+}
+
+/// What the clip shows after its batches: the session ledger within `limit`
+/// tokens, and the credentials the folded messages held (the task state's
+/// `keep:` lines, verbatim; the ledger never lists a secret).
+fn shown_state(
+    ledger: &Ledger,
+    state: &TaskState,
+    limit: usize,
+    counter: &dyn TokenCounter,
+) -> String {
+    let (note, _) = ledger.render_within(limit, counter);
+    if state.kept.is_empty() {
+        return note;
+    }
+    let kept = TaskState {
+        kept: state.kept.clone(),
+        ..TaskState::default()
+    };
+    format!("{note}\n{}", kept.render().trim_end())
+}
+
 /// The summary of a batch: header, body, task state block.
 fn compose(header: &str, body: &str, state: &TaskState) -> String {
     format!("{header}\n{}\n\n{}", body.trim_end(), state.render())
@@ -1133,33 +1199,40 @@ pub fn digest(msgs: &[Message], max: usize) -> String {
 }
 
 /// A clip-archive text within `allowed` tokens (when it can be): its first
-/// line, where the batches are, the latest task state and the latest
-/// summary, clipped at a line.
+/// line, where the batches are, the session ledger (shrunk by its own ranking
+/// to the room left) with the kept credentials, and the latest summary,
+/// clipped at a line.
 fn fit_clip(
     full: &str,
     batches: &[SummaryBatch],
     conversation: &str,
     allowed: usize,
     counter: &dyn TokenCounter,
+    (ledger, room): (&Ledger, usize),
+    state: &TaskState,
 ) -> String {
     let first = full.lines().next().unwrap_or("[Context Summary]");
     let mut cand = format!("{first}\n");
-    if let (Some(f), Some(l)) = (batches.first(), batches.last()) {
-        cand.push_str(&format!(
-            "[batches {} to {}: `ctxpress search QUERY --conversation {conversation}` finds them, `ctxpress expand` restores the originals]\n",
-            f.label, l.label
-        ));
-        if let Some(st) = TaskState::parse(&l.summary) {
-            cand.push_str(&st.render());
-        }
-        cand.push_str(&batch_body(l));
-    }
     let fits = |t: &str| {
         count_message(
             counter,
             &Message::text_message(MessageId::new(""), "system", t),
         ) <= allowed
     };
+    if let (Some(f), Some(l)) = (batches.first(), batches.last()) {
+        cand.push_str(&format!(
+            "[batches {} to {}: `ctxpress search QUERY --conversation {conversation}` finds them, `ctxpress expand` restores the originals]\n",
+            f.label, l.label
+        ));
+        let head = count_message(
+            counter,
+            &Message::text_message(MessageId::new(""), "system", &cand),
+        );
+        let room = allowed.saturating_sub(head).min(room);
+        cand.push_str(&shown_state(ledger, state, room, counter));
+        cand.push_str("\n\n");
+        cand.push_str(&batch_body(l));
+    }
     if fits(&cand) {
         return cand;
     }
@@ -1209,7 +1282,13 @@ pub fn batches_from_clip(text: &str, conversation: &str) -> Vec<SummaryBatch> {
             out.push(make(h.depth, &h.start, &h.end, h.count, &body.join("\n")));
         }
     };
+    let mut in_ledger = false;
     for l in &rest {
+        // The session ledger after the batches is the clip's, not a batch's.
+        if l.starts_with(ledger::HEAD) || in_ledger {
+            in_ledger = *l != ledger::END;
+            continue;
+        }
         if let Some((h, "")) = parse_header(l) {
             flush(&mut cur, &mut out);
             cur = Some((h, Vec::new()));
@@ -1269,9 +1348,15 @@ fn parse_omitted(l: &str) -> Option<(usize, &str, &str, Vec<&str>)> {
 }
 
 /// The clip-archive message text: a `[Context Summary ...]` line, the first
-/// and last `n` batches in full (the task state block only in the last one
-/// shown), and the omitted middle named by labels and time range.
-pub fn clip_text(batches: &[SummaryBatch], n: usize, conversation: &str) -> String {
+/// and last `n` batches in full, and the omitted middle named by labels and
+/// time range; then `state` (the session ledger, see [`Compactor`]), or
+/// without it the task state block of the last batch shown.
+pub fn clip_text(
+    batches: &[SummaryBatch],
+    n: usize,
+    conversation: &str,
+    state: Option<&str>,
+) -> String {
     let total: usize = batches.iter().map(|b| b.count).sum();
     let (start, end) = match (batches.first(), batches.last()) {
         (Some(f), Some(l)) => (f.start.as_str(), l.end.as_str()),
@@ -1285,7 +1370,7 @@ pub fn clip_text(batches: &[SummaryBatch], n: usize, conversation: &str) -> Stri
     let show = |b: &SummaryBatch, with_state: bool| {
         let header = batch_header(b.depth, &b.start, &b.end, b.count);
         let body = batch_body(b);
-        let st = if with_state {
+        let st = if with_state && state.is_none() {
             TaskState::parse(&b.summary)
                 .map(|s| s.render())
                 .unwrap_or_default()
@@ -1324,6 +1409,11 @@ pub fn clip_text(batches: &[SummaryBatch], n: usize, conversation: &str) -> Stri
             s.push_str(&show(b, i + 1 == n));
         }
     }
+    if let Some(st) = state {
+        s.truncate(s.trim_end().len());
+        s.push_str("\n\n");
+        s.push_str(st);
+    }
     s.trim_end().to_string()
 }
 
@@ -1360,7 +1450,7 @@ mod tests {
     #[test]
     fn clip_text_shows_both_ends_and_names_the_middle() {
         let b: Vec<SummaryBatch> = (0..5).map(|i| batch(i, u32::from(i == 0))).collect();
-        let t = clip_text(&b, 2, "c");
+        let t = clip_text(&b, 2, "c", None);
         assert!(t.starts_with(
             "[Context Summary: 10 earlier messages of conversation c in 5 batches, 1970-01-01T00:00:00.000Z to 1970-01-01T00:04:00.001Z]"
         ), "{t}");
@@ -1380,14 +1470,57 @@ mod tests {
             "{t}"
         );
         // Few batches: all shown, nothing omitted.
-        let t = clip_text(&b[..3], 2, "c");
+        let t = clip_text(&b[..3], 2, "c", None);
         assert!(t.contains("body 0") && t.contains("body 2") && !t.contains("omitted"));
+    }
+
+    /// A ledger of a short exchange.
+    fn sample_ledger() -> Ledger {
+        let mut l = Ledger::new(std::iter::empty::<&str>());
+        for (role, text) in [
+            ("user", "Make src/parse_array.rs accept trailing commas."),
+            (
+                "assistant",
+                "The fix is in parse_array: the list rule must accept a comma before the bracket.",
+            ),
+        ] {
+            l.add(&Message::text_message(MessageId::new(""), role, text));
+        }
+        l
+    }
+
+    #[test]
+    fn clip_text_with_a_ledger_shows_it_after_the_batches() {
+        let b: Vec<SummaryBatch> = (0..5).map(|i| batch(i, 0)).collect();
+        let kept = TaskState {
+            kept: vec!["DB_PASSWORD=hunter2x9".into()],
+            ..TaskState::default()
+        };
+        let state = shown_state(&sample_ledger(), &kept, LEDGER_TOKENS, &Heuristic);
+        let t = clip_text(&b, 2, "c", Some(&state));
+        // The ledger, not a task state of requests and files; the
+        // credential stays verbatim.
+        assert!(t.contains(&format!("body 4\n\n{}", ledger::HEAD)), "{t}");
+        assert!(
+            t.contains("first request: \"Make src/parse_array.rs"),
+            "{t}"
+        );
+        assert!(!t.contains("first request: request 4"), "{t}");
+        assert!(
+            t.ends_with(&format!("keep: \"DB_PASSWORD=hunter2x9\"\n{}", state::END)),
+            "{t}"
+        );
+        // Batches read back from it do not take the ledger for a body.
+        let back = batches_from_clip(&t, "c");
+        assert_eq!(back.len(), 5);
+        assert_eq!(batch_body(&back[4]), "body 4");
+        assert_eq!(TaskState::parse(&back[4].summary).unwrap().kept, kept.kept);
     }
 
     #[test]
     fn batches_come_back_from_a_clip_text() {
         let b: Vec<SummaryBatch> = (0..5).map(|i| batch(i, u32::from(i == 0))).collect();
-        let back = batches_from_clip(&clip_text(&b, 2, "c"), "c");
+        let back = batches_from_clip(&clip_text(&b, 2, "c", None), "c");
         assert_eq!(back.len(), 5);
         for i in [0, 1, 3, 4] {
             assert_eq!(back[i].label, b[i].label);
@@ -1408,7 +1541,15 @@ mod tests {
             Some("request 4")
         );
         // A shortened clip: one batch of its text.
-        let short = fit_clip(&clip_text(&b, 2, "c"), &b, "c", 150, &Heuristic);
+        let short = fit_clip(
+            &clip_text(&b, 2, "c", None),
+            &b,
+            "c",
+            150,
+            &Heuristic,
+            (&sample_ledger(), LEDGER_TOKENS),
+            &TaskState::default(),
+        );
         let one = batches_from_clip(&short, "c");
         assert_eq!(one.len(), 1, "{short}");
         assert_eq!((one[0].count, one[0].end.as_str()), (10, b[4].end.as_str()));
@@ -1442,9 +1583,17 @@ mod tests {
     #[test]
     fn fit_clip_stays_within_the_allowance() {
         let b: Vec<SummaryBatch> = (0..5).map(|i| batch(i, 0)).collect();
-        let full = clip_text(&b, 2, "c");
+        let full = clip_text(&b, 2, "c", None);
         for allowed in [20, 60, 120, 400] {
-            let s = fit_clip(&full, &b, "c", allowed, &Heuristic);
+            let s = fit_clip(
+                &full,
+                &b,
+                "c",
+                allowed,
+                &Heuristic,
+                (&sample_ledger(), LEDGER_TOKENS),
+                &TaskState::default(),
+            );
             assert!(s.starts_with("[Context Summary"), "{s}");
             let t = count_message(
                 &Heuristic,

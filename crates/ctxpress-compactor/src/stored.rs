@@ -17,8 +17,13 @@
 //! was appended. The leading system messages and whatever precedes the clip
 //! stay as they are.
 
-use crate::{CompactionError, CompactionResult, Compactor, clip_position, clip_text, is_clip};
+use crate::{
+    CompactionError, CompactionResult, Compactor, LEDGER_TOKENS, TaskState, clip_position,
+    clip_text, is_clip, shown_state,
+};
 use ctxpress_core::compaction::{BatchArchive, Persistence, StoredMessage};
+use ctxpress_core::ledger::Ledger;
+use ctxpress_core::tokens::Heuristic;
 use ctxpress_core::{Conversation, Message, MessageId};
 use std::collections::{HashMap, HashSet};
 
@@ -164,10 +169,27 @@ impl Compactor {
             return Ok(0);
         }
         let removed: Vec<i64> = stored[lead..start + best].iter().map(|m| m.key).collect();
+        // The ledger the clip would have shown: the old clip's, updated by
+        // the messages the batches fold.
+        let visible: Vec<String> = msgs[..lead]
+            .iter()
+            .chain(&msgs[start + best..])
+            .map(|m| m.text().into_owned())
+            .collect();
+        let mut ledger = Ledger::new(visible.iter().map(String::as_str));
+        if old_clip {
+            ledger.add(&msgs[lead]);
+        }
+        msgs[start..start + best].iter().for_each(|m| ledger.add(m));
+        let kept = batches
+            .last()
+            .and_then(|b| TaskState::parse(&b.summary))
+            .unwrap_or_default();
+        let state = shown_state(&ledger, &kept, LEDGER_TOKENS, &Heuristic);
         let clip = Message::text_message(
             MessageId::new("compaction"),
             "user",
-            &clip_text(&batches, self.cfg.clip_window, id),
+            &clip_text(&batches, self.cfg.clip_window, id, Some(&state)),
         );
         persistence.fold(id, &removed, &[conv.message_json(&clip)])?;
         Ok(best)

@@ -346,13 +346,19 @@ fn task_state_block_openai() {
         s.open,
         vec!["add a regression test", "update the changelog"]
     );
-    // The clip message shows the block.
+    // The clip message shows the session ledger of the same facts, not the
+    // block (which the archived batches keep).
     let clip = r.history.messages[1].text().into_owned();
-    assert!(
-        clip.contains("[task state]\nfirst request: Fix the failing parser test"),
-        "{clip}"
-    );
-    assert!(clip.contains("\nerror: command cargo test\terror: test parse"));
+    assert!(!clip.contains("[task state]"), "{clip}");
+    for want in [
+        "\n[session ledger: 14 earlier messages",
+        "- first request: \"Fix the failing parser test in src/parse.rs please.\"",
+        "# open todos\n- add a regression test\n- update the changelog\n",
+        "- /r/src/parse.rs: edited, read (last edited)",
+        "- `cargo test`: failed: error: test parse::tests::empty failed",
+    ] {
+        assert!(clip.contains(want), "{want} not in {clip}");
+    }
 }
 
 #[test]
@@ -734,7 +740,7 @@ fn a_clip_from_another_run_is_carried_on_not_dropped() {
             .count(),
         1
     );
-    // The first run's first batch is still shown, and the task state carried.
+    // The first run's first batch is still shown, and the ledger carried.
     let first_batch = first_clip
         .split("\n\n")
         .nth(1)
@@ -744,14 +750,14 @@ fn a_clip_from_another_run_is_carried_on_not_dropped() {
         .unwrap();
     assert!(first_batch.starts_with("[depth:0|"), "{first_clip}");
     assert!(clip.contains(first_batch), "{clip}");
-    let s = TaskState::parse(&clip).unwrap();
-    assert_eq!(
-        s.first_request.as_deref(),
-        Some("Fix the failing parser test in src/parse.rs please.")
+    assert_eq!(clip.matches("[session ledger:").count(), 1, "{clip}");
+    assert!(
+        clip.contains("- first request: \"Fix the failing parser test in src/parse.rs please.\""),
+        "{clip}"
     );
-    assert_eq!(
-        s.open,
-        vec!["add a regression test", "update the changelog"]
+    assert!(
+        clip.contains("# open todos\n- add a regression test\n- update the changelog\n"),
+        "{clip}"
     );
     assert!(validate(&twice).is_empty());
 }

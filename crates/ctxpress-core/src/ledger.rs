@@ -52,6 +52,9 @@ const VALUE_CHARS: usize = 160;
 const MAX_NAMES: usize = 400;
 /// Most names tracked (the rest, seen once and early, are dropped).
 const MAX_TERMS: usize = 20_000;
+/// Rank bonus of a line with an unresolved error: after the open todos,
+/// before everything else.
+const OPEN_ERROR: f64 = 1e5;
 /// Most decisions kept (the latest).
 const MAX_DECISIONS: usize = 12;
 
@@ -384,7 +387,7 @@ impl Ledger {
         self.messages += 1;
         let text = m.text();
         if text.starts_with(HEAD) {
-            self.carry(&text);
+            self.carry(&text, pos);
             return;
         }
         if text.starts_with(CLIP_HEAD) {
@@ -623,6 +626,20 @@ impl Ledger {
     /// below what newer messages say, and the names of its batch summaries
     /// count as the assistant's.
     fn read_clip(&mut self, text: &str, pos: usize) {
+        // A clip that shows a ledger note (the compactor's own): read back
+        // as a note, the rest as the clip.
+        let marker = format!("\n{HEAD}");
+        let rest;
+        let text = match text.find(&marker) {
+            Some(i) => {
+                let note = &text[i + 1..];
+                let end = note.find(END).map_or(note.len(), |e| e + END.len());
+                self.carry(&note[..end], pos);
+                rest = format!("{}{}", &text[..i], &note[end..]);
+                rest.as_str()
+            }
+            None => text,
+        };
         const BEGIN: &str = "[task state]";
         const STOP: &str = "[/task state]";
         let block = text.rfind(BEGIN).map(|a| {
@@ -702,20 +719,163 @@ impl Ledger {
         self.terms_of(prose, &Place::Assistant, 1.0, false);
     }
 
-    /// Lines of an earlier note, carried below the newer items.
-    fn carry(&mut self, text: &str) {
-        for l in text.lines().skip(1) {
+    /// An earlier note moved out again (the anchored update): its lines
+    /// become items again, so what newer messages say about the same file,
+    /// command or name updates them in place (a later success resolves a
+    /// carried error; a carried file read again counts once more). Its
+    /// message counts add to the header's; lines of another shape (an older
+    /// note's `from an earlier ledger` section) are carried as written.
+    fn carry(&mut self, text: &str, pos: usize) {
+        let w = recency(pos);
+        let mut lines = text.lines();
+        if let Some(counts) = lines.next().and_then(note_counts) {
+            // `add` counted the note as one message.
+            self.messages += counts[0].saturating_sub(1);
+            for (r, c) in self.roles.iter_mut().zip(&counts[1..]) {
+                *r += c;
+            }
+        }
+        let mut section = "";
+        for l in lines {
             let l = l.trim();
-            if l.is_empty() || l == END || l.starts_with('#') {
+            if l == END {
+                break;
+            }
+            if let Some(s) = l.strip_prefix("# ") {
+                section = s;
                 continue;
             }
-            if let Some(r) = l.strip_prefix("- first request: ")
-                && self.first_request.is_none()
-            {
-                self.first_request = Some(r.trim_matches('"').to_string());
+            let Some(item) = l.strip_prefix("- ") else {
                 continue;
+            };
+            match section {
+                "task" => {
+                    if let Some(r) = item.strip_prefix("first request: ") {
+                        if self.first_request.is_none() {
+                            self.first_request = Some(unquote(r).to_string());
+                        }
+                    } else if let Some(r) = item.strip_prefix("latest request: ") {
+                        self.latest_request = Some(unquote(r).to_string());
+                    } else if let Some(n) = item.strip_prefix("the user named: ") {
+                        self.carry_names(n, &Place::User, 4.0);
+                    }
+                }
+                "open todos" => push_unique(&mut self.open, item),
+                "files" => self.carry_file(item, w),
+                "commands" => self.carry_command(item, w),
+                "other tools" => {
+                    let (head, names) = split_names(item, ": values in its calls and results: ");
+                    let (tool, err) = match head.split_once(" (unresolved error: ") {
+                        Some((t, e)) => (t, Some(e.strip_suffix(')').unwrap_or(e))),
+                        None => (head, None),
+                    };
+                    let Some(tool) = tool.strip_prefix("tool ") else {
+                        continue;
+                    };
+                    if let Some(e) = err {
+                        set_pair(&mut self.errors, &format!("tool {tool}"), e);
+                    }
+                    self.carry_names(names, &Place::Tool(tool.to_string()), 1.0);
+                }
+                "decisions and findings (assistant)" => {
+                    match item.strip_prefix("the assistant named: ") {
+                        Some(n) => self.carry_names(n, &Place::Assistant, 2.0),
+                        None => push_unique(&mut self.decisions, item),
+                    }
+                }
+                _ => push_unique(&mut self.carried, item),
             }
-            push_unique(&mut self.carried, l);
+        }
+        let n = self.decisions.len();
+        if n > MAX_DECISIONS {
+            self.decisions.drain(..n - MAX_DECISIONS);
+        }
+    }
+
+    /// A carried `files` line: `PATH: ACTIONS[ (last ACTION)][; unresolved
+    /// error: LINE][; names in it: NAMES]`.
+    fn carry_file(&mut self, item: &str, w: f64) {
+        let (head, names) = split_names(item, "; names in it: ");
+        let (head, err) = match head.split_once("; unresolved error: ") {
+            Some((h, e)) => (h, Some(e)),
+            None => (head, None),
+        };
+        let Some((path, acts)) = head.rsplit_once(": ") else {
+            return;
+        };
+        let (acts, last) = match acts.rsplit_once(" (last ") {
+            Some((a, l)) => (a, action_word(l.trim_end_matches(')'))),
+            None => (acts, action_word(acts)),
+        };
+        let f = self.file(path);
+        let mut n = 0;
+        for a in acts.split(", ") {
+            let (word, count) = match a.rsplit_once(' ') {
+                Some((w, c)) if c.ends_with('×') => {
+                    (w, c.trim_end_matches('×').parse().unwrap_or(1))
+                }
+                _ => (a, 1),
+            };
+            match word {
+                "edited" => f.edits += count,
+                "written" => f.writes += count,
+                "read" => f.reads += count,
+                _ => continue,
+            }
+            n += count;
+        }
+        if let Some(l) = last {
+            f.last_action = l;
+        }
+        f.score += 3.0 * w * n.max(1) as f64;
+        if let Some(e) = err {
+            f.last_error = Some(e.to_string());
+            set_pair(&mut self.errors, &format!("file {path}"), e);
+        }
+        self.carry_names(names, &Place::File(path.to_string()), 1.0);
+    }
+
+    /// A carried `commands` line: `` `COMMAND`: STATUS[ (last of N runs)][:
+    /// ERROR][; names in its output: NAMES] ``.
+    fn carry_command(&mut self, item: &str, w: f64) {
+        let (head, names) = split_names(item, "; names in its output: ");
+        let Some((cmd, rest)) = head.strip_prefix('`').and_then(|h| h.split_once("`: ")) else {
+            return;
+        };
+        let status = ["no result yet", "failed", "ran", "ok"]
+            .into_iter()
+            .find(|s| rest.starts_with(s))
+            .unwrap_or("ran");
+        let mut rest = &rest[status.len().min(rest.len())..];
+        let mut runs = 1;
+        if let Some(r) = rest.strip_prefix(" (last of ")
+            && let Some((n, after)) = r.split_once(" runs)")
+        {
+            runs = n.parse().unwrap_or(1);
+            rest = after;
+        }
+        let error = rest.strip_prefix(": ").map(str::to_string);
+        let e = self.commands.entry(cmd.to_string()).or_default();
+        e.runs += runs;
+        e.score += 3.0 * w * runs as f64;
+        e.status = status;
+        e.error.clone_from(&error);
+        if let Some(err) = error.filter(|_| status == "failed") {
+            set_pair(&mut self.errors, &format!("command `{cmd}`"), &err);
+        }
+        self.carry_names(names, &Place::Command(cmd.to_string()), 1.0);
+    }
+
+    /// The names of a carried line (`` `a`, `b` ``), most used first.
+    fn carry_names(&mut self, names: &str, place: &Place, weight: f64) {
+        let list: Vec<&str> = names
+            .split(", ")
+            .filter_map(|n| n.strip_prefix('`')?.strip_suffix('`'))
+            .collect();
+        let k = list.len().max(1) as f64;
+        for (i, n) in list.into_iter().enumerate() {
+            // The note's order is its ranking: keep it.
+            self.term(n, place, weight * (1.0 + (k - i as f64) / k), false);
         }
     }
 
@@ -845,11 +1005,12 @@ impl Ledger {
             if acts.len() > 1 {
                 let _ = write!(head, " (last {})", f.last_action);
             }
-            if let Some(e) = open_error(&format!("file {p}")) {
+            let open = open_error(&format!("file {p}"));
+            if let Some(e) = open {
                 let _ = write!(head, "; unresolved error: {e}");
             }
             let names = names_of(&Place::File(p.clone()), &mut slot);
-            let s = slot(f.score);
+            let s = slot(f.score + if open.is_some() { OPEN_ERROR } else { 0.0 });
             push(
                 &mut items,
                 "files",
@@ -871,7 +1032,8 @@ impl Ledger {
                 let _ = write!(head, ": {err}");
             }
             let names = names_of(&Place::Command(c.clone()), &mut slot);
-            let s = slot(e.score);
+            let open = open_error(&format!("command `{c}`")).is_some();
+            let s = slot(e.score + if open { OPEN_ERROR } else { 0.0 });
             push(
                 &mut items,
                 "commands",
@@ -892,12 +1054,13 @@ impl Ledger {
             let Place::Tool(t) = p else { continue };
             let key = format!("tool {t}");
             let mut head = format!("tool {t}");
-            if let Some(e) = open_error(&key) {
+            let open = open_error(&key);
+            if let Some(e) = open {
                 let _ = write!(head, " (unresolved error: {e})");
             }
             let names = names_of(p, &mut slot);
             let best = by_place.get(p).and_then(|v| v.first()).map_or(0.0, |x| x.1);
-            let s = slot(best);
+            let s = slot(best + if open.is_some() { OPEN_ERROR } else { 0.0 });
             push(
                 &mut items,
                 "other tools",
@@ -1029,6 +1192,51 @@ impl Ledger {
         }
         best
     }
+}
+
+/// The counts of a note's first line: messages, user, assistant, tool
+/// results.
+fn note_counts(head: &str) -> Option<[usize; 4]> {
+    let rest = head.strip_prefix(HEAD)?.trim_start();
+    let (n, rest) = rest.split_once(" earlier messages (")?;
+    let (u, rest) = rest.split_once(" user, ")?;
+    let (a, rest) = rest.split_once(" assistant, ")?;
+    let (t, _) = rest.split_once(" tool results)")?;
+    Some([
+        n.parse().ok()?,
+        u.parse().ok()?,
+        a.parse().ok()?,
+        t.parse().ok()?,
+    ])
+}
+
+/// A quoted request without its quotes.
+fn unquote(s: &str) -> &str {
+    s.strip_prefix('"')
+        .and_then(|s| s.strip_suffix('"'))
+        .unwrap_or(s)
+}
+
+/// A line's head and the names after `label` (empty when it has none).
+fn split_names<'a>(item: &'a str, label: &str) -> (&'a str, &'a str) {
+    match item.rfind(label) {
+        Some(i) => (&item[..i], &item[i + label.len()..]),
+        None => (item, ""),
+    }
+}
+
+/// The static word of a file's last action as the note prints it.
+fn action_word(s: &str) -> Option<&'static str> {
+    [
+        "read",
+        "edited",
+        "written",
+        "searched",
+        "used by a command",
+        "changed by a command",
+    ]
+    .into_iter()
+    .find(|w| *w == s)
 }
 
 /// True for a text an earlier stage wrote in place of a result: a summary
@@ -1168,6 +1376,50 @@ mod tests {
         );
         assert!(next.contains("latest request: \"Good. Now bump"), "{next}");
         assert!(next.contains("/repo/src/parse.rs: edited"), "{next}");
+    }
+
+    #[test]
+    fn a_note_moved_out_again_is_read_back_into_its_items() {
+        let c = session();
+        // Up to the failed test run: the error is open.
+        let mut l = Ledger::new(std::iter::empty::<&str>());
+        for m in &c.messages[1..7] {
+            l.add(m);
+        }
+        let (text, _) = l.render_within(usize::MAX, &Heuristic);
+        assert!(text.contains("`cargo test -p parser`: failed"), "{text}");
+        let note = Message::text_message(crate::MessageId::new("n"), "user", &text);
+        // Read back alone, the note renders as itself: nothing lost, nothing
+        // moved to a catch-all section.
+        let mut back = Ledger::new(std::iter::empty::<&str>());
+        back.add(&note);
+        let (same, _) = back.render_within(usize::MAX, &Heuristic);
+        assert_eq!(same, text);
+        // The anchored update: the later messages update the carried items.
+        for m in &c.messages[7..] {
+            back.add(m);
+        }
+        let (next, _) = back.render_within(usize::MAX, &Heuristic);
+        assert!(
+            next.starts_with(&format!(
+                "{HEAD} 13 earlier messages (2 user, 6 assistant, 5 tool results)"
+            )),
+            "{next}"
+        );
+        assert!(
+            next.contains("`cargo test -p parser`: ok (last of 2 runs)"),
+            "{next}"
+        );
+        assert!(
+            next.contains("/repo/src/parse.rs: edited, read (last edited)"),
+            "{next}"
+        );
+        assert!(!next.contains("from an earlier ledger"), "{next}");
+        assert!(!next.contains("unresolved"), "{next}");
+        assert!(
+            next.contains("add a regression test for empty arrays"),
+            "{next}"
+        );
     }
 
     #[test]
