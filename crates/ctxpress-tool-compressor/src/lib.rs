@@ -1022,17 +1022,9 @@ impl ToolCompressor {
                 return Attempt::Skipped;
             };
             let facts = dialect::ResultFacts::of(body);
-            let mut subject = c.subject.clone();
-            subject.exit = facts.exit_code;
-            let payload = if matches!(c.kind, Kind::Read | Kind::Command | Kind::Search) {
-                facts.payload(body)
-            } else {
-                body
-            };
-            let mut s = sums.summarize(c.kind, &subject, payload);
             let counts = terms.map(|t| &mut t.counts);
-            match self.settle(body, None, &mut s, counts) {
-                Ok(saved) => {
+            match self.summary_of(c.kind, &c.subject, &facts, body, sums, None, counts) {
+                Ok((s, saved)) => {
                     let sep = if rest.is_empty() || s.ends_with('\n') {
                         ""
                     } else {
@@ -1087,20 +1079,6 @@ impl ToolCompressor {
             };
             let text: &str = &res.text;
             let facts = traffic::result_facts(conv, c.msg, &c.call_id, text);
-            // The subject with the exit code: copied only when it has one.
-            let subject = if facts.exit_code == c.subject.exit {
-                std::borrow::Cow::Borrowed(&c.subject)
-            } else {
-                let mut s = c.subject.clone();
-                s.exit = facts.exit_code;
-                std::borrow::Cow::Owned(s)
-            };
-            let body = if matches!(c.kind, Kind::Read | Kind::Command | Kind::Search) {
-                facts.payload(text)
-            } else {
-                text
-            };
-            let mut s = sums.summarize(c.kind, &subject, body);
             // Tried once, before its result changes: the scan's record of
             // the text's terms still holds.
             let (counts, locals) = match terms {
@@ -1111,8 +1089,7 @@ impl ToolCompressor {
                 .and_then(|l| l.get(&(c.msg, c.call_id.as_str())))
                 .filter(|l| l.len == text.len())
                 .map(|l| (l, text));
-            self.settle(text, local, &mut s, counts)
-                .map(|saved| (s, saved))
+            self.summary_of(c.kind, &c.subject, &facts, text, sums, local, counts)
         };
         let (s, saved) = match summarized {
             Ok(x) => x,
@@ -1121,6 +1098,39 @@ impl ToolCompressor {
         edit(conv, c.msg, ctx, measure, saved, |m| {
             m.set_tool_result_text(&c.call_id, s)
         })
+    }
+
+    /// The settled summary of result `text` (of a call of `kind` on
+    /// `subject`, with `facts`) and the characters it saves: reads,
+    /// commands and searches summarize their payload, under a subject that
+    /// states the exit code. See [`Self::settle`] for `local` and `counts`.
+    #[allow(clippy::too_many_arguments)]
+    fn summary_of(
+        &self,
+        kind: Kind,
+        subject: &Subject,
+        facts: &dialect::ResultFacts,
+        text: &str,
+        sums: &mut Summaries,
+        local: Option<(&Local, &str)>,
+        counts: Option<&mut TermCounts>,
+    ) -> Result<(String, usize), Attempt> {
+        // The subject with the exit code: copied only when it has one.
+        let subject = if facts.exit_code == subject.exit {
+            std::borrow::Cow::Borrowed(subject)
+        } else {
+            let mut s = subject.clone();
+            s.exit = facts.exit_code;
+            std::borrow::Cow::Owned(s)
+        };
+        let body = if matches!(kind, Kind::Read | Kind::Command | Kind::Search) {
+            facts.payload(text)
+        } else {
+            text
+        };
+        let mut s = sums.summarize(kind, &subject, body);
+        self.settle(text, local, &mut s, counts)
+            .map(|saved| (s, saved))
     }
 
     /// Summarize the content argument of one write call, as [`Self::try_one`]
