@@ -46,6 +46,41 @@ pub fn files() -> Vec<PathBuf> {
     files
 }
 
+/// Every `.jsonl` file of the corpus, or `None` after a `SKIP:` line naming
+/// the folder when it is missing; with `CI` set a missing corpus panics
+/// instead (CI always has it). For suites that need more than this crate
+/// (Python, a real client) and skip visibly without them.
+pub fn files_or_skip() -> Option<Vec<PathBuf>> {
+    let dir = dir();
+    if dir.is_dir() {
+        return Some(files());
+    }
+    let what = format!("corpus folder {} is missing", dir.display());
+    assert!(std::env::var_os("CI").is_none(), "{what} (CI is set)");
+    eprintln!("SKIP: {what}");
+    None
+}
+
+/// The first whole lines of `path` (blank lines too), up to about `cap`
+/// bytes and at least one line, or the whole file with
+/// `CTXPRESS_TEST_FULL_CORPUS` set or in a release build: a debug build
+/// cannot afford the largest files through every preset.
+pub fn head(path: &Path, cap: usize) -> String {
+    let text = std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("cannot read corpus file {}: {e}", path.display()));
+    if !cfg!(debug_assertions) || std::env::var_os("CTXPRESS_TEST_FULL_CORPUS").is_some() {
+        return text;
+    }
+    let mut out = String::new();
+    for l in text.split_inclusive('\n') {
+        if !out.is_empty() && out.len() + l.len() > cap {
+            break;
+        }
+        out.push_str(l);
+    }
+    out
+}
+
 /// The corpus file `name` (e.g. `coding_agent_sessions.jsonl`). Panics,
 /// naming the path, when it is missing.
 pub fn file(name: &str) -> PathBuf {

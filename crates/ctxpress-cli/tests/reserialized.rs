@@ -10,7 +10,8 @@ mod common;
 
 use common::bin;
 use ctxpress::Conversation;
-use std::path::{Path, PathBuf};
+use ctxpress_tests::corpus;
+use std::path::Path;
 use std::process::Command;
 
 /// A missing prerequisite: a visible SKIP, or a failure on CI.
@@ -30,41 +31,6 @@ fn python() -> bool {
         skip("python3 not found: cannot re-serialize outputs with Python's json");
     }
     ok
-}
-
-/// The corpus files, or `None` (after a SKIP line) when it is absent.
-fn corpus_files() -> Option<Vec<PathBuf>> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/corpus");
-    let Ok(entries) = std::fs::read_dir(&dir) else {
-        skip(&format!("corpus folder {} is missing", dir.display()));
-        return None;
-    };
-    let mut files: Vec<PathBuf> = entries
-        .filter_map(Result::ok)
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
-        .collect();
-    files.sort();
-    assert!(!files.is_empty(), "no .jsonl file in {}", dir.display());
-    Some(files)
-}
-
-/// The first whole lines of `f`, up to about `cap` bytes (at least one), or
-/// all with `CTXPRESS_TEST_FULL_CORPUS` set: the largest file through every
-/// preset would take minutes in a debug build.
-fn head(f: &Path, cap: usize) -> String {
-    let text = std::fs::read_to_string(f).unwrap();
-    if std::env::var_os("CTXPRESS_TEST_FULL_CORPUS").is_some() {
-        return text;
-    }
-    let mut out = String::new();
-    for l in text.split_inclusive('\n') {
-        if !out.is_empty() && out.len() + l.len() > cap {
-            break;
-        }
-        out.push_str(l);
-    }
-    out
 }
 
 fn presets() -> Vec<String> {
@@ -135,14 +101,14 @@ fn outputs_rewritten_by_python_json_expand_to_the_input() {
     if !python() {
         return;
     }
-    let Some(files) = corpus_files() else {
+    let Some(files) = corpus::files_or_skip() else {
         return;
     };
     let presets = presets();
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     for f in &files {
-        let input = head(f, 2 << 20);
+        let input = corpus::head(f, 2 << 20);
         std::fs::write(d.join("in.jsonl"), &input).unwrap();
         let in_lines: Vec<&str> = input.lines().collect();
         for preset in &presets {

@@ -600,24 +600,6 @@ mod tests {
         assert_eq!(expand(&more, &arch).unwrap().messages.len(), 4);
     }
 
-    /// `v` with every object's members sorted by key.
-    fn sorted(v: &serde_json::Value) -> serde_json::Value {
-        use serde_json::Value;
-        match v {
-            Value::Object(m) => {
-                let mut kv: Vec<_> = m.iter().collect();
-                kv.sort_by(|a, b| a.0.cmp(b.0));
-                Value::Object(
-                    kv.into_iter()
-                        .map(|(k, v)| (k.clone(), sorted(v)))
-                        .collect(),
-                )
-            }
-            Value::Array(a) => Value::Array(a.iter().map(sorted).collect()),
-            x => x.clone(),
-        }
-    }
-
     fn message_texts(c: &Conversation) -> Vec<String> {
         c.messages.iter().map(|m| c.message_json(m)).collect()
     }
@@ -643,7 +625,7 @@ mod tests {
         let arch = MemoryArchive::new();
         archive(&input, &out, &arch).unwrap();
         let v: serde_json::Value = serde_json::from_str(&out.to_json_string()).unwrap();
-        let mut with_field = sorted(&v);
+        let mut with_field = ctxpress_tests::json::sorted_keys(&v);
         with_field["added_by_a_client"] = serde_json::json!({"x": [1, 2]});
         let ascii = |t: String| {
             t.chars()
@@ -658,8 +640,8 @@ mod tests {
                 .collect::<String>()
         };
         for text in [
-            serde_json::to_string(&sorted(&v)).unwrap(),
-            serde_json::to_string_pretty(&sorted(&v)).unwrap(),
+            serde_json::to_string(&ctxpress_tests::json::sorted_keys(&v)).unwrap(),
+            serde_json::to_string_pretty(&ctxpress_tests::json::sorted_keys(&v)).unwrap(),
             ascii(serde_json::to_string_pretty(&v).unwrap()),
             serde_json::to_string(&with_field).unwrap(),
             // numbers by value: 1.50 written as 1.5

@@ -13,61 +13,20 @@
 use ctxpress::core::archive::MemoryArchive;
 use ctxpress::core::canonical;
 use ctxpress::{Compressor, Conversation, PRESETS};
+use ctxpress_tests::corpus;
+use ctxpress_tests::json::sorted_keys;
 use serde_json::Value;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
-fn corpus_files() -> Option<Vec<PathBuf>> {
-    let dir = std::env::var_os("CTXPRESS_CORPUS").map_or_else(
-        || Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../shared/corpus"),
-        PathBuf::from,
-    );
-    let Ok(entries) = std::fs::read_dir(&dir) else {
-        let what = format!("corpus folder {} is missing", dir.display());
-        assert!(std::env::var_os("CI").is_none(), "{what} (CI is set)");
-        eprintln!("SKIP: {what}");
-        return None;
-    };
-    let mut files: Vec<PathBuf> = entries
-        .filter_map(Result::ok)
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
-        .collect();
-    files.sort();
-    assert!(!files.is_empty(), "no .jsonl file in {}", dir.display());
-    Some(files)
-}
-
+/// The non-blank lines of `f`, capped in a debug build (see the module
+/// docs).
 fn lines(f: &Path) -> Vec<String> {
-    let text = std::fs::read_to_string(f).unwrap();
-    let full = !cfg!(debug_assertions) || std::env::var_os("CTXPRESS_TEST_FULL_CORPUS").is_some();
-    let mut out: Vec<String> = Vec::new();
-    let mut size = 0;
-    for l in text.lines().filter(|l| !l.trim().is_empty()) {
-        if !full && !out.is_empty() && size + l.len() > 1 << 20 {
-            break;
-        }
-        size += l.len();
-        out.push(l.to_string());
-    }
-    out
-}
-
-/// `v` with every object's members sorted by key.
-fn sorted(v: &Value) -> Value {
-    match v {
-        Value::Object(m) => {
-            let mut kv: Vec<_> = m.iter().collect();
-            kv.sort_by(|a, b| a.0.cmp(b.0));
-            Value::Object(
-                kv.into_iter()
-                    .map(|(k, v)| (k.clone(), sorted(v)))
-                    .collect(),
-            )
-        }
-        Value::Array(a) => Value::Array(a.iter().map(sorted).collect()),
-        x => x.clone(),
-    }
+    corpus::head(f, 1 << 20)
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(str::to_string)
+        .collect()
 }
 
 fn messages(c: &Conversation) -> Vec<String> {
@@ -76,7 +35,7 @@ fn messages(c: &Conversation) -> Vec<String> {
 
 #[test]
 fn outputs_rewritten_by_serde_json_expand_to_the_input() {
-    let Some(files) = corpus_files() else {
+    let Some(files) = corpus::files_or_skip() else {
         return;
     };
     let mut compressed = 0;
@@ -97,7 +56,7 @@ fn outputs_rewritten_by_serde_json_expand_to_the_input() {
                 let changed = written != *line;
                 compressed += usize::from(changed);
                 let v: Value = serde_json::from_str(&written).unwrap();
-                let s = sorted(&v);
+                let s = sorted_keys(&v);
                 let mut with_field = s.clone();
                 with_field["reserialized_by"] = Value::from("serde_json");
                 for (how, text) in [
