@@ -11,7 +11,6 @@ mod common;
 use common::bin;
 use ctxpress::Conversation;
 use ctxpress_tests::corpus;
-use std::path::Path;
 use std::process::Command;
 
 /// A missing prerequisite: a visible SKIP, or a failure on CI.
