@@ -41,11 +41,15 @@
 //!   message); a chunk the backend fails on is first split in two. With an
 //!   async backend (an LLM) use [`Compactor::compress_to_async`]; the stage
 //!   is then registered async.
-//! - **Task state.** Every batch summary ends with a [`state::TaskState`]
-//!   block built from the messages themselves: first and latest request,
-//!   files read and modified, commands with their last status, unresolved
-//!   errors, open plan items. The next compaction updates it (anchored), it
-//!   does not regenerate it.
+//! - **Task state and ledger.** Every archived batch summary ends with a
+//!   [`state::TaskState`] block built from the messages themselves: first and
+//!   latest request, files read and modified, commands with their last
+//!   status, unresolved errors, open plan items, kept credentials. The clip
+//!   shows the session ledger instead (`ctxpress_core::ledger`, the same note
+//!   the budget's evict rung writes; a tenth of the folded tokens, 160 to
+//!   1,500), built from the folded messages and seeded from the previous
+//!   clip, so the next compaction updates it (anchored) rather than
+//!   regenerating it; the credentials follow it on `keep:` lines.
 //! - **Archive before delete.** The new batches, with the exact source texts
 //!   of the messages they cover, are stored in the [`BatchArchive`] before the
 //!   compacted history is returned; when that fails, the history comes back
@@ -734,7 +738,7 @@ impl Compactor {
         let mut after: usize = new_msgs.iter().map(|m| count_message(counter, m)).sum();
         if let Some(b) = budget.filter(|&b| after > b) {
             // Over the budget with every chunk folded: a shorter clip (the
-            // task state first, then the latest summary), the batches
+            // ledger first, then the latest summary), the batches
             // themselves archived in full.
             let clip_t = count_message(counter, &new_msgs[lead]);
             let allowed = b.saturating_sub(after - clip_t);

@@ -87,7 +87,7 @@ fn default_config() -> Value {
 ctxpress_core::inventory::submit! {
     StrategyFactory {
         name: NAME,
-        summary: "fold old messages into archived summary batches behind one [Context Summary] clip-archive message (chunk-and-fold, task state, recursive re-summarization; LLM backends async)",
+        summary: "fold old messages into archived summary batches behind one [Context Summary] clip-archive message (chunk-and-fold, session ledger, recursive re-summarization; LLM backends async)",
         default_config,
         build,
         params: &[

@@ -25,8 +25,10 @@
 //! never printed bare: it stands in a line that says what it belongs to.
 //!
 //! A ledger note that is itself moved out again is read back
-//! ([`Ledger::add`] sees its text): its lines are carried into the new note,
-//! below what the newer messages give (the anchored update).
+//! ([`Ledger::add`] sees its text) into its items: files, commands, errors,
+//! todos, decisions and names, which the newer messages then update (the
+//! anchored update: a later success resolves a carried error, a carried file
+//! read again counts once more).
 
 use crate::dialect::{self, OpKind, Status, result_payload, result_status};
 use crate::message::{Message, Role};
@@ -620,8 +622,9 @@ impl Ledger {
         }
     }
 
-    /// A compaction's `[Context Summary` message moved out: the facts of
-    /// its last task-state block (`[task state]` ... `[/task state]`, the
+    /// A compaction's `[Context Summary` message moved out: its ledger note
+    /// read back as a note (see `carry`), and the facts of its last
+    /// task-state block (an older clip's) (`[task state]` ... `[/task state]`, the
     /// format `ctxpress_compactor::state` documents) become ledger items,
     /// below what newer messages say, and the names of its batch summaries
     /// count as the assistant's.

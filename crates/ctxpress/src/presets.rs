@@ -44,7 +44,7 @@ pub const PRESETS: &[Preset] = &[
     },
     Preset {
         name: "compact",
-        summary: "spec 003 compaction: everything before the recent tail folded into archived summary batches with a task state, behind one [Context Summary] message",
+        summary: "spec 003 compaction: everything before the recent tail folded into archived summary batches, behind one [Context Summary] message with the session ledger",
         toml: include_str!("../presets/compact.toml"),
     },
 ];

@@ -83,8 +83,12 @@ fn compactor_stage_folds_the_old_part_and_expands_back() {
         let clip_at = usize::from(!anthropic);
         let clip = conv.messages[clip_at].text().into_owned();
         assert!(clip.starts_with("[Context Summary"), "{clip}");
-        assert!(clip.contains("[task state]\nfirst request: Fix the flaky scheduler test"));
-        assert!(clip.contains("read: /r/src/m0.rs"), "{clip}");
+        assert!(
+            clip.contains("\n[session ledger: ")
+                && clip.contains("- first request: \"Fix the flaky scheduler test"),
+            "{clip}"
+        );
+        assert!(clip.contains("- /r/src/m0.rs: read"), "{clip}");
         assert!(report.tokens_after < report.tokens_before / 2, "{report:?}");
         assert_eq!(
             expand(&conv, arch.as_ref()).unwrap().to_json_string(),
@@ -269,7 +273,7 @@ fn compact_preset_with_a_model_folds_through_it() {
     eprintln!("{:?}\n{}", st.outcome, conv.messages[1].text());
     assert!(st.outcome.counters["messages_folded"] > 20, "{st:?}");
     assert!(conv.messages[1].text().starts_with("[Context Summary"));
-    assert!(conv.messages[1].text().contains("[task state]"));
+    assert!(conv.messages[1].text().contains("\n[session ledger: "));
     assert!(report.tokens_after < report.tokens_before);
     assert!(validate(&conv).is_empty());
     assert_eq!(expand(&conv, arch.as_ref()).unwrap().to_json_string(), doc);
