@@ -47,7 +47,7 @@
 //!   status, unresolved errors, open plan items, kept credentials. The clip
 //!   shows the session ledger instead (`ctxpress_core::ledger`, the same note
 //!   the budget's evict rung writes; a tenth of the folded tokens, 160 to
-//!   1,500), built from the folded messages and seeded from the previous
+//!   1,500, under a budget at least the budget's ledger floor), built from the folded messages and seeded from the previous
 //!   clip, so the next compaction updates it (anchored) rather than
 //!   regenerating it; the credentials follow it on `keep:` lines.
 //! - **Archive before delete.** The new batches, with the exact source texts
@@ -699,7 +699,7 @@ impl Compactor {
             if let Some(b) = budget {
                 let plan = self.resummarize(&prev, &fresh, id).await?;
                 let folded_t: usize = folded.iter().map(|&j| toks[j]).sum();
-                let room = ledger_room(folded_t + old_clip_tokens);
+                let room = ledger_room(folded_t + old_clip_tokens, budget);
                 let state = shown_state(&ledger, &running, room, counter);
                 let clip = clip_text(&plan.all, self.cfg.clip_window, id, Some(&state));
                 let probe = Message::text_message(MessageId::new(""), "user", &clip);
@@ -717,7 +717,7 @@ impl Compactor {
         res.fallbacks += usize::from(plan.fallback);
         // The compacted history.
         let folded_t: usize = folded.iter().map(|&j| toks[j]).sum();
-        let room = ledger_room(folded_t + old_clip_tokens);
+        let room = ledger_room(folded_t + old_clip_tokens, budget);
         let state = shown_state(&ledger, &running, room, counter);
         let clip = clip_text(&plan.all, self.cfg.clip_window, id, Some(&state));
         let mut out = history.clone();
@@ -1047,9 +1047,15 @@ const LEDGER_TOKENS: usize = 1_500;
 
 /// Tokens the clip's ledger gets for `folded` tokens of folded messages: a
 /// tenth of them, at least 160 and at most [`LEDGER_TOKENS`], so the clip
-/// stays a small part of what it stands for.
-fn ledger_room(folded: usize) -> usize {
-    (folded / 10).clamp(160, LEDGER_TOKENS)
+/// stays a small part of what it stands for; under a budget at least the
+/// share the budget gives its ledger (`window::ledger_floor`), at most half
+/// of what was folded.
+fn ledger_room(folded: usize, budget: Option<usize>) -> usize {
+    let room = (folded / 10).clamp(160, LEDGER_TOKENS);
+    match budget {
+        Some(b) => room.max(ctxpress_core::window::ledger_floor(b).min(folded / 2)),
+        None => room,
+    }
 }
 
 /// What the clip shows after its batches: the session ledger within `limit`
