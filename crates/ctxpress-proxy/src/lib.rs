@@ -2,7 +2,8 @@
 //! Completions or Anthropic Messages API.
 //!
 //! An agent that speaks HTTP points its base URL here. `POST
-//! /v1/chat/completions` and `POST /v1/messages` bodies go through a
+//! /v1/chat/completions` and `POST /v1/messages` bodies, read in the shape
+//! of the API their path names (not guessed from the body), go through a
 //! [`ctxpress::Session`] per client and conversation (keyed by a hash of the
 //! credential and the `x-ctxpress-session` header, else of the credential,
 //! the system prompt, the first user message and the client's ids in the
@@ -39,6 +40,7 @@ use axum::body::{Body, Bytes};
 use axum::extract::{DefaultBodyLimit, Query, Request, State};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, Response, StatusCode, Uri};
 use axum::routing::get;
+use ctxpress::core::Format;
 use ctxpress::session::{content_read_hash, read_hash};
 use ctxpress::store::SqliteArchive;
 use ctxpress::{Conversation, PipelineConfig, Session};
@@ -659,6 +661,16 @@ enum Api {
 }
 
 impl Api {
+    /// The provider shape of the API's requests (what `validate` holds a
+    /// compressed request to); `None` for other paths.
+    fn format(self) -> Option<Format> {
+        match self {
+            Api::OpenAi => Some(Format::OpenAi),
+            Api::Anthropic => Some(Format::Anthropic),
+            Api::Other => None,
+        }
+    }
+
     fn name(self) -> &'static str {
         match self {
             Api::OpenAi => "openai",
@@ -833,19 +845,34 @@ fn expire(s: &Shared) {
     }
 }
 
+/// The conversation of a request body to `api`'s path, in that API's
+/// shape: the path says which it is (Claude Code's first request, with no
+/// tool called yet, could be taken for OpenAI's by its look); `None` when
+/// the body is not a conversation with messages.
+fn conversation_of(text: &str, api: Api) -> Option<Conversation> {
+    let conv = match api.format() {
+        Some(f) => Conversation::parse_as(text, f),
+        None => Conversation::parse(text),
+    };
+    conv.ok().filter(|c| !c.messages.is_empty())
+}
+
 /// The body to send upstream: the compressed request, or the body as sent
 /// when it is not a conversation (the upstream answers it as it would).
-async fn compress(s: &Shared, headers: &HeaderMap, body: &Bytes, done: &mut Done) -> Option<Bytes> {
+async fn compress(
+    s: &Shared,
+    api: Api,
+    headers: &HeaderMap,
+    body: &Bytes,
+    done: &mut Done,
+) -> Option<Bytes> {
     let Ok(text) = std::str::from_utf8(body) else {
         done.note = Some("not UTF-8: forwarded as sent");
         return None;
     };
-    let conv = match Conversation::parse(text) {
-        Ok(c) if !c.messages.is_empty() => c,
-        _ => {
-            done.note = Some("not a conversation: forwarded as sent");
-            return None;
-        }
+    let Some(conv) = conversation_of(text, api) else {
+        done.note = Some("not a conversation: forwarded as sent");
+        return None;
     };
     let key = session_key(&s.salt, headers, &conv);
     let session = match session_for(s, &key) {
@@ -1071,7 +1098,7 @@ async fn handle(State(s): State<Arc<Shared>>, req: Request) -> Response<Body> {
         let sent = if api == Api::Other {
             None
         } else {
-            compress(&s, &headers, &body, &mut done).await
+            compress(&s, api, &headers, &body, &mut done).await
         };
         if sent.is_none() {
             s.metrics.passed_through.fetch_add(1, Ordering::Relaxed);
@@ -1442,6 +1469,29 @@ mod tests {
         );
         assert!(Upstream::parse("ftp://h/v1?key=sk-x").is_err());
         assert!(!shown_url("http://h/v1?key=sk-x#f").contains("sk-x"));
+    }
+
+    /// The request path names the API: a body is read in its shape, not
+    /// sniffed (issue #33: Claude Code's first request was read as OpenAI's).
+    #[test]
+    fn the_path_names_the_format() {
+        let claude_first = r#"{"model":"c","system":[{"type":"text","text":"s"}],"tools":[{"name":"Bash","input_schema":{"type":"object"}}],"messages":[{"role":"user","content":[{"type":"text","text":"q"}]},{"role":"system","content":"env"}]}"#;
+        let looks_anthropic =
+            r#"{"model":"m","system":"s","messages":[{"role":"user","content":"q"}]}"#;
+        let looks_openai = r#"{"model":"m","messages":[{"role":"user","content":"q"}]}"#;
+        for (text, api, want) in [
+            (claude_first, Api::Anthropic, Some(Format::Anthropic)),
+            (looks_openai, Api::Anthropic, Some(Format::Anthropic)),
+            (looks_anthropic, Api::OpenAi, Some(Format::OpenAi)),
+            (looks_anthropic, Api::Other, Some(Format::Anthropic)),
+            (r#"{"model":"m","messages":[]}"#, Api::OpenAi, None),
+            ("not json", Api::Anthropic, None),
+        ] {
+            let got = conversation_of(text, api).map(|c| c.format);
+            assert_eq!(got, want, "{api:?}: {text}");
+        }
+        let c = conversation_of(claude_first, Api::Anthropic).unwrap();
+        assert!(ctxpress::validate(&c).is_empty());
     }
 
     #[test]
