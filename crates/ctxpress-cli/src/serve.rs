@@ -43,11 +43,20 @@ pub struct ServeArgs {
     /// dropped first [default: 256].
     #[arg(long, value_name = "MIB")]
     session_memory_mb: Option<usize>,
-    /// Turn `GET /ctxpress/search` on, for requests that carry this token
-    /// (`authorization: Bearer TOKEN`); also $CTXPRESS_SEARCH_TOKEN or
-    /// `serve.search_token` [default: search off].
-    #[arg(long, value_name = "TOKEN")]
-    search_token: Option<String>,
+    /// The admin token: `GET /metrics` and `GET /ctxpress/search` answer
+    /// requests that carry it (`authorization: Bearer TOKEN`); also
+    /// $CTXPRESS_ADMIN_TOKEN or `serve.admin_token` (formerly
+    /// --search-token, $CTXPRESS_SEARCH_TOKEN, `serve.search_token`).
+    /// Without one, search is off and /metrics answers on loopback only.
+    #[arg(long, value_name = "TOKEN", alias = "search-token")]
+    admin_token: Option<String>,
+    /// Answer requests whose Host header is HOST too (NAME on any port,
+    /// NAME:PORT, or * for any; repeatable; replaces `serve.allowed_hosts`).
+    /// Without it: on loopback, only localhost, 127.0.0.1 and [::1] on the
+    /// listening port (others get 421: DNS rebinding); beyond loopback,
+    /// any Host, and the start-up warning says so.
+    #[arg(long = "allow-host", value_name = "HOST")]
+    allow_host: Vec<String>,
     /// No log line per request.
     #[arg(long)]
     quiet: bool,
@@ -95,9 +104,14 @@ pub fn run(a: &ServeArgs) -> Result<ExitCode> {
     if let Some(n) = a.session_memory_mb {
         table.session_memory_mb = n;
     }
-    let env_token = std::env::var("CTXPRESS_SEARCH_TOKEN").ok();
-    if let Some(t) = a.search_token.clone().or(env_token) {
-        table.search_token = Some(ctxpress_proxy::Secret(t));
+    let env_token = std::env::var("CTXPRESS_ADMIN_TOKEN")
+        .or_else(|_| std::env::var("CTXPRESS_SEARCH_TOKEN"))
+        .ok();
+    if let Some(t) = a.admin_token.clone().or(env_token) {
+        table.admin_token = Some(ctxpress_proxy::Secret(t));
+    }
+    if !a.allow_host.is_empty() {
+        table.allowed_hosts = a.allow_host.clone();
     }
     if a.quiet {
         table.log = false;
@@ -133,8 +147,8 @@ pub fn run(a: &ServeArgs) -> Result<ExitCode> {
         if log {
             eprintln!("ctxpress serve: listening on http://{addr}, forwarding to {upstream}");
         }
-        if let Some(w) = beyond_loopback(addr) {
-            // Said even with --quiet.
+        // Said even with --quiet.
+        for w in proxy.warnings(addr) {
             eprintln!("{w}");
         }
         proxy
@@ -145,17 +159,6 @@ pub fn run(a: &ServeArgs) -> Result<ExitCode> {
             eprintln!("ctxpress serve: stopped");
         }
         Ok(ExitCode::SUCCESS)
-    })
-}
-
-/// The warning for a listening address other hosts can reach: anyone who
-/// reaches it can use the upstream through the proxy (with the upstream
-/// URL's query, a key there included, and the sessions' metrics).
-fn beyond_loopback(addr: std::net::SocketAddr) -> Option<String> {
-    (!addr.ip().is_loopback()).then(|| {
-        format!(
-            "warning: ctxpress serve listens on {addr}, reachable beyond this machine (loopback only: --listen 127.0.0.1:PORT)"
-        )
     })
 }
 
@@ -172,22 +175,5 @@ async fn shutdown_signal() {
     tokio::select! {
         _ = tokio::signal::ctrl_c() => {}
         _ = term => {}
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn listening_beyond_loopback_is_warned_about() {
-        for (addr, warned) in [
-            ("127.0.0.1:8787", false),
-            ("[::1]:8787", false),
-            ("0.0.0.0:8787", true),
-            ("[::]:8787", true),
-            ("192.168.1.5:8787", true),
-        ] {
-            let w = super::beyond_loopback(addr.parse().unwrap());
-            assert_eq!(w.is_some(), warned, "{addr}: {w:?}");
-        }
     }
 }

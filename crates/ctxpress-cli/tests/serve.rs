@@ -1,6 +1,8 @@
 //! `ctxpress serve` as a command: its configuration errors, and a real run
 //! on 127.0.0.1 (health, an unreachable upstream answered with a clear 502,
-//! a log line without credentials, SIGTERM ending it with exit 0).
+//! the admin token on /metrics and search, a foreign Host refused and an
+//! allowed one answered, a log line without credentials, SIGTERM ending it
+//! with exit 0).
 #![allow(missing_docs)]
 
 use assert_cmd::Command;
@@ -32,6 +34,31 @@ fn configuration_errors_are_plain() {
     let out = bin().args(["serve", "--window", "1000"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--upstream"));
+    // The admin token's former flag name is still read.
+    let out = bin()
+        .args(["serve", "--window", "1000", "--search-token", "t"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--upstream") && !err.contains("unexpected"),
+        "{err}"
+    );
+    let out = bin()
+        .args([
+            "serve",
+            "--window",
+            "1000",
+            "--upstream",
+            "http://127.0.0.1:9/v1",
+        ])
+        .args(["--allow-host", "evil.example/x"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("allowed host `evil.example/x`"), "{err}");
     let dir = tempfile::tempdir().unwrap();
     let cfg = dir.path().join("serve.toml");
     std::fs::write(&cfg, "version = 1\n[serve]\nupstrem = \"http://x/v1\"\n").unwrap();
@@ -73,7 +100,8 @@ fn serves_until_sigterm() {
         ))
         .arg("--archive")
         .arg(dir.path().join("a.db"))
-        .args(["--search-token", "tok-serve-1", "--session-memory-mb", "16"])
+        .args(["--admin-token", "tok-serve-1", "--session-memory-mb", "16"])
+        .args(["--allow-host", "proxy.internal"])
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
@@ -89,6 +117,7 @@ fn serves_until_sigterm() {
         port,
         "GET /ctxpress/health HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n",
     );
+    let host = format!("127.0.0.1:{port}");
     assert!(
         health.starts_with("HTTP/1.1 200") && health.ends_with("ok\n"),
         "{health}"
@@ -97,7 +126,7 @@ fn serves_until_sigterm() {
     let r = http(
         port,
         &format!(
-            "POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\nauthorization: Bearer sk-secret-123\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+            "POST /v1/chat/completions HTTP/1.1\r\nhost: {host}\r\nauthorization: Bearer sk-secret-123\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
             body.len()
         ),
     );
@@ -108,7 +137,7 @@ fn serves_until_sigterm() {
         http(
             port,
             &format!(
-                "GET /ctxpress/search?q=hi&conversation=x0 HTTP/1.1\r\nhost: x\r\n{auth}connection: close\r\n\r\n"
+                "GET /ctxpress/search?q=hi&conversation=x0 HTTP/1.1\r\nhost: {host}\r\n{auth}connection: close\r\n\r\n"
             ),
         )
     };
@@ -116,6 +145,29 @@ fn serves_until_sigterm() {
     assert!(r.starts_with("HTTP/1.1 401"), "{r}");
     let r = search("authorization: Bearer tok-serve-1\r\n");
     assert!(r.starts_with("HTTP/1.1 200"), "{r}");
+    // /metrics needs the admin token too; a foreign Host is refused, an
+    // allowed one answered.
+    let metrics = |host: &str, auth: &str| {
+        http(
+            port,
+            &format!("GET /metrics HTTP/1.1\r\nhost: {host}\r\n{auth}connection: close\r\n\r\n"),
+        )
+    };
+    let r = metrics(&host, "");
+    assert!(r.starts_with("HTTP/1.1 401"), "{r}");
+    let auth = "authorization: Bearer tok-serve-1\r\n";
+    let r = metrics(&host, auth);
+    assert!(
+        r.starts_with("HTTP/1.1 200") && r.contains("ctxpress_requests_total"),
+        "{r}"
+    );
+    let r = metrics("proxy.internal", auth);
+    assert!(r.starts_with("HTTP/1.1 200"), "{r}");
+    let r = metrics(&format!("evil.example:{port}"), auth);
+    assert!(
+        r.starts_with("HTTP/1.1 421") && r.contains("evil.example"),
+        "{r}"
+    );
     let kill = std::process::Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
         .status()

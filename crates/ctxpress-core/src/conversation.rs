@@ -209,6 +209,15 @@ impl Conversation {
         }
     }
 
+    /// [`Conversation::parse`] for a document whose provider shape is known
+    /// (a proxy knows it from the request path): `format` is taken as
+    /// given, not detected.
+    pub fn parse_as(text: &str, format: Format) -> Result<Self, ParseError> {
+        let mut c = Self::parse(text)?;
+        c.format = format;
+        Ok(c)
+    }
+
     /// [`Conversation::parse`] of `text`, read through `read`: the same text
     /// but for lone surrogate escapes, as long, so every offset is the same
     /// in both. Values come from `read`, source texts from `text`.
@@ -610,6 +619,16 @@ fn derive_id(pos: usize, raw: &str) -> String {
     )
 }
 
+/// The provider shape, from what only one of them has: Anthropic content
+/// blocks (`tool_use`, `tool_result`, thinking), then OpenAI's own roles
+/// (`tool`, `function`, `developer`) and fields (`tool_calls`,
+/// `tool_call_id`, `function_call`), then OpenAI tool definitions
+/// (`{"type": "function", "function": ...}`), then an Anthropic top-level
+/// `system` or tool definitions with an `input_schema`. A `role: "system"`
+/// message says nothing: both take one (Claude Code sends its environment
+/// as one inside `messages`), so its first request, before any tool was
+/// called, is Anthropic by its top-level `system` and its tools. With none
+/// of these, OpenAI.
 fn detect_format(messages: &[Message], envelope: &Map<String, Value>) -> Format {
     let blocky = messages.iter().any(|m| match m.content() {
         Some(Value::Array(b)) => b.iter().any(|b| {
@@ -623,12 +642,20 @@ fn detect_format(messages: &[Message], envelope: &Map<String, Value>) -> Format 
         }),
         _ => false,
     });
-    if blocky
-        || (envelope.contains_key("system")
-            && !messages
+    if blocky {
+        return Format::Anthropic;
+    }
+    let openai_messages = messages.iter().any(|m| {
+        matches!(m.role_ref(), Role::Tool | Role::Function | Role::Developer)
+            || ["tool_calls", "tool_call_id", "function_call"]
                 .iter()
-                .any(|m| m.role().is_system() || m.role() == Role::Tool))
-    {
+                .any(|k| m.fields().contains_key(*k))
+    });
+    let tools = envelope.get("tools").and_then(Value::as_array);
+    let tools_have = |key: &str| tools.is_some_and(|t| t.iter().any(|t| t.get(key).is_some()));
+    if openai_messages || tools_have("function") {
+        Format::OpenAi
+    } else if envelope.contains_key("system") || tools_have("input_schema") {
         Format::Anthropic
     } else {
         Format::OpenAi
@@ -821,5 +848,56 @@ mod tests {
         let o = Conversation::parse(r#"[{"role":"assistant","content":"","tool_calls":[{"id":"a","function":{"name":"x","arguments":"{}"}},{"id":"b","function":{"name":"x","arguments":"{}"}}]},{"role":"tool","tool_call_id":"a","content":"1"},{"role":"tool","tool_call_id":"b","content":"2"}]"#).unwrap();
         assert_eq!(o.format, Format::OpenAi);
         assert_eq!(o.exchanges()[0].results, vec![1, 2]);
+    }
+
+    /// Claude Code's first request: no tool called yet, a top-level
+    /// `system`, `tools` with `input_schema`, one user message of text
+    /// blocks and its environment as a `role: "system"` message. It was
+    /// taken for OpenAI: any system-role message counted against the
+    /// top-level `system` (issue #33).
+    #[test]
+    fn a_claude_code_first_request_is_anthropic() {
+        let fmt = |doc: &str| Conversation::parse(doc).unwrap().format;
+        let tools =
+            r#""tools":[{"name":"Bash","description":"Run","input_schema":{"type":"object"}}]"#;
+        let first = format!(
+            r#"{{"model":"claude","system":[{{"type":"text","text":"You are Claude Code."}}],{tools},"messages":[{{"role":"user","content":[{{"type":"text","text":"Run the tests."}}]}},{{"role":"system","content":[{{"type":"text","text":"Environment: /repo"}}]}}],"max_tokens":100}}"#
+        );
+        assert_eq!(fmt(&first), Format::Anthropic);
+        // One user message of string content and the top-level system.
+        assert_eq!(
+            fmt(r#"{"system":"s","messages":[{"role":"user","content":"q"}]}"#),
+            Format::Anthropic
+        );
+        // Anthropic tool definitions alone.
+        assert_eq!(
+            fmt(&format!(
+                r#"{{{tools},"messages":[{{"role":"user","content":"q"}}]}}"#
+            )),
+            Format::Anthropic
+        );
+        // OpenAI's own roles, fields and tool definitions win over a stray
+        // top-level `system`; nothing either way is OpenAI.
+        for doc in [
+            r#"{"system":"s","messages":[{"role":"developer","content":"d"},{"role":"user","content":"q"}]}"#,
+            r#"{"system":"s","messages":[{"role":"user","content":"q"},{"role":"tool","tool_call_id":"a","content":"r"}]}"#,
+            r#"{"system":"s","messages":[{"role":"assistant","content":null,"tool_calls":[]}]}"#,
+            r#"{"system":"s","tools":[{"type":"function","function":{"name":"x"}}],"messages":[{"role":"user","content":"q"}]}"#,
+            r#"[{"role":"system","content":"s"},{"role":"user","content":"q"}]"#,
+        ] {
+            assert_eq!(fmt(doc), Format::OpenAi, "{doc}");
+        }
+        // A known shape is taken as given.
+        let doc = r#"{"system":"s","messages":[{"role":"user","content":"q"}]}"#;
+        assert_eq!(
+            Conversation::parse_as(doc, Format::OpenAi).unwrap().format,
+            Format::OpenAi
+        );
+        assert_eq!(
+            Conversation::parse_as(&first, Format::Anthropic)
+                .unwrap()
+                .to_json_string(),
+            first
+        );
     }
 }

@@ -26,6 +26,12 @@ pub trait TokenCounter: Send + Sync {
     fn name(&self) -> &str;
     /// Tokens in `text`.
     fn count(&self, text: &str) -> usize;
+    /// Heap bytes this counter holds besides its fixed tables: a memo of
+    /// counts it grows while counting (estimated; what a memory budget over
+    /// many counters accounts). 0 by default.
+    fn retained_bytes(&self) -> usize {
+        0
+    }
 }
 
 /// A fast estimate of `o200k_base` counts that errs high: one pass over the
@@ -288,6 +294,13 @@ impl TokenCounter for Bpe {
         }
         n
     }
+    /// The memo: a key, a count and a control byte per slot (hashbrown),
+    /// as allocated (clearing it keeps its slots).
+    fn retained_bytes(&self) -> usize {
+        self.memo
+            .lock()
+            .map_or(0, |m| m.capacity() * (size_of::<(u128, usize)>() + 1))
+    }
 }
 
 /// A counter by name: `heuristic`, or with the `bpe` feature `o200k_base`
@@ -525,6 +538,13 @@ mod tests {
         assert_eq!(o.memo.lock().unwrap().len(), 1);
         assert_eq!(o.count("short"), 1);
         assert_eq!(o.memo.lock().unwrap().len(), 1, "short texts are not kept");
+        let one = o.retained_bytes();
+        assert!(one >= size_of::<(u128, usize)>(), "{one}");
+        for i in 0..1000 {
+            o.count(&format!("{i} {long}"));
+        }
+        assert!(o.retained_bytes() >= 1001 * size_of::<(u128, usize)>());
+        assert_eq!(Heuristic.retained_bytes(), 0);
     }
 
     #[cfg(feature = "bpe")]

@@ -1,4 +1,11 @@
 //! The invariant checker: tool-call pairing for both dialects and legal roles.
+//!
+//! Roles, per dialect: OpenAI Chat takes `system`, `developer`, `user`,
+//! `assistant`, `tool` and the legacy `function` anywhere (pairing aside);
+//! Anthropic Messages takes `user` and `assistant`, and `system` messages
+//! inside `messages` too, anywhere, as Claude Code sends them (its
+//! environment, mid-conversation) to the API it talks to. Anything else is
+//! an [`ViolationKind::IllegalRole`].
 
 use crate::conversation::{Conversation, Format};
 use crate::message::Role;
@@ -154,7 +161,7 @@ fn validate_anthropic(conv: &Conversation) -> Vec<Violation> {
     let mut out = Vec::new();
     for (i, m) in msgs.iter().enumerate() {
         let role = m.role();
-        if !matches!(role, Role::User | Role::Assistant) {
+        if !matches!(role, Role::User | Role::Assistant | Role::System) {
             out.push(v(i, ViolationKind::IllegalRole, role.as_str()));
         }
         if m.is_empty() {
@@ -263,6 +270,45 @@ mod tests {
         assert_eq!(
             kinds(r#"[{"role":"robot","content":"x"}]"#),
             vec![ViolationKind::IllegalRole]
+        );
+    }
+
+    /// System messages are legal anywhere in both dialects (Claude Code
+    /// sends one after its first user message); `developer` and `tool`
+    /// are OpenAI's only.
+    #[test]
+    fn system_messages_anywhere() {
+        let user = r#"{"role":"user","content":[{"type":"text","text":"q"}]}"#;
+        let system = r##"{"role":"system","content":"# Environment"}"##;
+        let call = r#"{"role":"assistant","content":[{"type":"tool_use","id":"t","name":"x","input":{}}]}"#;
+        let res =
+            r#"{"role":"user","content":[{"type":"tool_result","tool_use_id":"t","content":"r"}]}"#;
+        let anthropic = |msgs: &str| {
+            let c =
+                Conversation::parse(&format!(r#"{{"system":"s","messages":[{msgs}]}}"#)).unwrap();
+            assert_eq!(c.format, Format::Anthropic, "{msgs}");
+            validate(&c).into_iter().map(|v| v.kind).collect::<Vec<_>>()
+        };
+        assert!(anthropic(&format!("{user},{system},{call},{res},{system}")).is_empty());
+        assert_eq!(
+            anthropic(&format!(
+                r#"{user},{{"role":"developer","content":"d"}},{call},{res}"#
+            )),
+            vec![ViolationKind::IllegalRole]
+        );
+        // Between a call and its result, it still breaks the pairing.
+        assert_eq!(
+            anthropic(&format!("{user},{call},{system},{res}")),
+            vec![ViolationKind::MissingResult, ViolationKind::OrphanResult]
+        );
+        let ocall = r#"{"role":"assistant","content":"","tool_calls":[{"id":"a","function":{"name":"x","arguments":"{}"}}]}"#;
+        let ores = r#"{"role":"tool","tool_call_id":"a","content":"r"}"#;
+        let dev = r#"{"role":"developer","content":"d"}"#;
+        assert!(
+            kinds(&format!(
+                r#"[{{"role":"user","content":"q"}},{system},{ocall},{ores},{dev},{system}]"#
+            ))
+            .is_empty()
         );
     }
 

@@ -2,7 +2,8 @@
 //! Completions or Anthropic Messages API.
 //!
 //! An agent that speaks HTTP points its base URL here. `POST
-//! /v1/chat/completions` and `POST /v1/messages` bodies go through a
+//! /v1/chat/completions` and `POST /v1/messages` bodies, read in the shape
+//! of the API their path names (not guessed from the body), go through a
 //! [`ctxpress::Session`] per client and conversation (keyed by a hash of the
 //! credential and the `x-ctxpress-session` header, else of the credential,
 //! the system prompt, the first user message and the client's ids in the
@@ -24,8 +25,14 @@
 //! request and never printed or returned.
 //!
 //! Also: `GET /metrics` (Prometheus text), `GET /ctxpress/health`, and `GET
-//! /ctxpress/search?q=&conversation=` over the archive, off unless a search token
-//! is set, answering only for the one session or conversation named.
+//! /ctxpress/search?q=&conversation=` over the archive, answering only for
+//! the one conversation named. The admin token guards the first and the
+//! last: with one set, they need it; without, search is off and `/metrics`
+//! answers on loopback only. A request whose `Host` names the proxy
+//! otherwise than by its loopback names or listening address (or an
+//! allowed host) is refused with 421, health aside: a web page that points
+//! its own name at 127.0.0.1 (DNS rebinding) gets nothing (see
+//! [`Proxy::router`]).
 //! Bounded: a body size limit, header and body read timeouts, a limit on
 //! requests in flight (a streamed response counts until its body ends),
 //! upstream connect and read timeouts, a memory budget and an idle expiry
@@ -39,12 +46,14 @@ use axum::body::{Body, Bytes};
 use axum::extract::{DefaultBodyLimit, Query, Request, State};
 use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, Response, StatusCode, Uri};
 use axum::routing::get;
+use ctxpress::core::Format;
 use ctxpress::session::{content_read_hash, read_hash};
 use ctxpress::store::SqliteArchive;
 use ctxpress::{Conversation, PipelineConfig, Session};
 use http_body_util::BodyExt;
 use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasher, Hash, Hasher, RandomState};
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -106,9 +115,16 @@ pub struct ProxyConfig {
     /// After the shutdown signal, time left to the requests in flight;
     /// connections still open then are closed.
     pub shutdown_grace: Duration,
-    /// Bearer token of `GET /ctxpress/search`; `None` (or empty) turns
-    /// search off.
-    pub search_token: Option<Secret>,
+    /// Bearer token of the proxy's own endpoints, `GET /metrics` and `GET
+    /// /ctxpress/search` (`/ctxpress/health` needs none). `None` (or
+    /// empty): search is off, and `/metrics` answers on loopback only (a
+    /// proxy listening beyond it refuses it with 403).
+    pub admin_token: Option<Secret>,
+    /// `Host` names the proxy answers to besides its own (see
+    /// [`Proxy::router`]): `NAME` on any port, `NAME:PORT` on that one
+    /// (IPv6 in brackets), `*` for any. Empty: on loopback, only its own
+    /// names; beyond loopback, any (the start-up warning says so).
+    pub allowed_hosts: Vec<String>,
     /// Write one JSON line per request to stderr.
     pub log: bool,
 }
@@ -118,7 +134,8 @@ impl ProxyConfig {
     /// requests in flight, 1024 sessions in 256 MiB dropped after an hour
     /// unused, 10 s to connect, 600 s between upstream bytes, 30 s for a
     /// request's headers, 120 s for its body, 30 s of grace at shutdown,
-    /// no search, logging on, no archive.
+    /// no admin token (no search), the loopback names only, logging on,
+    /// no archive.
     pub fn new(upstream: impl Into<String>, pipeline: PipelineConfig) -> Self {
         ProxyConfig {
             upstream: upstream.into(),
@@ -134,7 +151,8 @@ impl ProxyConfig {
             header_timeout: Duration::from_secs(30),
             body_timeout: Duration::from_secs(120),
             shutdown_grace: Duration::from_secs(30),
-            search_token: None,
+            admin_token: None,
+            allowed_hosts: Vec::new(),
             log: true,
         }
     }
@@ -171,8 +189,13 @@ pub struct ServeTable {
     pub body_timeout_ms: u64,
     /// Time left to the requests in flight at shutdown, in milliseconds.
     pub shutdown_grace_ms: u64,
-    /// Bearer token of `GET /ctxpress/search` (off without one).
-    pub search_token: Option<Secret>,
+    /// Bearer token of `GET /metrics` and `GET /ctxpress/search` (search
+    /// is off without one); `search_token`, its former name, is read as
+    /// it.
+    pub admin_token: Option<Secret>,
+    /// `Host` names to answer to besides the proxy's own (`NAME`,
+    /// `NAME:PORT`, `*` for any).
+    pub allowed_hosts: Vec<String>,
     /// One JSON line per request on stderr.
     pub log: bool,
 }
@@ -193,7 +216,8 @@ impl Default for ServeTable {
             header_timeout_ms: 30_000,
             body_timeout_ms: 120_000,
             shutdown_grace_ms: 30_000,
-            search_token: None,
+            admin_token: None,
+            allowed_hosts: Vec::new(),
             log: true,
         }
     }
@@ -205,7 +229,18 @@ impl ServeTable {
     pub fn of(cfg: &PipelineConfig) -> Result<Self, ctxpress::core::ConfigError> {
         match &cfg.serve {
             None => Ok(ServeTable::default()),
-            Some(m) => ctxpress::core::parse_params("serve", &serde_json::Value::Object(m.clone())),
+            Some(m) => {
+                let mut m = m.clone();
+                if let Some(v) = m.remove("search_token") {
+                    if m.contains_key("admin_token") {
+                        return Err(ctxpress::core::ConfigError::Invalid(
+                            "serve: `search_token` is the former name of `admin_token`: set one of them".into(),
+                        ));
+                    }
+                    m.insert("admin_token".into(), v);
+                }
+                ctxpress::core::parse_params("serve", &serde_json::Value::Object(m))
+            }
         }
     }
 
@@ -228,7 +263,8 @@ impl ServeTable {
         p.header_timeout = ms(self.header_timeout_ms);
         p.body_timeout = ms(self.body_timeout_ms);
         p.shutdown_grace = ms(self.shutdown_grace_ms);
-        p.search_token = self.search_token.clone().filter(|t| !t.0.is_empty());
+        p.admin_token = self.admin_token.clone().filter(|t| !t.0.is_empty());
+        p.allowed_hosts = self.allowed_hosts.clone();
         p.log = self.log;
         Ok(p)
     }
@@ -257,6 +293,11 @@ pub enum ProxyError {
     /// The HTTP client could not be built.
     #[error("HTTP client: {0}")]
     Client(#[from] reqwest::Error),
+    /// An allowed host that is not one.
+    #[error(
+        "allowed host `{0}`: expected NAME, NAME:PORT, [IPv6]:PORT or * (--allow-host or `serve.allowed_hosts`)"
+    )]
+    AllowedHost(String),
 }
 
 /// `url` as it may be printed or returned: user and password masked, and
@@ -418,6 +459,110 @@ fn target(raw: &str) -> Target {
     }
 }
 
+/// A `Host` (or an allowed host): its name, lowercased (IPv6 in brackets,
+/// written the one way; a trailing dot dropped), and its port if it names
+/// one. `None` when it is not a host.
+fn parse_host(raw: &str) -> Option<(String, Option<u16>)> {
+    let s = raw.trim().to_ascii_lowercase();
+    let port = |p: &str| -> Option<Option<u16>> {
+        match p {
+            "" => Some(None),
+            p => p.strip_prefix(':')?.parse().ok().map(Some),
+        }
+    };
+    let (name, port) = if let Some(rest) = s.strip_prefix('[') {
+        let end = rest.find(']')?;
+        let ip: std::net::Ipv6Addr = rest[..end].parse().ok()?;
+        (format!("[{ip}]"), port(&rest[end + 1..])?)
+    } else {
+        let (name, p) = match s.rfind(':') {
+            Some(i) => (&s[..i], port(&s[i..])?),
+            None => (s.as_str(), None),
+        };
+        let name = name.strip_suffix('.').unwrap_or(name);
+        let ok = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_');
+        if name.is_empty() || !name.chars().all(ok) {
+            return None;
+        }
+        (name.to_string(), p)
+    };
+    Some((name, port))
+}
+
+/// The `Host` names a request may carry. A web page whose DNS name its
+/// author points at 127.0.0.1 (DNS rebinding) reaches a loopback proxy
+/// with its own name in `Host`: refused, it cannot use the upstream with
+/// the credentials in the upstream URL nor read the proxy's endpoints.
+#[derive(Debug, Clone)]
+struct Hosts {
+    /// Every host is answered.
+    any: bool,
+    /// (name, port); a port of `None` stands for any.
+    names: Vec<(String, Option<u16>)>,
+}
+
+impl Hosts {
+    /// For a proxy listening on `local`: `localhost`, `127.0.0.1`, `[::1]`
+    /// and the listening address, on its port, plus `allowed`; any host
+    /// when `allowed` holds `*`, or is empty and `local` is beyond loopback.
+    fn new(allowed: &[String], local: SocketAddr) -> Result<Self, ProxyError> {
+        let port = Some(local.port());
+        let mut names: Vec<(String, Option<u16>)> = ["localhost", "127.0.0.1", "[::1]"]
+            .iter()
+            .map(|n| (n.to_string(), port))
+            .collect();
+        if !local.ip().is_unspecified() {
+            let own = match local.ip() {
+                std::net::IpAddr::V4(ip) => ip.to_string(),
+                std::net::IpAddr::V6(ip) => format!("[{ip}]"),
+            };
+            if !names.iter().any(|(n, _)| *n == own) {
+                names.push((own, port));
+            }
+        }
+        let mut any = allowed.is_empty() && !local.ip().is_loopback();
+        for a in allowed {
+            if a.trim() == "*" {
+                any = true;
+                continue;
+            }
+            let h = parse_host(a).ok_or_else(|| ProxyError::AllowedHost(a.clone()))?;
+            if !names.contains(&h) {
+                names.push(h);
+            }
+        }
+        Ok(Hosts { any, names })
+    }
+
+    /// True when a request naming `host` is answered (a `Host` without a
+    /// port names port 80).
+    fn allows(&self, host: &str) -> bool {
+        if self.any {
+            return true;
+        }
+        let Some((name, port)) = parse_host(host) else {
+            return false;
+        };
+        let port = port.unwrap_or(80);
+        self.names
+            .iter()
+            .any(|(n, p)| *n == name && p.is_none_or(|p| p == port))
+    }
+
+    /// The names, as an error message lists them.
+    fn shown(&self) -> String {
+        let v: Vec<String> = self
+            .names
+            .iter()
+            .map(|(n, p)| match p {
+                Some(p) => format!("{n}:{p}"),
+                None => n.clone(),
+            })
+            .collect();
+        v.join(", ")
+    }
+}
+
 /// Counters behind `/metrics`.
 #[derive(Debug, Default)]
 struct Metrics {
@@ -425,6 +570,7 @@ struct Metrics {
     compressed: AtomicU64,
     passed_through: AtomicU64,
     refused: AtomicU64,
+    misdirected: AtomicU64,
     upstream_errors: AtomicU64,
     tokens_given: AtomicU64,
     tokens_sent: AtomicU64,
@@ -514,6 +660,13 @@ struct Shared {
     next_id: AtomicU64,
 }
 
+/// The routes' state: the proxy, and what its listening address decides.
+struct App {
+    s: Arc<Shared>,
+    hosts: Hosts,
+    beyond_loopback: bool,
+}
+
 /// A configured proxy; [`Proxy::router`] gives its routes, [`Proxy::serve`]
 /// runs it.
 #[derive(Clone)]
@@ -535,6 +688,7 @@ impl Proxy {
     pub fn new(cfg: ProxyConfig) -> Result<Self, ProxyError> {
         let upstream = Upstream::parse(&cfg.upstream)?;
         Session::new(&cfg.pipeline)?;
+        Hosts::new(&cfg.allowed_hosts, SocketAddr::from(([127, 0, 0, 1], 0)))?;
         let archive = match &cfg.archive {
             Some(p) => Some(Arc::new(SqliteArchive::open(p).map_err(|e| {
                 ProxyError::Archive {
@@ -577,15 +731,74 @@ impl Proxy {
             .map_or((0, 0), |g| (g.total, g.map.len()))
     }
 
-    /// The routes.
-    pub fn router(&self) -> Router {
+    /// The routes, for a proxy listening on `local`.
+    ///
+    /// Every request but `GET /ctxpress/health` must name in its `Host`
+    /// (and in its target, when that is absolute) `localhost`,
+    /// `127.0.0.1`, `[::1]` or `local`'s address, on `local`'s port, or
+    /// one of [`ProxyConfig::allowed_hosts`]; any other is refused with
+    /// 421 (DNS rebinding). Listening beyond loopback with no allowed
+    /// hosts, any `Host` is answered. `GET /metrics` and `GET
+    /// /ctxpress/search` need the admin token when one is set
+    /// (`authorization: Bearer TOKEN`, else 401); without one, search is
+    /// off (404) and `/metrics` answers on loopback only (403 beyond it).
+    pub fn router(&self, local: SocketAddr) -> Router {
+        let hosts = Hosts::new(&self.shared.cfg.allowed_hosts, local).unwrap_or(Hosts {
+            // Checked by `Proxy::new`.
+            any: false,
+            names: Vec::new(),
+        });
+        let app = Arc::new(App {
+            s: self.shared.clone(),
+            hosts,
+            beyond_loopback: !local.ip().is_loopback(),
+        });
         Router::new()
             .route("/metrics", get(metrics))
             .route("/ctxpress/search", get(search))
             .route("/ctxpress/health", get(|| async { "ok\n" }))
             .fallback(handle)
+            .layer(axum::middleware::from_fn_with_state(
+                app.clone(),
+                check_host,
+            ))
             .layer(DefaultBodyLimit::max(self.shared.cfg.body_limit))
-            .with_state(self.shared.clone())
+            .with_state(app)
+    }
+
+    /// What `ctxpress serve` warns about at start-up for a proxy listening
+    /// on `local`: listening beyond loopback (anyone who reaches the port
+    /// uses the upstream through it), which `Host` names it then answers,
+    /// and whether `/metrics` is off for want of an admin token; on
+    /// loopback, `*` among the allowed hosts (DNS rebinding).
+    pub fn warnings(&self, local: SocketAddr) -> Vec<String> {
+        let cfg = &self.shared.cfg;
+        let Ok(hosts) = Hosts::new(&cfg.allowed_hosts, local) else {
+            return Vec::new();
+        };
+        let token = cfg.admin_token.as_ref().is_some_and(|t| !t.0.is_empty());
+        if local.ip().is_loopback() {
+            return if hosts.any {
+                vec![
+                    "warning: ctxpress serve answers any Host header (allowed host `*`): a web page whose name resolves to this machine can use the upstream through it (DNS rebinding)"
+                        .to_string(),
+                ]
+            } else {
+                Vec::new()
+            };
+        }
+        let mut w = format!(
+            "warning: ctxpress serve listens on {local}, reachable beyond this machine: anyone who reaches the port uses the upstream through it (loopback only: --listen 127.0.0.1:PORT); "
+        );
+        if hosts.any {
+            w.push_str("it answers any Host header (--allow-host NAME, or `serve.allowed_hosts`, names the only ones to answer)");
+        } else {
+            w.push_str(&format!("it answers the Host names {}", hosts.shown()));
+        }
+        if !token {
+            w.push_str("; /metrics is refused without an admin token (--admin-token)");
+        }
+        vec![w]
     }
 
     /// Serve on `listener` until `shutdown` completes, then stop accepting,
@@ -596,7 +809,7 @@ impl Proxy {
         listener: tokio::net::TcpListener,
         shutdown: impl std::future::Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
-        let router = self.router();
+        let router = self.router(listener.local_addr()?);
         let cfg = &self.shared.cfg;
         let header_timeout = cfg.header_timeout;
         let (stop_tx, stop_rx) = tokio::sync::watch::channel(());
@@ -659,6 +872,16 @@ enum Api {
 }
 
 impl Api {
+    /// The provider shape of the API's requests (what `validate` holds a
+    /// compressed request to); `None` for other paths.
+    fn format(self) -> Option<Format> {
+        match self {
+            Api::OpenAi => Some(Format::OpenAi),
+            Api::Anthropic => Some(Format::Anthropic),
+            Api::Other => None,
+        }
+    }
+
     fn name(self) -> &'static str {
         match self {
             Api::OpenAi => "openai",
@@ -833,19 +1056,34 @@ fn expire(s: &Shared) {
     }
 }
 
+/// The conversation of a request body to `api`'s path, in that API's
+/// shape: the path says which it is (Claude Code's first request, with no
+/// tool called yet, could be taken for OpenAI's by its look); `None` when
+/// the body is not a conversation with messages.
+fn conversation_of(text: &str, api: Api) -> Option<Conversation> {
+    let conv = match api.format() {
+        Some(f) => Conversation::parse_as(text, f),
+        None => Conversation::parse(text),
+    };
+    conv.ok().filter(|c| !c.messages.is_empty())
+}
+
 /// The body to send upstream: the compressed request, or the body as sent
 /// when it is not a conversation (the upstream answers it as it would).
-async fn compress(s: &Shared, headers: &HeaderMap, body: &Bytes, done: &mut Done) -> Option<Bytes> {
+async fn compress(
+    s: &Shared,
+    api: Api,
+    headers: &HeaderMap,
+    body: &Bytes,
+    done: &mut Done,
+) -> Option<Bytes> {
     let Ok(text) = std::str::from_utf8(body) else {
         done.note = Some("not UTF-8: forwarded as sent");
         return None;
     };
-    let conv = match Conversation::parse(text) {
-        Ok(c) if !c.messages.is_empty() => c,
-        _ => {
-            done.note = Some("not a conversation: forwarded as sent");
-            return None;
-        }
+    let Some(conv) = conversation_of(text, api) else {
+        done.note = Some("not a conversation: forwarded as sent");
+        return None;
     };
     let key = session_key(&s.salt, headers, &conv);
     let session = match session_for(s, &key) {
@@ -1010,7 +1248,8 @@ async fn read_body(
 
 /// Every request that is not the proxy's own (`/metrics`, `/ctxpress/...`):
 /// normalized, compressed when it is a conversation, forwarded upstream.
-async fn handle(State(s): State<Arc<Shared>>, req: Request) -> Response<Body> {
+async fn handle(State(app): State<Arc<App>>, req: Request) -> Response<Body> {
+    let s = app.s.clone();
     let id = s.next_id.fetch_add(1, Ordering::Relaxed);
     let start = Instant::now();
     s.metrics.requests.fetch_add(1, Ordering::Relaxed);
@@ -1071,7 +1310,7 @@ async fn handle(State(s): State<Arc<Shared>>, req: Request) -> Response<Body> {
         let sent = if api == Api::Other {
             None
         } else {
-            compress(&s, &headers, &body, &mut done).await
+            compress(&s, api, &headers, &body, &mut done).await
         };
         if sent.is_none() {
             s.metrics.passed_through.fetch_add(1, Ordering::Relaxed);
@@ -1169,7 +1408,11 @@ async fn handle(State(s): State<Arc<Shared>>, req: Request) -> Response<Body> {
     }
     response
 }
-async fn metrics(State(s): State<Arc<Shared>>) -> Response<Body> {
+async fn metrics(State(app): State<Arc<App>>, headers: HeaderMap) -> Response<Body> {
+    if let Some(r) = admin_refusal(&app, &headers, "/metrics") {
+        return r;
+    }
+    let s = &app.s;
     let m = &s.metrics;
     let g = |a: &AtomicU64| a.load(Ordering::Relaxed);
     let (sessions, session_bytes) = s.sessions.lock().map_or((0, 0), |x| (x.map.len(), x.total));
@@ -1202,6 +1445,12 @@ async fn metrics(State(s): State<Arc<Shared>>) -> Response<Body> {
         "counter",
         "Requests refused for their path (malformed, or outside /v1): never forwarded.",
         g(&m.refused).to_string(),
+    );
+    put(
+        "ctxpress_requests_misdirected_total",
+        "counter",
+        "Requests refused for their Host header (a name this proxy does not answer to): never forwarded.",
+        g(&m.misdirected).to_string(),
     );
     put(
         "ctxpress_upstream_errors_total",
@@ -1309,33 +1558,117 @@ fn same_secret(a: &[u8], b: &[u8]) -> bool {
     std::hint::black_box(diff) == 0
 }
 
-/// `GET /ctxpress/search?q=WORDS&conversation=ID`:
-/// off without a search token; with one, the request must carry it
-/// (`authorization: Bearer TOKEN`), and hits come from the one conversation
-/// named, so a client reads its own history only.
-async fn search(State(s): State<Arc<Shared>>, headers: HeaderMap, uri: Uri) -> Response<Body> {
-    let Some(token) = s.cfg.search_token.as_ref().filter(|t| !t.0.is_empty()) else {
-        return error_response(
-            StatusCode::NOT_FOUND,
-            Api::Other,
-            "ctxpress: search is off (--search-token or `serve.search_token` turns it on)",
-        );
+/// The proxy's own endpoints but health (`/metrics`, search): with an
+/// admin token, for requests that carry it (`authorization: Bearer
+/// TOKEN`, compared in constant time; 401 else); without one, on loopback
+/// only (403 beyond it). The refusal, if any.
+fn admin_refusal(app: &App, headers: &HeaderMap, what: &str) -> Option<Response<Body>> {
+    let Some(token) = app.s.cfg.admin_token.as_ref().filter(|t| !t.0.is_empty()) else {
+        return app.beyond_loopback.then(|| {
+            error_response(
+                StatusCode::FORBIDDEN,
+                Api::Other,
+                &format!(
+                    "ctxpress: {what} needs the admin token when the proxy listens beyond loopback (--admin-token, $CTXPRESS_ADMIN_TOKEN or `serve.admin_token`)"
+                ),
+            )
+        });
     };
     let given = headers
         .get(axum::http::header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))
         .unwrap_or("");
-    if !same_secret(given.trim().as_bytes(), token.0.as_bytes()) {
-        let mut r = error_response(
-            StatusCode::UNAUTHORIZED,
+    if same_secret(given.trim().as_bytes(), token.0.as_bytes()) {
+        return None;
+    }
+    let mut r = error_response(
+        StatusCode::UNAUTHORIZED,
+        Api::Other,
+        &format!("ctxpress: {what} needs the admin token (authorization: Bearer TOKEN)"),
+    );
+    r.headers_mut().insert(
+        axum::http::header::WWW_AUTHENTICATE,
+        HeaderValue::from_static("Bearer"),
+    );
+    Some(r)
+}
+
+/// Every request but `GET /ctxpress/health`: its `Host` (one, and the
+/// target's authority when the target is absolute) must be one the proxy
+/// answers to; 421 else, never forwarded.
+async fn check_host(
+    State(app): State<Arc<App>>,
+    req: Request,
+    next: axum::middleware::Next,
+) -> Response<Body> {
+    if app.hosts.any || req.uri().path() == "/ctxpress/health" {
+        return next.run(req).await;
+    }
+    let mut given = req.headers().get_all(axum::http::header::HOST).iter();
+    let host = given
+        .next()
+        .map(|v| String::from_utf8_lossy(v.as_bytes()).into_owned());
+    let refused = match (&host, given.next(), req.uri().authority()) {
+        (None, _, None) => Some("no Host header".to_string()),
+        (Some(_), Some(_), _) => Some("more than one Host header".to_string()),
+        (h, _, a) => h
+            .iter()
+            .map(String::as_str)
+            .chain(a.map(|a| a.as_str()))
+            .find(|h| !app.hosts.allows(h))
+            .map(|h| {
+                let shown: String = h.chars().take(100).collect();
+                format!("Host `{}`", shown.escape_debug())
+            }),
+    };
+    let Some(what) = refused else {
+        return next.run(req).await;
+    };
+    let s = &app.s;
+    s.metrics.misdirected.fetch_add(1, Ordering::Relaxed);
+    let api = match (req.method(), req.uri().path()) {
+        (&Method::POST, "/v1/messages") => Api::Anthropic,
+        (&Method::POST, "/v1/chat/completions") => Api::OpenAi,
+        _ => Api::Other,
+    };
+    let r = error_response(
+        StatusCode::MISDIRECTED_REQUEST,
+        api,
+        &format!(
+            "ctxpress: refused: {what}; this proxy answers to {} (--allow-host NAME or `serve.allowed_hosts` adds a name)",
+            app.hosts.shown()
+        ),
+    );
+    if s.cfg.log {
+        let id = s.next_id.fetch_add(1, Ordering::Relaxed);
+        let line = serde_json::json!({
+            "id": id,
+            "api": api.name(),
+            "method": req.method().as_str(),
+            "path": req.uri().path(),
+            "status": r.status().as_u16(),
+            "note": "Host refused",
+        });
+        eprintln!("{line}");
+    }
+    r
+}
+
+/// `GET /ctxpress/search?q=WORDS&conversation=ID`:
+/// off without an admin token; with one, the request must carry it
+/// (`authorization: Bearer TOKEN`), and hits come from the one conversation
+/// named, so a client reads its own history only.
+async fn search(State(app): State<Arc<App>>, headers: HeaderMap, uri: Uri) -> Response<Body> {
+    let s = &app.s;
+    if s.cfg.admin_token.as_ref().is_none_or(|t| t.0.is_empty()) {
+        return error_response(
+            StatusCode::NOT_FOUND,
             Api::Other,
-            "ctxpress: search needs the search token (authorization: Bearer TOKEN)",
+            "ctxpress: search is off (--admin-token or `serve.admin_token` turns it on)",
         );
-        r.headers_mut().insert(
-            axum::http::header::WWW_AUTHENTICATE,
-            HeaderValue::from_static("Bearer"),
-        );
+    }
+    if let Some(r) = admin_refusal(&app, &headers, "search") {
         return r;
     }
     let Some(a) = s.archive.clone() else {
@@ -1442,6 +1775,291 @@ mod tests {
         );
         assert!(Upstream::parse("ftp://h/v1?key=sk-x").is_err());
         assert!(!shown_url("http://h/v1?key=sk-x#f").contains("sk-x"));
+    }
+
+    /// The request path names the API: a body is read in its shape, not
+    /// sniffed (issue #33: Claude Code's first request was read as OpenAI's).
+    #[test]
+    fn the_path_names_the_format() {
+        let claude_first = r#"{"model":"c","system":[{"type":"text","text":"s"}],"tools":[{"name":"Bash","input_schema":{"type":"object"}}],"messages":[{"role":"user","content":[{"type":"text","text":"q"}]},{"role":"system","content":"env"}]}"#;
+        let looks_anthropic =
+            r#"{"model":"m","system":"s","messages":[{"role":"user","content":"q"}]}"#;
+        let looks_openai = r#"{"model":"m","messages":[{"role":"user","content":"q"}]}"#;
+        for (text, api, want) in [
+            (claude_first, Api::Anthropic, Some(Format::Anthropic)),
+            (looks_openai, Api::Anthropic, Some(Format::Anthropic)),
+            (looks_anthropic, Api::OpenAi, Some(Format::OpenAi)),
+            (looks_anthropic, Api::Other, Some(Format::Anthropic)),
+            (r#"{"model":"m","messages":[]}"#, Api::OpenAi, None),
+            ("not json", Api::Anthropic, None),
+        ] {
+            let got = conversation_of(text, api).map(|c| c.format);
+            assert_eq!(got, want, "{api:?}: {text}");
+        }
+        let c = conversation_of(claude_first, Api::Anthropic).unwrap();
+        assert!(ctxpress::validate(&c).is_empty());
+    }
+
+    fn at(addr: &str) -> SocketAddr {
+        addr.parse().unwrap()
+    }
+
+    #[test]
+    fn hosts_are_parsed_one_way() {
+        for (raw, want) in [
+            ("localhost:8787", Some(("localhost", Some(8787)))),
+            ("LocalHost.", Some(("localhost", None))),
+            ("[0:0:0:0:0:0:0:1]:80", Some(("[::1]", Some(80)))),
+            ("[::1]", Some(("[::1]", None))),
+            ("127.0.0.1", Some(("127.0.0.1", None))),
+            ("proxy.internal:9000", Some(("proxy.internal", Some(9000)))),
+        ] {
+            let got = parse_host(raw);
+            assert_eq!(got.as_ref().map(|(n, p)| (n.as_str(), *p)), want, "{raw}");
+        }
+        for bad in [
+            "",
+            ":80",
+            "a b",
+            "a@b",
+            "x/y",
+            "localhost:8787:1",
+            "localhost:99999",
+            "localhost:",
+            "[::1",
+            "[evil]:80",
+            "::1",
+            "é.example",
+        ] {
+            assert_eq!(parse_host(bad), None, "{bad}");
+        }
+    }
+
+    /// On loopback: the loopback names on the listening port only (DNS
+    /// rebinding: a page's own name is refused), plus what is allowed.
+    #[test]
+    fn loopback_answers_its_own_names_only() {
+        let h = Hosts::new(&[], at("127.0.0.1:8787")).unwrap();
+        assert!(!h.any);
+        for ok in [
+            "127.0.0.1:8787",
+            "localhost:8787",
+            "LOCALHOST:8787",
+            "localhost.:8787",
+            "[::1]:8787",
+            "[0:0:0:0:0:0:0:1]:8787",
+        ] {
+            assert!(h.allows(ok), "{ok}");
+        }
+        for refused in [
+            "evil.example:8787",
+            "evil.example",
+            "localhost",
+            "localhost:80",
+            "127.0.0.1:1",
+            "127.0.0.1.nip.io:8787",
+            "localhost.evil.example:8787",
+            "0.0.0.0:8787",
+            "",
+            "x",
+        ] {
+            assert!(!h.allows(refused), "{refused}");
+        }
+        assert_eq!(h.shown(), "localhost:8787, 127.0.0.1:8787, [::1]:8787");
+        // Another loopback address answers to itself too; port 80 needs none.
+        let h = Hosts::new(&[], at("127.0.0.2:80")).unwrap();
+        assert!(h.allows("127.0.0.2") && h.allows("localhost") && h.allows("localhost:80"));
+        let h = Hosts::new(
+            &[
+                "Proxy.Internal".into(),
+                "box:9000".into(),
+                "[fe80::1]:1".into(),
+            ],
+            at("[::1]:8787"),
+        )
+        .unwrap();
+        for ok in [
+            "proxy.internal",
+            "proxy.internal:443",
+            "box:9000",
+            "[fe80::1]:1",
+            "[::1]:8787",
+        ] {
+            assert!(h.allows(ok), "{ok}");
+        }
+        for refused in ["box", "box:9001", "[fe80::1]", "evil.example:8787"] {
+            assert!(!h.allows(refused), "{refused}");
+        }
+        assert!(Hosts::new(&["*".into()], at("127.0.0.1:1")).unwrap().any);
+        assert!(matches!(
+            Hosts::new(&["a b".into()], at("127.0.0.1:1")),
+            Err(ProxyError::AllowedHost(_))
+        ));
+    }
+
+    /// Beyond loopback: any host unless some are named (then those, the
+    /// loopback names and the listening address).
+    #[test]
+    fn beyond_loopback_answers_any_host_unless_named() {
+        assert!(Hosts::new(&[], at("0.0.0.0:8787")).unwrap().any);
+        assert!(Hosts::new(&[], at("[::]:8787")).unwrap().any);
+        let h = Hosts::new(&["proxy.lan".into()], at("192.168.1.5:8787")).unwrap();
+        assert!(!h.any);
+        for ok in ["proxy.lan", "192.168.1.5:8787", "localhost:8787"] {
+            assert!(h.allows(ok), "{ok}");
+        }
+        assert!(!h.allows("192.168.1.5:80") && !h.allows("evil.example:8787"));
+        let h = Hosts::new(&["proxy.lan".into()], at("0.0.0.0:8787")).unwrap();
+        assert!(!h.allows("0.0.0.0:8787") && h.allows("proxy.lan:8787"));
+    }
+
+    fn proxy_with(f: impl FnOnce(&mut ProxyConfig)) -> Proxy {
+        let mut p = ctxpress::preset("agent").unwrap();
+        p.window.size = Some(1000);
+        let mut cfg = ProxyConfig::new("http://127.0.0.1:9/v1", p);
+        cfg.log = false;
+        f(&mut cfg);
+        Proxy::new(cfg).unwrap()
+    }
+
+    #[test]
+    fn warnings_say_what_is_exposed() {
+        let p = proxy_with(|_| {});
+        assert!(p.warnings(at("127.0.0.1:8787")).is_empty());
+        assert!(p.warnings(at("[::1]:8787")).is_empty());
+        let w = p.warnings(at("0.0.0.0:8787")).join("\n");
+        assert!(
+            w.contains("0.0.0.0:8787, reachable beyond this machine"),
+            "{w}"
+        );
+        assert!(
+            w.contains("answers any Host header (--allow-host NAME"),
+            "{w}"
+        );
+        assert!(
+            w.contains("/metrics is refused without an admin token"),
+            "{w}"
+        );
+        let p = proxy_with(|c| {
+            c.allowed_hosts = vec!["proxy.lan".into()];
+            c.admin_token = Some(Secret("t".into()));
+        });
+        let w = p.warnings(at("192.168.1.5:8787")).join("\n");
+        assert!(w.contains("answers the Host names localhost:8787"), "{w}");
+        assert!(w.contains("192.168.1.5:8787, proxy.lan"), "{w}");
+        assert!(!w.contains("/metrics"), "{w}");
+        let p = proxy_with(|c| c.allowed_hosts = vec!["*".into()]);
+        let w = p.warnings(at("127.0.0.1:8787")).join("\n");
+        assert!(
+            w.contains("any Host header") && w.contains("DNS rebinding"),
+            "{w}"
+        );
+        let e = ProxyConfig::new("http://127.0.0.1:9/v1", ctxpress::preset("agent").unwrap());
+        let mut e = e;
+        e.pipeline.window.size = Some(1000);
+        e.allowed_hosts = vec!["evil.example/x".into()];
+        let e = Proxy::new(e).unwrap_err().to_string();
+        assert!(e.contains("allowed host `evil.example/x`"), "{e}");
+    }
+
+    /// The router of a proxy listening beyond loopback, asked directly (no
+    /// port opened beyond loopback): any Host answered; `/metrics` refused
+    /// without an admin token (403), answered with it; on loopback,
+    /// `/metrics` is open without a token and a foreign Host is refused.
+    #[tokio::test]
+    async fn the_admin_endpoints_need_the_token_beyond_loopback() {
+        use hyper::service::Service;
+        async fn ask(
+            p: &Proxy,
+            local: &str,
+            path: &str,
+            host: &str,
+            token: Option<&str>,
+        ) -> (u16, String) {
+            let svc = hyper_util::service::TowerToHyperService::new(p.router(at(local)));
+            let mut req = axum::http::Request::get(path).header("host", host);
+            if let Some(t) = token {
+                req = req.header("authorization", format!("Bearer {t}"));
+            }
+            let r = svc.call(req.body(Body::empty()).unwrap()).await.unwrap();
+            let status = r.status().as_u16();
+            let body = r.into_body().collect().await.unwrap().to_bytes();
+            (status, String::from_utf8_lossy(&body).into_owned())
+        }
+        let open = proxy_with(|_| {});
+        let (st, body) = ask(&open, "0.0.0.0:8787", "/metrics", "10.1.2.3:8787", None).await;
+        assert_eq!(st, 403, "{body}");
+        assert!(body.contains("needs the admin token when the proxy listens beyond loopback"));
+        let (st, _) = ask(&open, "0.0.0.0:8787", "/ctxpress/health", "x", None).await;
+        assert_eq!(st, 200);
+        let (st, body) = ask(&open, "127.0.0.1:8787", "/metrics", "localhost:8787", None).await;
+        assert_eq!(st, 200, "{body}");
+        assert!(
+            body.contains("ctxpress_requests_misdirected_total 0"),
+            "{body}"
+        );
+        let (st, body) = ask(
+            &open,
+            "127.0.0.1:8787",
+            "/metrics",
+            "evil.example:8787",
+            None,
+        )
+        .await;
+        assert_eq!(st, 421, "{body}");
+        assert!(body.contains("Host `evil.example:8787`"), "{body}");
+        let (_, body) = ask(&open, "127.0.0.1:8787", "/metrics", "localhost:8787", None).await;
+        assert!(
+            body.contains("ctxpress_requests_misdirected_total 1"),
+            "{body}"
+        );
+        let guarded = proxy_with(|c| c.admin_token = Some(Secret("tok-9".into())));
+        for local in ["0.0.0.0:8787", "127.0.0.1:8787"] {
+            for (token, want) in [(None, 401), (Some("tok-"), 401), (Some("tok-9"), 200)] {
+                let (st, body) = ask(&guarded, local, "/metrics", "localhost:8787", token).await;
+                assert_eq!(st, want, "{local} {token:?}: {body}");
+            }
+        }
+        // Search is the token's too: off without one, 401 without it.
+        let (st, _) = ask(
+            &open,
+            "127.0.0.1:8787",
+            "/ctxpress/search?q=x",
+            "localhost:8787",
+            None,
+        )
+        .await;
+        assert_eq!(st, 404);
+        let (st, _) = ask(
+            &guarded,
+            "127.0.0.1:8787",
+            "/ctxpress/search?q=x",
+            "localhost:8787",
+            None,
+        )
+        .await;
+        assert_eq!(st, 401);
+    }
+
+    #[test]
+    fn the_serve_table_takes_the_former_token_name() {
+        let mut cfg = ctxpress::PipelineConfig::parse(
+            "version = 1\n[window]\nsize = 1000\n[serve]\nupstream = \"http://h/v1\"\nsearch_token = \"t1\"\nallowed_hosts = [\"proxy.lan\"]\n",
+        )
+        .unwrap();
+        let t = ServeTable::of(&cfg).unwrap();
+        assert_eq!(t.admin_token, Some(Secret("t1".into())));
+        assert_eq!(t.allowed_hosts, ["proxy.lan"]);
+        let p = t.config(cfg.clone()).unwrap();
+        assert_eq!(p.admin_token, Some(Secret("t1".into())));
+        cfg.serve = None;
+        assert_eq!(ServeTable::of(&cfg).unwrap().admin_token, None);
+        let both = ctxpress::PipelineConfig::parse(
+            "version = 1\n[serve]\nsearch_token = \"a\"\nadmin_token = \"b\"\n",
+        )
+        .unwrap();
+        let e = ServeTable::of(&both).unwrap_err().to_string();
+        assert!(e.contains("former name"), "{e}");
     }
 
     #[test]

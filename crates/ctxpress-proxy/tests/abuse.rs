@@ -1,5 +1,6 @@
 //! The proxy under abuse, on 127.0.0.1 in front of a recording stub
-//! upstream: hostile request paths never leave the upstream's base path, an
+//! upstream: hostile request paths never leave the upstream's base path,
+//! a foreign `Host` (DNS rebinding) is refused and never forwarded, an
 //! upstream key in its URL's query is sent but never shown, slow clients are
 //! dropped without starving the others, `max_in_flight` counts a streamed
 //! response until its body ends, shutdown is bounded, and the sessions'
@@ -143,7 +144,8 @@ fn get(target: &str, host: &str) -> Vec<u8> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hostile_paths_never_leave_the_upstream_base() {
     let (stub, upstream) = start_stub("/tenant-a/v1").await;
-    let p = start_proxy(&upstream, |_| {}).await;
+    // Any Host answered, so that the odd ones below reach the path checks.
+    let p = start_proxy(&upstream, |c| c.allowed_hosts = vec!["*".into()]).await;
     // The documented mapping, and normalization that stays inside.
     for (target, want) in [
         ("/v1/models?limit=2", Some("/tenant-a/v1/models?limit=2")),
@@ -251,6 +253,86 @@ async fn hostile_paths_never_leave_the_upstream_base() {
     );
     assert!(sent + refused >= 900, "{sent} sent, {refused} refused");
     assert!(sent > 0 && refused > 0, "{sent} sent, {refused} refused");
+    p.shutdown().await;
+}
+
+/// DNS rebinding: a web page whose name its author points at 127.0.0.1
+/// reaches the proxy with that name in `Host`. Refused (421, in the API's
+/// error shape, counted), never forwarded; the proxy's own names on its
+/// port and the allowed hosts are answered; health answers any.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_foreign_host_is_refused_and_never_forwarded() {
+    let (stub, upstream) = start_stub("/v1").await;
+    let p = start_proxy(&upstream, |c| {
+        c.allowed_hosts = vec!["proxy.internal".into()]
+    })
+    .await;
+    let port = p.addr.port();
+    let body = r#"{"model":"m","messages":[{"role":"user","content":"hi"}]}"#;
+    let post = |path: &str, host: &str| {
+        format!(
+            "POST {path} HTTP/1.1\r\nhost: {host}\r\nx-api-key: sk-client\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+            body.len()
+        )
+        .into_bytes()
+    };
+    for host in [
+        format!("evil.example:{port}"),
+        format!("127.0.0.1.nip.io:{port}"),
+        "localhost".to_string(),
+        "127.0.0.1:1".to_string(),
+        format!("localhost:{port}\r\nhost: evil.example"),
+    ] {
+        for (path, shape) in [
+            ("/v1/messages", "\"type\":\"error\""),
+            ("/v1/chat/completions", "ctxpress_proxy_error"),
+        ] {
+            let r = raw(p.addr, &post(path, &host)).await;
+            assert_eq!(status(&r), 421, "{host} {path}: {r}");
+            assert!(r.contains(shape) && r.contains("refused"), "{r}");
+        }
+        let r = raw(p.addr, &get("/v1/models", &host)).await;
+        assert_eq!(status(&r), 421, "{host}: {r}");
+        let r = raw(p.addr, &get("/metrics", &host)).await;
+        assert_eq!(status(&r), 421, "{host}: {r}");
+    }
+    // An absolute target names its host too.
+    let r = raw(
+        p.addr,
+        &get(
+            "http://evil.example/v1/models",
+            &format!("localhost:{port}"),
+        ),
+    )
+    .await;
+    assert_eq!(status(&r), 421, "{r}");
+    // No Host (HTTP/1.0).
+    let r = raw(p.addr, b"GET /v1/models HTTP/1.0\r\n\r\n").await;
+    assert_eq!(status(&r), 421, "{r}");
+    assert!(
+        stub.seen.lock().unwrap().is_empty(),
+        "forwarded: {:?}",
+        stub.seen.lock().unwrap()
+    );
+    for host in [
+        format!("localhost:{port}"),
+        format!("127.0.0.1:{port}"),
+        format!("[::1]:{port}"),
+        format!("LOCALHOST:{port}"),
+        "proxy.internal".to_string(),
+        "proxy.internal:443".to_string(),
+    ] {
+        let r = raw(p.addr, &post("/v1/chat/completions", &host)).await;
+        assert_eq!(status(&r), 200, "{host}: {r}");
+    }
+    assert_eq!(stub.seen.lock().unwrap().len(), 6);
+    let r = raw(p.addr, &get("/ctxpress/health", "evil.example")).await;
+    assert_eq!(status(&r), 200, "{r}");
+    let r = raw(p.addr, &get("/metrics", &format!("127.0.0.1:{port}"))).await;
+    assert!(
+        r.contains("\nctxpress_requests_misdirected_total 22\n"),
+        "{r}"
+    );
     p.shutdown().await;
 }
 
@@ -404,15 +486,16 @@ async fn shutdown_is_bounded_by_the_grace_time() {
 fn slow_clients(
     addr: std::net::SocketAddr,
     n: usize,
-    head: &'static [u8],
+    head: &[u8],
 ) -> Vec<tokio::task::JoinHandle<bool>> {
     (0..n)
         .map(|_| {
+            let head = head.to_vec();
             tokio::spawn(async move {
                 let Ok(mut s) = TcpStream::connect(addr).await else {
                     return true;
                 };
-                if s.write_all(head).await.is_err() {
+                if s.write_all(&head).await.is_err() {
                     return true;
                 }
                 let start = Instant::now();
@@ -448,7 +531,11 @@ async fn slow_clients_are_dropped_and_do_not_starve_the_others() {
     slow.extend(slow_clients(
         p.addr,
         100,
-        b"POST /v1/chat/completions HTTP/1.1\r\nhost: x\r\ncontent-length: 100000\r\n\r\n{",
+        format!(
+            "POST /v1/chat/completions HTTP/1.1\r\nhost: {}\r\ncontent-length: 100000\r\n\r\n{{",
+            p.addr
+        )
+        .as_bytes(),
     ));
     let client = reqwest::Client::new();
     let start = Instant::now();

@@ -587,7 +587,7 @@ async fn originals_are_archived_and_searchable_by_their_own_conversation_only() 
     let db = dir.path().join("serve.db");
     let (_stub, upstream) = start_stub().await;
     let client = reqwest::Client::new();
-    // Without a search token, search is off.
+    // Without an admin token, search is off.
     let p = start_proxy(&upstream, 8000, Some(db.clone())).await;
     let r = client
         .get(format!(
@@ -601,7 +601,7 @@ async fn originals_are_archived_and_searchable_by_their_own_conversation_only() 
     p.shutdown().await;
 
     let p = start_proxy_with(&upstream, 8000, Some(db.clone()), |c| {
-        c.search_token = Some(ctxpress_proxy::Secret("tok-123".into()));
+        c.admin_token = Some(ctxpress_proxy::Secret("tok-123".into()));
     })
     .await;
     let mut ids = Vec::new();

@@ -311,17 +311,22 @@ impl Session {
     }
 
     /// Roughly the heap bytes this session keeps between turns: the
-    /// compressed prefix (its messages' texts, source and parsed) and the
-    /// hashes and counts of the last request. An estimate for a memory
-    /// budget over many sessions, not an exact figure; the pipeline's own
-    /// fixed state is left out.
+    /// compressed prefix (its messages' texts, source and parsed), the
+    /// hashes and counts of the last request, and what its token counter
+    /// memoizes ([`TokenCounter::retained_bytes`]: an exact counter keeps
+    /// the counts of long texts, up to 65,536 of them, per session). An
+    /// estimate for a memory budget over many sessions, not an exact
+    /// figure; the pipeline's own fixed state is left out.
+    ///
+    /// [`TokenCounter::retained_bytes`]: ctxpress_core::TokenCounter::retained_bytes
     pub fn retained_bytes(&self) -> usize {
         let prefix: usize = self.prefix.iter().map(message_bytes).sum();
         let hashes = self.covered.capacity() * size_of::<u64>()
             + self.last.capacity() * size_of::<(u64, usize)>()
             // hashbrown: a key, a value and a control byte per bucket.
             + self.counts.capacity() * (size_of::<(u64, usize)>() + 1);
-        size_of::<Self>() + prefix + hashes
+        let memo = self.compressor.counter().retained_bytes();
+        size_of::<Self>() + prefix + hashes + memo
     }
 
     /// Compact above this many tokens.
@@ -988,6 +993,40 @@ mod tests {
             assert_eq!(reads(&back), reads(&h), "turn {k}");
         }
         assert!(seen >= 2, "{seen}");
+    }
+
+    /// The token counter's memo is the session's: an exact counter keeps
+    /// a count per long text it has seen, and the estimate the proxy's
+    /// memory budget bounds includes it (it did not: a session under the
+    /// trigger with thousands of long messages was accounted a fraction).
+    #[test]
+    fn the_estimate_includes_the_counters_memo() {
+        let mut cfg = crate::preset("agent").unwrap();
+        cfg.window.budget = Some(100_000_000);
+        cfg.tokenizer = Some("o200k_base".into());
+        let mut s = Session::new(&cfg).unwrap();
+        let empty = s.retained_bytes();
+        let msgs: Vec<Value> = (0..3000)
+            .map(|i| {
+                serde_json::json!({"role": if i % 2 == 0 { "user" } else { "assistant" },
+                    "content": format!("{i}: {}", "a long enough message to be memoized. ".repeat(8))})
+            })
+            .collect();
+        let h = Conversation::parse(&Value::Array(msgs).to_string()).unwrap();
+        let (_, r) = s.prepare(&h).unwrap();
+        assert!(!r.compacted);
+        let memo = s.compressor.counter().retained_bytes();
+        assert!(memo >= 3000 * size_of::<(u128, usize)>(), "{memo}");
+        let hashes = s.last.capacity() * size_of::<(u64, usize)>()
+            + s.counts.capacity() * (size_of::<(u64, usize)>() + 1);
+        assert_eq!(s.retained_bytes(), size_of::<Session>() + hashes + memo);
+        assert!(s.retained_bytes() > empty + memo);
+        // The heuristic counter keeps nothing.
+        let mut h_cfg = crate::preset("agent").unwrap();
+        h_cfg.window.budget = Some(100_000_000);
+        let mut plain = Session::new(&h_cfg).unwrap();
+        plain.prepare(&h).unwrap();
+        assert_eq!(plain.compressor.counter().retained_bytes(), 0);
     }
 
     #[test]

@@ -393,7 +393,7 @@ enum Step {
     /// One exchange with 1-3 calls (parallel calls when more than one):
     /// (kind, file, body).
     Tools(Vec<(u8, u8, Body)>),
-    /// A system message in the middle (OpenAI; Anthropic gets a user note).
+    /// A system message in the middle (both dialects).
     System,
     /// One call in Cline's form: an XML tag in assistant text, the output
     /// sent back as user text blocks (header, output, environment block).
@@ -501,12 +501,10 @@ fn build(steps: &[Step], anthropic: bool, system: bool, seed: u64) -> String {
                 msgs.push(json!({"role": "assistant", "content": t}));
             }
             Step::System => {
+                // Anthropic too: Claude Code sends `role: "system"` inside
+                // `messages` (its environment, mid-conversation).
                 let t = format!("Reminder {i}: keep answers short.");
-                if anthropic {
-                    msgs.push(json!({"role": "user", "content": t}));
-                } else {
-                    msgs.push(json!({"role": "system", "content": t}));
-                }
+                msgs.push(json!({"role": "system", "content": t}));
             }
             Step::Huge { who, chars } => {
                 let chars = *chars as usize;
@@ -1567,5 +1565,93 @@ fn a_reference_to_a_moved_out_result_says_it_was_archived() {
     assert!(
         saw_reference,
         "no budget left a marked reference: the case tests nothing"
+    );
+}
+
+/// Claude Code's shape: a top-level `system`, `tools` with `input_schema`,
+/// a first user message of text blocks, then a `role: "system"` message
+/// inside `messages` (its environment) and later another one, the same
+/// text as the first (dedup bait). They are system messages to every
+/// preset, with and without a budget, and to a session: kept byte for
+/// byte, never moved out, and the document valid for its API (issue #33).
+#[test]
+fn mid_conversation_system_messages_are_kept_byte_for_byte() {
+    let env = format!("# Environment\n{}", prose(11, 400));
+    let mut msgs = vec![
+        json!({"role": "user", "content": [
+            {"type": "text", "text": "<system-reminder>Be careful.</system-reminder>"},
+            {"type": "text", "text": "Tidy up src/app.rs and its callers."}]}),
+        json!({"role": "system", "content": [{"type": "text", "text": env}]}),
+    ];
+    let code = big_source(4_000);
+    for i in 0..14 {
+        let id = format!("toolu_{i:02}");
+        msgs.push(json!({"role": "assistant", "content": [
+            {"type": "text", "text": format!("Step {i}: reading.")},
+            {"type": "tool_use", "id": id, "name": "Read",
+             "input": {"file_path": format!("/repo/src/mod{}.rs", i % 3)}}]}));
+        msgs.push(json!({"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": id, "content": code}]}));
+        if i == 7 {
+            msgs.push(json!({"role": "system", "content": env}));
+        }
+    }
+    msgs.push(json!({"role": "user", "content": "Now summarize what you changed."}));
+    let text = json!({"model": "m", "system": [{"type": "text", "text": "You are Claude Code."}],
+        "tools": tool_definitions(true), "messages": msgs})
+    .to_string();
+    let input = parse(&text);
+    assert_eq!(input.format, ctxpress::core::Format::Anthropic);
+    assert!(validate(&input).is_empty(), "{:?}", validate(&input));
+    let systems = |c: &Conversation| -> Vec<String> {
+        c.messages
+            .iter()
+            .filter(|m| m.role().is_system())
+            .map(|m| c.message_json(m))
+            .collect()
+    };
+    let want = systems(&input);
+    assert_eq!(want.len(), 2);
+    let total = tokens(&input);
+    for preset in presets() {
+        let mut out = parse(&text);
+        Compressor::preset(preset)
+            .unwrap()
+            .compress(&mut out)
+            .unwrap();
+        assert_eq!(systems(&out), want, "{preset}, no budget");
+        assert!(validate(&out).is_empty(), "{preset}: {:?}", validate(&out));
+        for share in [20, 40, 70] {
+            let budget = total * share / 100;
+            let (out, _, archive, limits) = run_budget(&text, preset, budget);
+            check_invariants(&text, &input, &out, &archive, limits.trigger)
+                .unwrap_or_else(|e| panic!("{preset}, budget {budget}: {e}"));
+            assert_eq!(systems(&out), want, "{preset}, budget {budget}");
+            assert!(validate(&out).is_empty(), "{preset}: {:?}", validate(&out));
+        }
+    }
+    // A session compacting the growing history keeps them too.
+    let mut cfg = ctxpress::preset("agent").unwrap();
+    cfg.window.size = Some(total / 2);
+    let mut session = ctxpress::Session::new(&cfg).unwrap();
+    let mut compacted = false;
+    // Each turn ends with a user message (a result or the last request).
+    let ends: Vec<usize> = (3..=msgs.len())
+        .filter(|&n| msgs[n - 1]["role"] == "user")
+        .collect();
+    for end in ends {
+        let turn =
+            json!({"model": "m", "system": [{"type": "text", "text": "You are Claude Code."}],
+            "tools": tool_definitions(true), "messages": msgs[..end]})
+            .to_string();
+        let history = parse(&turn);
+        let (req, r) = session.prepare(&history).unwrap();
+        compacted |= r.compacted;
+        assert_eq!(systems(&req), systems(&history), "turn of {end} messages");
+        assert!(validate(&req).is_empty(), "{:?}", validate(&req));
+    }
+    assert!(
+        compacted,
+        "the session never compacted: the case tests nothing"
     );
 }
