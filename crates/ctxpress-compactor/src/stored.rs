@@ -185,7 +185,7 @@ impl Compactor {
             .last()
             .and_then(|b| TaskState::parse(&b.summary))
             .unwrap_or_default();
-        let state = shown_state(&ledger, &kept, LEDGER_TOKENS, &Heuristic);
+        let (state, _) = shown_state(&ledger, &kept, LEDGER_TOKENS, &Heuristic);
         let clip = Message::text_message(
             MessageId::new("compaction"),
             "user",

@@ -583,7 +583,7 @@ fn as_a_stage_it_keeps_pairing_and_expands_back_byte_for_byte() {
 
 #[test]
 fn as_a_stage_with_a_budget_it_folds_only_what_is_needed() {
-    let input = parse(&session(10));
+    let input = parse(&session(40));
     let p = stage(json!({"chunk_tokens": 200}));
     let total = StageContext::default().tokens(&input);
     // Under the budget: nothing.
