@@ -440,6 +440,8 @@ pub async fn fit(
         let protected = protected_ids(conv, cfg.protected_tail);
         budget.protected_messages = protected.len();
         let marked = mark(conv, protected.iter().cloned());
+        // What the ledger reads of messages it evicts (see `allocate`).
+        let original = cfg.force_converge.then(|| conv.clone());
         let run_ctx = StageContext {
             budget: Some(inner_target),
             ..ctx.clone()
@@ -468,7 +470,9 @@ pub async fn fit(
                     for later in &ladder[at + 1..] {
                         later.pipeline.run_async(&mut tight, &run_ctx).await;
                     }
-                    let Some(out) = allocate(&whole, &tight, &run_ctx, inner_target) else {
+                    let original = original.as_ref().unwrap_or(&whole);
+                    let Some(out) = allocate(&whole, &tight, original, &run_ctx, inner_target)
+                    else {
                         continue;
                     };
                     let after = tokens_of(&out.conv, ctx).iter().sum::<usize>() + fixed;
@@ -567,9 +571,14 @@ struct Allocation {
 /// ledger, which is rendered to fill what room is left. Whole exchanges
 /// throughout (a call never leaves its results). `None` when nothing needs
 /// to move (everything fits summarized).
+///
+/// The ledger reads each evicted message as it was before the stages
+/// (`original`, by id) when it is there: a tool output the tool compressor
+/// summarized in place still names everything it held.
 fn allocate<'a>(
     whole: &'a Conversation,
     summ: &'a Conversation,
+    original: &Conversation,
     ctx: &StageContext,
     target: usize,
 ) -> Option<Allocation> {
@@ -752,10 +761,14 @@ fn allocate<'a>(
         }
     }
     let mut ledger = crate::ledger::Ledger::new([kept_text.as_str()]);
+    let before_stages: HashMap<&MessageId, &Message> =
+        original.messages.iter().map(|m| (m.id(), m)).collect();
     let mut evicted_tokens = 0;
     for (u, &(s, e)) in units.iter().enumerate() {
         if how[u] == 0 {
-            whole.messages[s..e].iter().for_each(|m| ledger.add(m));
+            for m in &whole.messages[s..e] {
+                ledger.add(before_stages.get(m.id()).copied().unwrap_or(m));
+            }
             evicted_tokens += whole_cost[u];
         }
     }
