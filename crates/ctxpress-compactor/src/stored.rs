@@ -5,10 +5,11 @@
 //! originals are committed to the [`BatchArchive`] first; only then does one
 //! [`Persistence::fold`] transaction delete the originals and put the
 //! clip-archive message in their place. A process killed between the two
-//! leaves every original in both places; the next run sees the archive's
-//! newest batches hold exactly the messages that still follow the clip
-//! position, finishes the deletion (no second summary of the same messages)
-//! and goes on.
+//! (or between two archive writes) leaves every original in both places;
+//! the next run sees the archive hold more messages than the stored clip
+//! message counts, the extra ones being exactly the messages that still
+//! follow the clip position, finishes the deletion (no second summary of the
+//! same messages) and goes on.
 //!
 //! Unlike a compaction of a history passed by value, a stored one folds the
 //! system messages that follow the clip position too (an agent's notes in
@@ -18,7 +19,7 @@
 //! stay as they are.
 
 use crate::{CompactionError, CompactionResult, Compactor, clip_position, clip_text, is_clip};
-use ctxpress_core::compaction::{BatchArchive, Persistence, StoredMessage};
+use ctxpress_core::compaction::{BatchArchive, Persistence, StoredMessage, SummaryBatch};
 use ctxpress_core::{Conversation, Message, MessageId};
 use std::collections::{HashMap, HashSet};
 
@@ -124,9 +125,9 @@ impl Compactor {
     }
 
     /// Finish an interrupted compaction of the loaded `stored` (`conv`): when
-    /// the newest batches' originals are exactly the messages right after the
-    /// clip position, delete those messages and put the clip in their place
-    /// (one [`Persistence::fold`]). Returns how many were deleted.
+    /// the archive already holds the messages right after the clip position
+    /// (see [`pending`]), delete those messages and put the clip in their
+    /// place (one [`Persistence::fold`]). Returns how many were deleted.
     fn finish_pending(
         &self,
         id: &str,
@@ -135,43 +136,118 @@ impl Compactor {
         persistence: &dyn Persistence,
         archive: &dyn BatchArchive,
     ) -> Result<usize, CompactionError> {
-        let msgs = &conv.messages;
         let lead = clip_position(conv, self.cfg.protected_tail);
-        let old_clip = lead < msgs.len() && is_clip(&msgs[lead]);
-        let start = lead + usize::from(old_clip);
-        let after = &stored[start..];
-        if after.is_empty() {
+        let clip_stored = lead < conv.messages.len() && is_clip(&conv.messages[lead]);
+        if stored.len() <= lead + usize::from(clip_stored) {
             return Ok(0);
         }
         let batches = archive.batches(id)?;
-        let mut best = 0;
-        let mut total = 0;
-        for k in 1..=batches.len() {
-            let newest = &batches[batches.len() - k..];
-            if newest[0].originals.is_empty() {
-                break;
-            }
-            total += newest[0].originals.len();
-            if total > after.len() {
-                break;
-            }
-            let originals = newest.iter().flat_map(|b| b.originals.iter());
-            if originals.zip(after).all(|(o, m)| m.json == *o) {
-                best = total;
-            }
-        }
-        if best == 0 {
+        let Some((at, end)) = pending(&batches, conv, stored, lead) else {
             return Ok(0);
-        }
-        let removed: Vec<i64> = stored[lead..start + best].iter().map(|m| m.key).collect();
+        };
+        let removed: Vec<i64> = stored[at..end].iter().map(|m| m.key).collect();
         let clip = Message::text_message(
             MessageId::new("compaction"),
             "user",
             &clip_text(&batches, self.cfg.clip_window, id),
         );
         persistence.fold(id, &removed, &[conv.message_json(&clip)])?;
-        Ok(best)
+        Ok(end - at - usize::from(clip_stored))
     }
+}
+
+/// The stored messages an interrupted compaction archived but did not
+/// delete, with the stored clip-archive message before them if there is one:
+/// the range of `stored` the clip of `batches` is to replace. `lead` is the
+/// clip position of `conv` (the parsed `stored`).
+///
+/// The stored clip-archive message says how many messages its batches cover
+/// (before the first compaction there is none, and they cover none);
+/// whatever the archive holds beyond that count was archived by the
+/// interrupted run: the archive's last originals, which must be the
+/// messages right after the clip. Counting messages rather than matching
+/// whole batches matters: a run that folds many chunks at once summarizes
+/// the oldest batches again together with its first fresh ones (one
+/// [`BatchArchive::replace`], then a put of the other fresh batches), so
+/// after a kill the newest batch can hold older messages as well as pending
+/// ones. Without a stored clip, the pending messages may lie after the clip
+/// position, past plain messages that were protected then (the task) and no
+/// longer are now that more messages have been appended.
+///
+/// When the clip's count is missing (a clip written by something else) or
+/// does not fit the archive, the newest whole batches whose originals are
+/// the messages right after the clip are the pending ones.
+fn pending(
+    batches: &[SummaryBatch],
+    conv: &Conversation,
+    stored: &[StoredMessage],
+    lead: usize,
+) -> Option<(usize, usize)> {
+    let msgs = &conv.messages;
+    let clip = (lead < msgs.len() && is_clip(&msgs[lead])).then(|| &msgs[lead]);
+    let start = lead + usize::from(clip.is_some());
+    let covered = clip.map_or(Some(0), |m| clip_count(&m.text()));
+    let total: usize = batches.iter().map(|b| b.count).sum();
+    let originals: Vec<&String> = batches.iter().flat_map(|b| &b.originals).collect();
+    if let Some(t) = covered.and_then(|c| total.checked_sub(c)) {
+        if t == 0 {
+            return None;
+        }
+        let held = |at: usize| {
+            t <= originals.len()
+                && stored.len() >= at + t
+                && originals[originals.len() - t..]
+                    .iter()
+                    .zip(&stored[at..])
+                    .all(|(o, m)| m.json == **o)
+        };
+        if clip.is_some() {
+            if held(start) {
+                return Some((lead, start + t));
+            }
+        } else if let Some(at) = (lead..stored.len())
+            .take_while(|&at| at == lead || plain(&msgs[at - 1]))
+            .find(|&at| held(at))
+        {
+            return Some((at, at + t));
+        }
+    }
+    let after = &stored[start..];
+    let mut best = 0;
+    let mut total = 0;
+    for k in 1..=batches.len() {
+        let newest = &batches[batches.len() - k..];
+        if newest[0].originals.is_empty() {
+            break;
+        }
+        total += newest[0].originals.len();
+        if total > after.len() {
+            break;
+        }
+        let originals = newest.iter().flat_map(|b| b.originals.iter());
+        if originals.zip(after).all(|(o, m)| m.json == *o) {
+            best = total;
+        }
+    }
+    (best > 0).then_some((lead, start + best))
+}
+
+/// A message [`clip_position`] can place the clip after: neither a tool
+/// call, a tool result nor a clip.
+fn plain(m: &Message) -> bool {
+    !m.is_tool_result() && !m.has_tool_calls() && !is_clip(m)
+}
+
+/// The number of messages a clip-archive text says its batches cover (its
+/// first line, `[Context Summary: N earlier messages ...`, see
+/// [`clip_text`]).
+fn clip_count(text: &str) -> Option<usize> {
+    text.trim_start()
+        .strip_prefix("[Context Summary: ")?
+        .split_once(" earlier messages ")?
+        .0
+        .parse()
+        .ok()
 }
 
 /// Nothing could be loaded: an empty history and the error.
