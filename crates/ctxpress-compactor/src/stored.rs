@@ -18,7 +18,10 @@
 //! was appended. The leading system messages and whatever precedes the clip
 //! stay as they are.
 
-use crate::{CompactionError, CompactionResult, Compactor, clip_position, clip_text, is_clip};
+use crate::{
+    CompactionError, CompactionResult, Compactor, MAX_CONFLICTS, clip_position, clip_text, is_clip,
+};
+use ctxpress_core::archive::ArchiveError;
 use ctxpress_core::compaction::{BatchArchive, Persistence, StoredMessage, SummaryBatch};
 use ctxpress_core::{Conversation, Message, MessageId};
 use std::collections::{HashMap, HashSet};
@@ -42,23 +45,38 @@ impl Compactor {
     /// (as [`Compactor::compress`] does): batches go to `archive` first, then
     /// the folded messages are deleted from `persistence` and the
     /// clip-archive message takes their place, in one transaction. A
-    /// previous run killed between the two is finished first. Never fails:
-    /// on any error `persistence` is left as it was (or as the recovery left
-    /// it) and the error is in the result.
+    /// previous run killed between the two is finished first. When another
+    /// run folded the stored messages since they were loaded (the fold
+    /// reports [`ArchiveError::Conflict`] and changes nothing), it starts
+    /// again from the stored messages, as a conflict in the batch archive
+    /// does. Never fails: on any error `persistence` is left as it was (or
+    /// as the recovery left it) and the error is in the result.
     pub fn compress_stored(
         &self,
         conversation_id: &str,
         persistence: &dyn Persistence,
         archive: &dyn BatchArchive,
     ) -> CompactionResult {
-        let (stored, conv, notes) = match self.load_stored(conversation_id, persistence, archive) {
-            Ok(x) => x,
-            Err(e) => return failed(e),
-        };
-        let res = self
-            .folding_system()
-            .compress(&conv, conversation_id, archive);
-        finish_stored(conversation_id, persistence, &stored, &conv, res, notes)
+        let mut raced = 0;
+        loop {
+            let (stored, conv, notes) =
+                match self.load_stored(conversation_id, persistence, archive) {
+                    Ok(x) => x,
+                    Err(e) if lost_race(&e) && raced < MAX_CONFLICTS => {
+                        raced += 1;
+                        continue;
+                    }
+                    Err(e) => return failed(e),
+                };
+            let res = self
+                .folding_system()
+                .compress(&conv, conversation_id, archive);
+            let (r, lost) = finish_stored(conversation_id, persistence, &stored, &conv, res, notes);
+            if !lost || raced == MAX_CONFLICTS {
+                return started_again(r, raced);
+            }
+            raced += 1;
+        }
     }
 
     /// Finish a compaction of `conversation_id` that was stopped after its
@@ -85,15 +103,27 @@ impl Compactor {
         persistence: &dyn Persistence,
         archive: &dyn BatchArchive,
     ) -> CompactionResult {
-        let (stored, conv, notes) = match self.load_stored(conversation_id, persistence, archive) {
-            Ok(x) => x,
-            Err(e) => return failed(e),
-        };
-        let res = self
-            .folding_system()
-            .compress_async(&conv, conversation_id, archive)
-            .await;
-        finish_stored(conversation_id, persistence, &stored, &conv, res, notes)
+        let mut raced = 0;
+        loop {
+            let (stored, conv, notes) =
+                match self.load_stored(conversation_id, persistence, archive) {
+                    Ok(x) => x,
+                    Err(e) if lost_race(&e) && raced < MAX_CONFLICTS => {
+                        raced += 1;
+                        continue;
+                    }
+                    Err(e) => return failed(e),
+                };
+            let res = self
+                .folding_system()
+                .compress_async(&conv, conversation_id, archive)
+                .await;
+            let (r, lost) = finish_stored(conversation_id, persistence, &stored, &conv, res, notes);
+            if !lost || raced == MAX_CONFLICTS {
+                return started_again(r, raced);
+            }
+            raced += 1;
+        }
     }
 
     /// This compactor folding system messages after the clip position too: a
@@ -257,9 +287,27 @@ fn failed(e: CompactionError) -> CompactionResult {
     r
 }
 
+/// True for the error of a [`Persistence::fold`] whose messages another run
+/// folded since they were loaded.
+fn lost_race(e: &CompactionError) -> bool {
+    matches!(e, CompactionError::Archive(ArchiveError::Conflict(_)))
+}
+
+/// The result, noting how many times the run started again.
+fn started_again(mut r: CompactionResult, raced: usize) -> CompactionResult {
+    if raced > 0 {
+        r.notes.push(format!(
+            "another run folded the stored messages first ({raced} of this run's folds lost the race): loaded again"
+        ));
+    }
+    r
+}
+
 /// Write a compaction back: the messages from the clip-archive message's
 /// place to the last folded one are replaced, in one transaction, by what
-/// the compacted history has there.
+/// the compacted history has there. True with the result when the fold
+/// lost a race with another run (nothing written; the result is what to
+/// give if the run does not start again).
 fn finish_stored(
     id: &str,
     persistence: &dyn Persistence,
@@ -267,11 +315,11 @@ fn finish_stored(
     conv: &Conversation,
     mut res: CompactionResult,
     mut notes: Vec<String>,
-) -> CompactionResult {
+) -> (CompactionResult, bool) {
     notes.append(&mut res.notes);
     res.notes = notes;
     if !res.compacted {
-        return res;
+        return (res, false);
     }
     let out = &res.history;
     let kept: HashSet<&MessageId> = out.messages.iter().map(|m| m.id()).collect();
@@ -286,17 +334,20 @@ fn finish_stored(
         .iter()
         .position(|m| !index.contains_key(m.id()))
     else {
-        return unchanged_with(
-            res,
-            conv,
-            "no clip-archive message in the compacted history",
+        return (
+            unchanged_with(
+                res,
+                conv,
+                "no clip-archive message in the compacted history",
+            ),
+            false,
         );
     };
     let Some(last) = (0..conv.messages.len())
         .rev()
         .find(|&i| !kept.contains(conv.messages[i].id()))
     else {
-        return unchanged_with(res, conv, "nothing was folded");
+        return (unchanged_with(res, conv, "nothing was folded"), false);
     };
     // The compacted history is the stored one with [at..=last] replaced.
     let tail = &conv.messages[last + 1..];
@@ -310,10 +361,13 @@ fn finish_stored(
         .zip(tail)
         .all(|(a, b)| a.id() == b.id());
     if !same_prefix || !same_tail || at > last {
-        return unchanged_with(
-            res,
-            conv,
-            "the compacted history is not a fold of the stored one",
+        return (
+            unchanged_with(
+                res,
+                conv,
+                "the compacted history is not a fold of the stored one",
+            ),
+            false,
         );
     }
     let removed: Vec<i64> = stored[at..=last].iter().map(|m| m.key).collect();
@@ -327,10 +381,12 @@ fn finish_stored(
             conv,
             "the batches are archived; the next compaction of this conversation deletes the folded messages",
         );
-        r.error = Some(e.into());
-        return r;
+        let e = CompactionError::from(e);
+        let lost = lost_race(&e);
+        r.error = Some(e);
+        return (r, lost);
     }
-    res
+    (res, false)
 }
 
 fn unchanged_with(res: CompactionResult, conv: &Conversation, why: &str) -> CompactionResult {

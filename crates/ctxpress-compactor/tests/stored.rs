@@ -532,3 +532,72 @@ fn a_first_run_killed_is_finished_after_the_task_lost_its_protection() {
     );
     assert_eq!(expand_stored("c", &t, &t).unwrap(), appended);
 }
+
+/// A persistence whose next fold another run's compaction of the same
+/// conversation precedes (a second process winning the race): the fold
+/// then finds messages it loaded gone.
+struct Racing<'a> {
+    inner: &'a Killed,
+    race: Mutex<bool>,
+}
+
+impl Persistence for Racing<'_> {
+    fn load(&self, c: &str) -> Result<Vec<StoredMessage>, ArchiveError> {
+        self.inner.load(c)
+    }
+    fn append(&self, c: &str, m: &[String]) -> Result<Vec<i64>, ArchiveError> {
+        self.inner.append(c, m)
+    }
+    fn fold(&self, c: &str, r: &[i64], i: &[String]) -> Result<(), ArchiveError> {
+        if std::mem::take(&mut *self.race.lock().unwrap()) {
+            let other = compactor().compress_stored(c, self.inner, self.inner);
+            assert!(other.error.is_none(), "{:?}", other.error);
+        }
+        self.inner.fold(c, r, i)
+    }
+}
+
+/// Another run folds the stored messages between this run's load and its
+/// fold, as it compacts or as it finishes an interrupted compaction: the
+/// fold reports a conflict and changes nothing, this run starts again from
+/// the stored messages, and the history still expands exactly.
+#[test]
+fn a_fold_that_lost_a_race_with_another_run_starts_again() {
+    let c = compactor();
+    for interrupted in [false, true] {
+        let mut appended = vec![system()];
+        appended.extend(messages(0..40));
+        let inner = Killed::copy(&appended, &[], false);
+        if interrupted {
+            // Batches archived, the fold not done.
+            *inner.left.lock().unwrap() = Some(1);
+            assert!(c.compress_stored("c", &inner, &inner).error.is_some());
+            *inner.left.lock().unwrap() = None;
+            let more = messages(40..60);
+            inner.append("c", &more).unwrap();
+            appended.extend(more);
+        }
+        let p = Racing {
+            inner: &inner,
+            race: Mutex::new(true),
+        };
+        let r = c.compress_stored("c", &p, &inner);
+        assert!(
+            r.error.is_none(),
+            "interrupted {interrupted}: {:?}",
+            r.error
+        );
+        assert!(
+            r.notes
+                .iter()
+                .any(|n| n.contains("(1 of this run's folds lost the race)")),
+            "interrupted {interrupted}: {:?}",
+            r.notes
+        );
+        assert_eq!(
+            expand_stored("c", &inner, &inner).unwrap(),
+            appended,
+            "interrupted {interrupted}"
+        );
+    }
+}
