@@ -261,8 +261,10 @@ pub trait Persistence: Send + Sync {
     fn append(&self, conversation: &str, messages: &[String]) -> Result<Vec<i64>, ArchiveError>;
     /// One transaction: delete the messages keyed `removed` and store
     /// `insert` in their place, in order, under the smallest removed keys
-    /// (so `insert` may not be longer than `removed`). A key in `removed`
-    /// that is not stored is an error and changes nothing.
+    /// (so `insert` may not be longer than `removed`). When a key in
+    /// `removed` is not stored (another run folded it since the caller
+    /// loaded the messages), nothing changes and the error is
+    /// [`ArchiveError::Conflict`].
     fn fold(
         &self,
         conversation: &str,
@@ -328,8 +330,8 @@ impl Persistence for MemoryPersistence {
         let mut all = self.conversations.lock().map_err(poisoned)?;
         let conv = all.entry(conversation.to_string()).or_default();
         if let Some(k) = removed.iter().find(|k| !conv.iter().any(|m| m.key == **k)) {
-            return Err(ArchiveError::Corrupt(format!(
-                "message {k} of conversation `{conversation}` is not stored"
+            return Err(ArchiveError::Conflict(format!(
+                "message {k} of conversation `{conversation}` is no longer stored"
             )));
         }
         conv.retain(|m| !removed.contains(&m.key));
@@ -525,7 +527,8 @@ mod tests {
             .map(|m| (m.key, m.json))
             .collect();
         assert_eq!(got, [(1, "c".to_string()), (3, "3".to_string())]);
-        assert!(p.fold("a", &[7], &[]).is_err());
+        let e = p.fold("a", &[7], &[]).unwrap_err();
+        assert!(matches!(e, ArchiveError::Conflict(_)), "{e}");
         assert!(p.fold("a", &[3], &s(&["x", "y"])).is_err());
         assert_eq!(p.load("a").unwrap().len(), 2);
         assert!(p.load("none").unwrap().is_empty());

@@ -88,9 +88,11 @@ impl Persistence for SqliteArchive {
             unique.dedup();
             for k in unique {
                 if del.execute(params![conversation, k]).map_err(backend)? == 0 {
+                    // Another run folded it since the caller loaded the
+                    // messages (a message is only ever removed by a fold).
                     // Dropping the transaction rolls back: nothing changed.
-                    return Err(ArchiveError::Corrupt(format!(
-                        "message {k} of conversation `{conversation}` is not stored"
+                    return Err(ArchiveError::Conflict(format!(
+                        "message {k} of conversation `{conversation}` is no longer stored"
                     )));
                 }
             }
@@ -144,9 +146,71 @@ mod tests {
         let p = SqliteArchive::open_in_memory().unwrap();
         p.append("a", &s(&["1", "2"])).unwrap();
         let e = p.fold("a", &[1, 9], &s(&["c"])).unwrap_err();
+        assert!(matches!(e, ArchiveError::Conflict(_)), "{e}");
         assert!(e.to_string().contains("message 9"), "{e}");
         let e = p.fold("a", &[1], &s(&["c", "d"])).unwrap_err();
         assert!(e.to_string().contains("2 messages"), "{e}");
         assert_eq!(jsons(&p, "a"), ["1", "2"]);
+    }
+
+    /// A handle that loaded the messages before another folded them (two
+    /// `compact` processes on one file): its fold is told the messages
+    /// changed under it (`Conflict`, which the compactor answers by loading
+    /// again), never that the file is corrupt, and changes nothing.
+    #[test]
+    fn a_fold_of_messages_another_handle_folded_is_a_conflict() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("shared.db");
+        let (a, b) = (
+            SqliteArchive::open(&path).unwrap(),
+            SqliteArchive::open(&path).unwrap(),
+        );
+        a.append("c", &s(&["1", "2", "3", "4"])).unwrap();
+        let stale: Vec<i64> = b.load("c").unwrap().iter().map(|m| m.key).collect();
+        a.fold("c", &stale[1..3], &s(&["x"])).unwrap();
+        let e = b.fold("c", &stale[..3], &s(&["y"])).unwrap_err();
+        assert!(matches!(e, ArchiveError::Conflict(_)), "{e}");
+        assert_eq!(jsons(&b, "c"), ["1", "x", "4"]);
+    }
+
+    /// Two handles fold the same loaded messages at once: one wins, the
+    /// other gets `Conflict`, and the file holds the winner's fold whole.
+    #[test]
+    fn two_handles_folding_the_same_messages_at_once_conflict_not_corrupt() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("shared.db");
+        SqliteArchive::open(&path)
+            .unwrap()
+            .append("c", &s(&["1", "2", "3", "4"]))
+            .unwrap();
+        let loaded = std::sync::Barrier::new(2);
+        let results: Vec<Result<(), ArchiveError>> = std::thread::scope(|sc| {
+            let handles: Vec<_> = ["x", "y"]
+                .into_iter()
+                .map(|clip| {
+                    let (path, loaded) = (&path, &loaded);
+                    sc.spawn(move || {
+                        let h = SqliteArchive::open(path).unwrap();
+                        let keys: Vec<i64> = h.load("c").unwrap().iter().map(|m| m.key).collect();
+                        loaded.wait();
+                        h.fold("c", &keys[..3], &s(&[clip]))
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        assert_eq!(
+            results.iter().filter(|r| r.is_ok()).count(),
+            1,
+            "{results:?}"
+        );
+        assert!(
+            results
+                .iter()
+                .any(|r| matches!(r, Err(ArchiveError::Conflict(_)))),
+            "{results:?}"
+        );
+        let left = jsons(&SqliteArchive::open(&path).unwrap(), "c");
+        assert!(left == ["x", "4"] || left == ["y", "4"], "{left:?}");
     }
 }
