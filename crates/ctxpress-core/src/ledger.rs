@@ -418,8 +418,7 @@ impl Ledger {
                     let op = r.operation(dialect::builtin(), None);
                     let place = self.register(op.as_ref(), &r.tool, pos);
                     if !is_generated(body) {
-                        let exit = op.as_ref().map(|o| o.exit).unwrap_or_default();
-                        let status = result_status(exit, body, None);
+                        let status = status_of(op.as_ref(), body, None);
                         self.outcome(&place, op.as_ref(), status, body);
                     }
                     self.terms_of(body, &place, 1.0, false);
@@ -516,8 +515,7 @@ impl Ledger {
                 let status = if generated {
                     Status::Unknown
                 } else {
-                    let exit = p.op.as_ref().map(|o| o.exit).unwrap_or_default();
-                    result_status(exit, &r.text, r.is_error)
+                    status_of(p.op.as_ref(), &r.text, r.is_error)
                 };
                 self.outcome(&place, p.op.as_ref(), status, &r.text);
                 let body = if generated {
@@ -1197,6 +1195,46 @@ impl Ledger {
     }
 }
 
+/// The outcome of a call's result. A file read, edit or write fails only
+/// when the tool says so (its error flag, `<tool_use_error>`, a first line
+/// that starts with `Error`, Cline's `The tool execution failed`, a missing
+/// file; else it is unknown, as [`dialect::result_status`] has it): what
+/// the file holds, or a path with `Exception` in it, says nothing of the
+/// outcome. Other calls are judged by
+/// [`dialect::result_status`].
+fn status_of(op: Option<&dialect::Operation>, text: &str, is_error: Option<bool>) -> Status {
+    let exit = op.map(|o| o.exit).unwrap_or_default();
+    if !op.is_some_and(|o| matches!(o.kind, OpKind::Read | OpKind::Edit | OpKind::Write)) {
+        return result_status(exit, text, is_error);
+    }
+    if is_error == Some(true) {
+        return Status::Failure;
+    }
+    let first = result_payload(text)
+        .lines()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("")
+        .trim_start();
+    let head = first
+        .get(..first.len().min(120))
+        .unwrap_or(first)
+        .to_ascii_lowercase();
+    let failed = first.starts_with("<tool_use_error>")
+        || head.starts_with("error")
+        || head.starts_with("the tool execution failed")
+        || (first.len() < 300
+            && ["no such file", "does not exist", "enoent", "file not found"]
+                .iter()
+                .any(|w| head.contains(w)));
+    if failed {
+        Status::Failure
+    } else if is_error == Some(false) {
+        Status::Success
+    } else {
+        Status::Unknown
+    }
+}
+
 /// The counts of a note's first line: messages, user, assistant, tool
 /// results.
 fn note_counts(head: &str) -> Option<[usize; 4]> {
@@ -1312,6 +1350,12 @@ mod tests {
         Conversation::parse(&msgs.to_string()).unwrap()
     }
 
+    fn ledger_of_all(c: &Conversation) -> Ledger {
+        let mut l = Ledger::new(std::iter::empty::<&str>());
+        c.messages.iter().for_each(|m| l.add(m));
+        l
+    }
+
     fn ledger_of(c: &Conversation) -> Ledger {
         let mut l = Ledger::new(std::iter::empty::<&str>());
         for m in &c.messages[1..] {
@@ -1423,6 +1467,40 @@ mod tests {
             next.contains("add a regression test for empty arrays"),
             "{next}"
         );
+    }
+
+    #[test]
+    fn a_file_operation_fails_only_when_the_tool_says_so() {
+        let call = |id: &str, name: &str, args: Value| {
+            json!({"role": "assistant", "content": "", "tool_calls": [
+                {"id": id, "type": "function", "function": {"name": name, "arguments": args.to_string()}}]})
+        };
+        let result =
+            |id: &str, text: &str| json!({"role": "tool", "tool_call_id": id, "content": text});
+        let path = "/r/src/exception/RestExceptionHandler.java";
+        let msgs = json!([
+            {"role": "user", "content": "Add the handler."},
+            call("c1", "Read", json!({"file_path": path})),
+            result("c1", "1\tpackage com.example.exception;\n2\timport java.util.List;"),
+            call("c2", "Write", json!({"file_path": path, "content": "class RestExceptionHandler {}"})),
+            result("c2", &format!("The file {path} has been updated successfully.")),
+            call("c3", "Edit", json!({"file_path": "/r/src/Gone.java", "old_string": "a", "new_string": "b"})),
+            result("c3", "<tool_use_error>File does not exist.</tool_use_error>"),
+            call("c4", "Bash", json!({"command": "mvn test"})),
+            result("c4", "Exit code 1\n[ERROR] Tests run: 3, Failures: 1\njava.lang.IllegalStateException: boom")
+        ]);
+        let c = Conversation::parse(&msgs.to_string()).unwrap();
+        let (text, _) = ledger_of_all(&c).render_within(usize::MAX, &Heuristic);
+        let line = text
+            .lines()
+            .find(|l| l.contains("RestExceptionHandler.java:"))
+            .unwrap();
+        assert!(!line.contains("unresolved error"), "{text}");
+        assert!(
+            text.contains("/r/src/Gone.java: edited; unresolved error: <tool_use_error>"),
+            "{text}"
+        );
+        assert!(text.contains("`mvn test`: failed"), "{text}");
     }
 
     #[test]
