@@ -642,12 +642,7 @@ impl Compactor {
         // The session ledger the clip shows: what the clip showed before
         // (its ledger, or the task state of the newest batch), updated by
         // every folded message. Names the tail keeps visible are left out.
-        let visible: Vec<String> = msgs[..lead]
-            .iter()
-            .chain(&msgs[stays..])
-            .map(|m| m.text().into_owned())
-            .collect();
-        let mut ledger = Ledger::new(visible.iter().map(String::as_str));
+        let mut ledger = ledger_beside(msgs[..lead].iter().chain(&msgs[stays..]));
         match (old_clip, prev.last()) {
             (Some(c), _) => ledger.add(&msgs[c]),
             (None, Some(b)) => ledger.add(&Message::text_message(
@@ -705,7 +700,7 @@ impl Compactor {
                 // needed facts when folding as if it were a tenth of what
                 // folds, 0.613 so; 32k: 0.875, 0.960).
                 let room = ledger_room(folded_t + old_clip_tokens, budget);
-                let (state, _) = shown_state(&ledger, &running, room, counter);
+                let state = shown_state(&ledger, &running, room, counter);
                 let clip = clip_text(&plan.all, self.cfg.clip_window, id, Some(&state));
                 let probe = Message::text_message(MessageId::new(""), "user", &clip);
                 let after = before - folded_t - old_clip_tokens + count_message(counter, &probe);
@@ -723,7 +718,7 @@ impl Compactor {
         // The compacted history.
         let folded_t: usize = folded.iter().map(|&j| toks[j]).sum();
         let room = ledger_room(folded_t + old_clip_tokens, budget);
-        let (state, _) = shown_state(&ledger, &running, room, counter);
+        let state = shown_state(&ledger, &running, room, counter);
         let clip = clip_text(&plan.all, self.cfg.clip_window, id, Some(&state));
         let mut out = history.clone();
         let cid = out.fresh_id("compaction");
@@ -1069,22 +1064,28 @@ fn ledger_room(folded: usize, budget: Option<usize>) -> usize {
 /// What the clip shows after its batches: the session ledger within `limit`
 /// tokens, and the credentials the folded messages held (the task state's
 /// `keep:` lines, verbatim; the ledger never lists a secret).
-/// Returns it with the ledger's tokens.
 fn shown_state(
     ledger: &Ledger,
     state: &TaskState,
     limit: usize,
     counter: &dyn TokenCounter,
-) -> (String, usize) {
-    let (note, tokens) = ledger.render_within(limit, counter);
+) -> String {
+    let (note, _) = ledger.render_within(limit, counter);
     if state.kept.is_empty() {
-        return (note, tokens);
+        return note;
     }
     let kept = TaskState {
         kept: state.kept.clone(),
         ..TaskState::default()
     };
-    (format!("{note}\n{}", kept.render().trim_end()), tokens)
+    format!("{note}\n{}", kept.render().trim_end())
+}
+
+/// An empty ledger for the messages a compaction folds, leaving out the
+/// names the messages that stay (`stays`) show anyway.
+fn ledger_beside<'m>(stays: impl IntoIterator<Item = &'m Message>) -> Ledger {
+    let visible: Vec<String> = stays.into_iter().map(|m| m.text().into_owned()).collect();
+    Ledger::new(visible.iter().map(String::as_str))
 }
 
 /// The summary of a batch: header, body, task state block.
@@ -1248,7 +1249,7 @@ fn fit_clip(
             &Message::text_message(MessageId::new(""), "system", &cand),
         );
         let room = allowed.saturating_sub(head).min(room);
-        cand.push_str(&shown_state(ledger, state, room, counter).0);
+        cand.push_str(&shown_state(ledger, state, room, counter));
         cand.push_str("\n\n");
         cand.push_str(&batch_body(l));
     }
@@ -1515,7 +1516,7 @@ mod tests {
             kept: vec!["DB_PASSWORD=hunter2x9".into()],
             ..TaskState::default()
         };
-        let (state, _) = shown_state(&sample_ledger(), &kept, LEDGER_TOKENS, &Heuristic);
+        let state = shown_state(&sample_ledger(), &kept, LEDGER_TOKENS, &Heuristic);
         let t = clip_text(&b, 2, "c", Some(&state));
         // The ledger, not a task state of requests and files; the
         // credential stays verbatim.

@@ -20,11 +20,10 @@
 
 use crate::{
     CompactionError, CompactionResult, Compactor, LEDGER_TOKENS, MAX_CONFLICTS, TaskState,
-    clip_position, clip_text, is_clip, shown_state,
+    clip_position, clip_text, is_clip, ledger_beside, shown_state,
 };
 use ctxpress_core::archive::ArchiveError;
 use ctxpress_core::compaction::{BatchArchive, Persistence, StoredMessage, SummaryBatch};
-use ctxpress_core::ledger::Ledger;
 use ctxpress_core::tokens::Heuristic;
 use ctxpress_core::{Conversation, Message, MessageId};
 use std::collections::{HashMap, HashSet};
@@ -182,12 +181,7 @@ impl Compactor {
         // The ledger the clip would have shown: the old clip's (when it is
         // in the range), updated by the messages the batches fold.
         let msgs = &conv.messages;
-        let visible: Vec<String> = msgs[..at]
-            .iter()
-            .chain(&msgs[end.min(msgs.len())..])
-            .map(|m| m.text().into_owned())
-            .collect();
-        let mut ledger = Ledger::new(visible.iter().map(String::as_str));
+        let mut ledger = ledger_beside(msgs[..at].iter().chain(&msgs[end.min(msgs.len())..]));
         msgs[at..end.min(msgs.len())]
             .iter()
             .for_each(|m| ledger.add(m));
@@ -195,7 +189,7 @@ impl Compactor {
             .last()
             .and_then(|b| TaskState::parse(&b.summary))
             .unwrap_or_default();
-        let (state, _) = shown_state(&ledger, &kept, LEDGER_TOKENS, &Heuristic);
+        let state = shown_state(&ledger, &kept, LEDGER_TOKENS, &Heuristic);
         let clip = Message::text_message(
             MessageId::new("compaction"),
             "user",
