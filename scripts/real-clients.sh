@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Real agent clients for crates/ctxpress-cli/tests/real_clients.rs: Claude
+# Real agent clients for crates/ctxpress-cli/tests/it/real_clients.rs: Claude
 # Code (npm @anthropic-ai/claude-code) and opencode (npm opencode-ai), pinned.
 #
 #   scripts/real-clients.sh install   # idempotent: npm install --prefix into the cache, then

@@ -1,5 +1,5 @@
 //! The properties the fuzz targets check, shared with the regression test in
-//! `tests/tests/fuzz_regressions.rs` (which includes this file), so that an
+//! `tests/tests/it/fuzz_regressions.rs` (which includes this file), so that an
 //! input kept from a fuzzing run is checked the same way by `cargo test`.
 //!
 //! Each check panics (a finding) when an invariant breaks; input that is not

@@ -782,7 +782,7 @@ new violations | time per session | peak RSS | archive per MB of input |\n|---|-
 /// Session and proxy figures measured by hand (kept by `write_docs`).
 const SESSION_DOCS: &str = "\n## Sessions and the proxy\n\n\
 Measured on 2026-11-25 (by hand, session 16), release builds, a busy 2-core machine.\n\n\
-**Replay** (`CTXPRESS_REPLAY_ALL=1 cargo test --release -p ctxpress-tests --test session_replay -- --nocapture`): every \
+**Replay** (`CTXPRESS_REPLAY_ALL=1 cargo test --release -p ctxpress-tests --test it -- session_replay:: --nocapture`): every \
 corpus session replayed turn by turn as a proxy sees it (the whole history before each assistant message), through a \
 `Session` with the `agent` preset, against compressing each turn's history from scratch with the same window. \
 **cached share**: the tokens of each request that repeat the start of the previous request byte for byte (what a \
@@ -791,7 +791,7 @@ provider can serve from its prompt cache), over all request tokens.\n\n\
 |---|---|---|---|---|---|---|---|\n\
 | coding_agent_sessions.jsonl | 32,000 | 37 | 8,431 | 603 (one per 14 turns) | 410M ÷ 1,181M (0.35) | 0.965 | 0.093 |\n\
 | swe_agent_trajs.jsonl | 12,000 | 13 | 139 | 7 | 0.665M ÷ 0.757M (0.88) | 0.842 | 0.757 |\n\n\
-**Proxy load** (`CTXPRESS_LOAD_FULL=1 cargo test --release -p ctxpress-proxy --test load -- --nocapture`): concurrent \
+**Proxy load** (`CTXPRESS_LOAD_FULL=1 cargo test --release -p ctxpress-proxy --test it -- load:: --nocapture`): concurrent \
 sessions replaying corpus histories through `ctxpress serve`'s router to a stub upstream on 127.0.0.1 that answers at \
 once, so the client's time per request is the proxy's overhead (parse, session, compaction when due, serialize, forward). \
 No request failed.\n\n\

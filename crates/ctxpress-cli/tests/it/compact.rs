@@ -2,7 +2,7 @@
 //! `search` over it.
 #![allow(missing_docs)]
 
-mod common;
+use crate::common;
 
 use common::{bin, data};
 use ctxpress::Conversation;

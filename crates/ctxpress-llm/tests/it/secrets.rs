@@ -3,7 +3,7 @@
 //! http off loopback, and neither the key nor a base URL's `user:pass@`
 //! shows in errors or `Debug` output.
 
-mod common;
+use crate::common;
 
 use common::{Reply, Stub};
 use ctxpress_core::{SummarizeAsync, SummaryKind, SummaryRequest};

@@ -6,7 +6,7 @@
 //! And secrets: none reaches the model, all stay verbatim in the output.
 #![allow(missing_docs)]
 
-#[path = "../../ctxpress-llm/tests/common/mod.rs"]
+#[path = "../../../ctxpress-llm/tests/it/common.rs"]
 mod stub;
 
 use ctxpress::{Compressor, Conversation, MemoryArchive, Report, expand, validate};

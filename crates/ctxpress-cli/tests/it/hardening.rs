@@ -3,7 +3,7 @@
 //! and modes, a closed stdout.
 #![allow(missing_docs)]
 
-mod common;
+use crate::common;
 
 use common::{BIN, data, run, stderr, temps};
 use std::path::{Path, PathBuf};

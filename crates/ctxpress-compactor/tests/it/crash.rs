@@ -313,6 +313,13 @@ fn killed_compactions_lose_nothing_and_a_rerun_completes() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("crash.db");
     let exe = std::env::current_exe().unwrap();
+    // The child runs this test alone: its name in the test binary is its
+    // module path without the binary's own name (`crash::killed_...`).
+    let name = "killed_compactions_lose_nothing_and_a_rerun_completes";
+    let this_test = match module_path!().split_once("::") {
+        Some((_, module)) => format!("{module}::{name}"),
+        None => name.to_string(),
+    };
     let seed = 0x5eed_c0de_u64;
     eprintln!("kill points seeded with {seed:#x}");
     let mut next = random(seed);
@@ -332,16 +339,11 @@ fn killed_compactions_lose_nothing_and_a_rerun_completes() {
             1 + usize::try_from(next() >> 33).unwrap() % MAX_AT
         };
         let mut cmd = Command::new(&exe);
-        cmd.args([
-            "--exact",
-            "killed_compactions_lose_nothing_and_a_rerun_completes",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(CHILD, &path)
-        .env(AT, at.to_string())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null());
+        cmd.args(["--exact", &this_test, "--nocapture", "--test-threads=1"])
+            .env(CHILD, &path)
+            .env(AT, at.to_string())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
         if !stopped {
             cmd.env(RUN, "1");
         }

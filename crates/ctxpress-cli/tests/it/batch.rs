@@ -4,7 +4,7 @@
 //! far under the input's size, from a file or from stdin.
 #![allow(missing_docs)]
 
-mod common;
+use crate::common;
 
 use common::{run_from as run, stderr};
 use std::io::Write;

@@ -119,7 +119,7 @@ fn preset_outputs_match_the_golden_hashes() {
         .collect();
 
     let mut lines = vec![
-        "# file preset conversations xxh3-128 of the outputs (tests/preset_outputs.rs; CTXPRESS_BLESS=1 rewrites)".to_string(),
+        "# file preset conversations xxh3-128 of the outputs (tests/it/preset_outputs.rs; CTXPRESS_BLESS=1 rewrites)".to_string(),
     ];
     let (mut checked, mut skipped, mut differ) = (0, Vec::new(), Vec::new());
     for path in &files {

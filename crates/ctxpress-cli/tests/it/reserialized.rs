@@ -6,7 +6,7 @@
 //! prints a SKIP line, and fails when `CI` is set.
 #![allow(missing_docs)]
 
-mod common;
+use crate::common;
 
 use common::bin;
 use ctxpress::Conversation;

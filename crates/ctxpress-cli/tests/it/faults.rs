@@ -6,8 +6,8 @@
 //! temporary file left behind.
 #![allow(missing_docs)]
 
-mod common;
-#[path = "../../ctxpress-llm/tests/common/mod.rs"]
+use crate::common;
+#[path = "../../../ctxpress-llm/tests/it/common.rs"]
 mod stub;
 
 use common::{BIN, data, run, stderr, temps};
@@ -1123,7 +1123,7 @@ fn compact_runs_killed_at_random_points_lose_nothing() {
 /// installs before it runs the ignored fault tests.
 #[cfg(target_os = "linux")]
 #[test]
-#[ignore = "needs strace (syscall fault injection): .ci/run installs it and runs cargo test -p ctxpress-cli --test faults -- --ignored"]
+#[ignore = "needs strace (syscall fault injection): .ci/run installs it and runs cargo test -p ctxpress-cli --test it -- --ignored faults::"]
 fn compact_killed_before_its_output_appears_is_undone_by_the_next_run() {
     let traced = Command::new("strace")
         .args(["-o", "/dev/null", "true"])

@@ -21,6 +21,10 @@
 //! 4. Layout. The top level holds `Cargo.toml`, `crates`, `xtask`,
 //!    `benches`, `tests`, `docs`, `README.md` and `ARCHITECTURE.md`, and
 //!    every workspace member has a row in ARCHITECTURE.md's codemap.
+//! 5. One integration-test binary per member: its suites are modules of
+//!    `tests/it/main.rs`, never `.rs` files directly in `tests/` (each of
+//!    those is a binary of its own to link, which made `cargo test
+//!    --workspace` minutes longer on two cores).
 //!
 //! The scans are line based (files are rustfmt-formatted) and take a few
 //! milliseconds. Known exceptions are listed in `ALLOWED_*` below, each
@@ -667,5 +671,31 @@ fn every_member_has_a_codemap_row() {
     assert!(
         missing.is_empty(),
         "workspace members without a codemap row in ARCHITECTURE.md: {missing:?}"
+    );
+}
+
+/// Every member's integration tests are one binary, `tests/it/main.rs`
+/// with a module per suite: a `.rs` file directly in a member's `tests/`
+/// folder would be a test binary of its own.
+#[test]
+fn integration_tests_are_one_binary_per_member() {
+    let mut stray = Vec::new();
+    for m in members() {
+        let Ok(entries) = std::fs::read_dir(m.join("tests")) else {
+            continue;
+        };
+        for e in entries.filter_map(Result::ok) {
+            let p = e.path();
+            if p.is_file() && p.extension().is_some_and(|x| x == "rs") {
+                stray.push(rel(&p));
+            }
+        }
+    }
+    stray.sort();
+    assert!(
+        stray.is_empty(),
+        "move these suites into the member's tests/it/ and name them in tests/it/main.rs \
+         (`mod NAME;`), so each member links one test binary:\n{}",
+        stray.join("\n")
     );
 }

@@ -1,7 +1,7 @@
 //! The client against a local stub server: success, timeout, retries with
 //! backoff, no retry on 4xx, unparsable answers, counted attempts.
 
-mod common;
+use crate::common;
 
 use common::{Reply, Stub};
 use ctxpress_core::{Backend, SummarizeAsync, SummarizeError, SummaryKind, SummaryRequest};

@@ -1,10 +1,10 @@
 //! The client against a real OpenAI-compatible model server (llama.cpp server
 //! with SmolLM2-135M-Instruct, started by `scripts/llm-server.sh start PORT`).
 //! `#[ignore]`d by default; run with the server up, e.g.
-//! `CTXPRESS_LLM_URL=$(scripts/llm-server.sh url) cargo test -p ctxpress-llm --test real_server -- --ignored`
+//! `CTXPRESS_LLM_URL=$(scripts/llm-server.sh url) cargo test -p ctxpress-llm --test it -- --ignored real_server::`
 //! (`.ci/run` does).
 
-mod common;
+use crate::common;
 
 use common::{Reply, Stub};
 use ctxpress_core::{SummarizeAsync, SummarizeError, SummaryKind, SummaryRequest};

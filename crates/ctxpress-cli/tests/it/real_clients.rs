@@ -62,7 +62,7 @@ const FINAL: &str = "All done: four tool calls ran.";
 const PROMPT: &str = "Run the four steps of the ctxpress test, then say you are done.";
 
 /// The agent preset, whose `[window]` the tests add.
-const AGENT: &str = include_str!("../../ctxpress/presets/agent.toml");
+const AGENT: &str = include_str!("../../../ctxpress/presets/agent.toml");
 
 /// A missing prerequisite: a visible SKIP, or a failure on CI.
 fn skip(what: &str) {

@@ -1,7 +1,7 @@
 //! End-to-end tests of the `ctxpress` binary.
 #![allow(missing_docs)]
 
-mod common;
+use crate::common;
 
 use common::{bin, data};
 use predicates::prelude::*;

@@ -1,7 +1,7 @@
 //! `ctxpress search` over an archive written by `ctxpress compress --archive`.
 #![allow(missing_docs)]
 
-mod common;
+use crate::common;
 
 use common::{bin, data};
 use predicates::prelude::*;

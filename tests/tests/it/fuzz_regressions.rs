@@ -3,7 +3,7 @@
 //! (`fuzz/src/checks.rs`, included here), so a fixed finding stays fixed.
 
 #[allow(dead_code, missing_docs)]
-#[path = "../../fuzz/src/checks.rs"]
+#[path = "../../../fuzz/src/checks.rs"]
 mod checks;
 
 use arbitrary::{Arbitrary, Unstructured};

@@ -1,0 +1,4 @@
+//! The integration tests of `ctxpress-store`, one test binary (one link) for all of them;
+//! each module is one suite (`cargo test -p PACKAGE --test it -- SUITE::` runs one).
+
+mod corpus_flow;

@@ -1,0 +1,7 @@
+//! The integration tests of `tests`, one test binary (one link) for all of them;
+//! each module is one suite (`cargo test -p PACKAGE --test it -- SUITE::` runs one).
+
+mod corpus_round_trip;
+mod fuzz_regressions;
+mod session_replay;
+mod tidy;
