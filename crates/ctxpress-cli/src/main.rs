@@ -3,6 +3,7 @@
 mod batch;
 mod compact;
 mod io;
+mod recall;
 mod search;
 mod serve;
 // `Trace::print` is unused now: a batch prints the rendered traces in input order.
@@ -76,6 +77,10 @@ enum Cmd {
     },
     /// Search the archived originals (ranked); exit 1 when nothing matches.
     Search(search::SearchArgs),
+    /// Print the originals a handle in a compressed history stands for
+    /// (`[summary#h7f3a2c91d0: ...]`); exit 1 when the archive does not
+    /// hold it.
+    Recall(recall::RecallArgs),
     /// Run a compressing proxy in front of an OpenAI- or Anthropic-compatible
     /// API: point the agent's base URL at it.
     #[command(
@@ -180,6 +185,7 @@ fn main() -> ExitCode {
             jobs,
         } => expand(&input, &archive, output.as_deref(), partial, jobs),
         Cmd::Search(a) => search::run(&a),
+        Cmd::Recall(a) => recall::run(&a),
         Cmd::Serve(a) => serve::run(&a),
         Cmd::Validate { input } => validate(&input),
         Cmd::Classify { input, config } => classify(&input, config.as_deref()),

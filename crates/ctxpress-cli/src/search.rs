@@ -57,10 +57,12 @@ pub fn run(a: &SearchArgs) -> Result<ExitCode> {
 
 fn human(h: &Hit) -> String {
     let snippet: Vec<&str> = h.snippet.split_whitespace().collect();
+    // A hit under a recall handle shows the handle (`ctxpress recall` takes it).
+    let key = h.handle().map_or_else(|| h.key.clone(), |x| x.to_string());
     let line = format!(
         "{}  {}  {}  {}",
         h.conversation.as_deref().unwrap_or("-"),
-        h.key,
+        key,
         h.role.as_deref().unwrap_or("-"),
         snippet.join(" ")
     );
@@ -71,6 +73,7 @@ fn to_json(h: &Hit) -> String {
     json!({
         "conversation": h.conversation,
         "key": h.key,
+        "handle": h.handle().map(|x| x.to_string()),
         "pos": h.pos,
         "role": h.role,
         "kind": h.kind.as_str(),

@@ -1331,7 +1331,7 @@ pub fn batches_from_clip(text: &str, conversation: &str) -> Vec<SummaryBatch> {
     flush(&mut cur, &mut out);
     if out.is_empty() {
         // `[Context Summary: N earlier messages ... START to END]`
-        let count = first
+        let count = ctxpress_core::handle::without(first)
             .strip_prefix("[Context Summary: ")
             .and_then(|t| t.split(' ').next())
             .and_then(|n| n.parse().ok())

@@ -286,7 +286,8 @@ fn plain(m: &Message) -> bool {
 /// first line, `[Context Summary: N earlier messages ...`, see
 /// [`clip_text`]).
 fn clip_count(text: &str) -> Option<usize> {
-    text.trim_start()
+    ctxpress_core::handle::without(text.get(..text.len().min(200)).unwrap_or(text))
+        .trim_start()
         .strip_prefix("[Context Summary: ")?
         .split_once(" earlier messages ")?
         .0

@@ -202,4 +202,7 @@ pub struct Annotations {
     /// Ids of the messages this one replaces (set on messages a stage creates, such
     /// as a summary of several messages). Drives provenance and `expand`.
     pub replaces: Vec<MessageId>,
+    /// The recall handles written in this message's markers, each with the
+    /// messages it stands for (see [`crate::handle`]).
+    pub handles: Vec<crate::handle::HandleMark>,
 }

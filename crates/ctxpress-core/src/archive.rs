@@ -23,6 +23,7 @@
 
 use crate::canonical;
 use crate::conversation::Conversation;
+use crate::handle::Handle;
 use crate::message::MessageId;
 use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
@@ -60,6 +61,12 @@ pub trait Archive: Send + Sync {
     fn put(&self, records: &[Record]) -> Result<(), ArchiveError>;
     /// The originals recorded under `key`.
     fn get(&self, key: &str) -> Result<Option<Vec<String>>, ArchiveError>;
+    /// The originals a recall handle stands for (see [`crate::handle`]),
+    /// as archived: exact JSON texts of input messages, in order. `None`
+    /// when this archive holds no such handle.
+    fn recall(&self, handle: &Handle) -> Result<Option<Vec<String>>, ArchiveError> {
+        self.get(&handle.record_key())
+    }
     /// Store the records of one conversation (one transaction), with its id
     /// when known, for backends that index by conversation (search). The
     /// default ignores the id.
@@ -313,7 +320,56 @@ pub fn records(input: &Conversation, output: &Conversation) -> Vec<Record> {
             originals: end.iter().map(|&j| in_texts[j].clone()).collect(),
         });
     }
+    out.extend(handle_records(input, output, &in_texts, &out_texts));
     out
+}
+
+/// One record per recall handle written in the output (`h:` + handle, see
+/// [`crate::handle`]): the input messages the marker's messages came from,
+/// in input order.
+fn handle_records(
+    input: &Conversation,
+    output: &Conversation,
+    in_texts: &[String],
+    out_texts: &[String],
+) -> Vec<Record> {
+    let written: HashSet<Handle> = out_texts
+        .iter()
+        .flat_map(|t| crate::handle::find_all(t))
+        .collect();
+    if written.is_empty() {
+        return Vec::new();
+    }
+    let index: HashMap<&MessageId, usize> = input
+        .messages
+        .iter()
+        .enumerate()
+        .map(|(i, m)| (m.id(), i))
+        .collect();
+    let mut marks: Vec<&crate::handle::HandleMark> = output
+        .annotations()
+        .values()
+        .flat_map(|a| &a.handles)
+        .filter(|m| written.contains(&m.handle))
+        .collect();
+    marks.sort_by(|a, b| a.handle.cmp(&b.handle));
+    marks.dedup_by(|a, b| a.handle == b.handle);
+    marks
+        .into_iter()
+        .filter_map(|m| {
+            let mut at = Vec::new();
+            let mut seen = HashSet::new();
+            for id in &m.stands_for {
+                resolve(id, output, &index, &mut at, &mut seen);
+            }
+            at.sort_unstable();
+            at.dedup();
+            (!at.is_empty()).then(|| Record {
+                key: m.handle.record_key(),
+                originals: at.iter().map(|&j| in_texts[j].clone()).collect(),
+            })
+        })
+        .collect()
 }
 
 /// Store the records for `input` → `output`; returns how many were written.

@@ -272,6 +272,9 @@ pub struct Ledger {
     pending: HashMap<String, Pending>,
     /// Names the reader already sees elsewhere: not listed again.
     visible: HashSet<String>,
+    /// The recall handle of the messages the note stands for, when the run
+    /// archives them (see [`crate::handle`]).
+    handle: Option<crate::handle::Handle>,
 }
 
 impl std::fmt::Debug for Ledger {
@@ -334,6 +337,13 @@ impl Ledger {
             }
         }
         l
+    }
+
+    /// Name the recall handle of the messages the note stands for: its
+    /// first line then says `moved to the archive as #h...; recall #h...
+    /// gives them back` instead of pointing at `ctxpress expand`.
+    pub fn set_handle(&mut self, handle: Option<crate::handle::Handle>) {
+        self.handle = handle;
     }
 
     /// Messages read so far.
@@ -440,6 +450,7 @@ impl Ledger {
         } else if role == Role::Assistant && !text.trim().is_empty() {
             self.terms_of(&text, &Place::Assistant, 2.0, false);
             for s in text.split_inclusive(['.', '\n']) {
+                let s = crate::handle::without(s);
                 let s = s.trim().trim_start_matches("[summary: ");
                 if s.len() > 24 && DECISION.is_match(s) && !s.contains("```") {
                     push_unique(&mut self.decisions, &clip_line(s, VALUE_CHARS * 2));
@@ -1120,11 +1131,18 @@ impl Ledger {
         let keep: HashSet<usize> = order.iter().take(k).copied().collect();
         let mut out = String::new();
         let [u, a, t] = self.roles;
-        let _ = write!(
-            out,
-            "{HEAD} {} earlier messages ({u} user, {a} assistant, {t} tool results) moved to the archive; `ctxpress expand` restores them. What they held, most used first:",
-            self.messages
-        );
+        let _ = match &self.handle {
+            Some(h) => write!(
+                out,
+                "{HEAD} {} earlier messages ({u} user, {a} assistant, {t} tool results) moved to the archive as {h}; recall {h} gives them back. What they held, most used first:",
+                self.messages
+            ),
+            None => write!(
+                out,
+                "{HEAD} {} earlier messages ({u} user, {a} assistant, {t} tool results) moved to the archive; `ctxpress expand` restores them. What they held, most used first:",
+                self.messages
+            ),
+        };
         out.push('\n');
         let mut section = "";
         for it in items {
@@ -1281,9 +1299,11 @@ fn action_word(s: &str) -> Option<&'static str> {
 }
 
 /// True for a text an earlier stage wrote in place of a result: a summary
-/// (`[summary`), a note (`[ctxpress: `) or a reference (`[LABEL:dup of `).
+/// (`[summary`), a note (`[ctxpress: `) or a reference (`[LABEL:dup of `),
+/// with or without a recall handle.
 fn is_generated(text: &str) -> bool {
     let head = text.get(..text.len().min(80)).unwrap_or(text);
+    let head = crate::handle::without(head);
     head.starts_with("[summary")
         || head.starts_with("[ctxpress: ")
         || (head.starts_with('[') && head.contains("dup of "))

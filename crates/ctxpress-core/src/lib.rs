@@ -14,6 +14,7 @@ pub mod conversation;
 pub mod dialect;
 #[cfg(any(test, feature = "fixtures"))]
 pub mod fixtures;
+pub mod handle;
 pub mod ledger;
 pub mod message;
 pub mod pipeline;

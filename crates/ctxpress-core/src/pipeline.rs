@@ -368,6 +368,11 @@ impl Pipeline {
                 BuiltStrategy::Async(s) if awaits => Some(s.apply_async(conv, ctx).await),
                 BuiltStrategy::Async(_) => None,
             };
+            // With an archive to recall from, every marker the stage wrote
+            // gets its recall handle before the guard measures the result.
+            if ctx.archive.is_some() && matches!(result, Some(Ok(_))) {
+                crate::handle::tag_markers(&snapshot, conv);
+            }
             let (r, m, v) = finish(stage, result, snapshot, conv, ctx, before, violations, t);
             stages.push(r);
             before = m;

@@ -788,19 +788,31 @@ fn allocate<'a>(
                 }
                 let end = units[v - 1].1;
                 let id = out.fresh_id("evicted");
+                let ids: Vec<MessageId> =
+                    whole.messages[s..end].iter().map(|m| m.id().clone()).collect();
+                // With an archive to recall from, the note names its handle.
+                let handle = ctx.archive.is_some().then(|| {
+                    let h = crate::handle::handle_of(whole, &ids);
+                    crate::handle::mark(&mut out, &id, h.clone(), ids.clone());
+                    h
+                });
                 let text = if ledger_at.is_none() {
                     ledger_at = Some(out.messages.len());
+                    ledger.set_handle(handle);
                     String::new()
                 } else {
-                    format!(
-                        "[{} earlier messages moved to the archive; the session ledger above lists what they held; `ctxpress expand` restores them]",
-                        end - s
-                    )
+                    match handle {
+                        Some(h) => format!(
+                            "[{} earlier messages moved to the archive as {h}; the session ledger above lists what they held; recall {h} gives them back]",
+                            end - s
+                        ),
+                        None => format!(
+                            "[{} earlier messages moved to the archive; the session ledger above lists what they held; `ctxpress expand` restores them]",
+                            end - s
+                        ),
+                    }
                 };
-                out.ann_mut(&id).replaces = whole.messages[s..end]
-                    .iter()
-                    .map(|m| m.id().clone())
-                    .collect();
+                out.ann_mut(&id).replaces = ids;
                 out.messages.push(Message::text_message(id, "user", &text));
                 u = v;
                 continue;
@@ -896,17 +908,25 @@ fn mark_dangling(text: &str, gone: &Gone) -> Option<String> {
     let mut i = 0;
     while i < bytes.len() {
         let rest = &bytes[i..];
-        let skip = if rest.starts_with(b"dup of ") {
-            7
+        // `dup of `, or `dup#h0123456789 of ` with a recall handle.
+        let tagged = 3 + 2 + crate::handle::DIGITS;
+        let (skip, dup) = if rest.starts_with(b"dup of ") {
+            (7, true)
+        } else if rest.starts_with(b"dup#h")
+            && rest.len() > tagged
+            && rest[tagged..].starts_with(b" of ")
+            && rest[5..tagged].iter().all(u8::is_ascii_hexdigit)
+        {
+            (tagged + 4, true)
         } else if rest.starts_with(b" call ") {
-            6
+            (6, false)
         } else {
             i += 1;
             continue;
         };
         let start = i + skip;
         // A message named by its role and first words (only after `dup of`).
-        let named = (skip == 7)
+        let named = dup
             .then(|| {
                 gone.names
                     .iter()

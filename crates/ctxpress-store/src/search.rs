@@ -92,6 +92,16 @@ pub struct Hit {
     pub score: f64,
 }
 
+impl Hit {
+    /// The recall handle whose originals hold the matched message, when the
+    /// output that archived it carries one (see `ctxpress_core::handle`).
+    pub fn handle(&self) -> Option<ctxpress_core::handle::Handle> {
+        self.key
+            .strip_prefix("h:")
+            .and_then(ctxpress_core::handle::Handle::parse)
+    }
+}
+
 /// Keys whose string values are never worth searching.
 const SKIP: &[&str] = &[
     "role",
@@ -153,8 +163,10 @@ pub fn fts_query(query: &str) -> Option<String> {
 }
 
 /// Index the originals of a batch of records (last write of a key wins):
-/// per-position records first, then `doc:` records for the texts not yet
-/// indexed. Called inside the batch's write transaction.
+/// recall-handle (`h:`) records first, so that a hit names the handle a
+/// marker in the output carries, then per-position records, then `doc:`
+/// records for the texts not yet indexed. Called inside the batch's write
+/// transaction.
 pub(crate) fn index_batch(
     tx: &Transaction<'_>,
     kind: HitKind,
@@ -168,7 +180,7 @@ pub(crate) fn index_batch(
             last.push(*r);
         }
     }
-    last.sort_by_key(|r| r.0.starts_with("doc:"));
+    last.sort_by_key(|r| (!r.0.starts_with("h:"), r.0.starts_with("doc:")));
     let mut seen = HashSet::new();
     for (key, originals) in last {
         clear_key(tx, key)?;
@@ -239,7 +251,7 @@ pub(crate) fn backfill(tx: &Transaction<'_>) -> rusqlite::Result<()> {
     let mut stmt = tx.prepare(
         "SELECT rb.key, rb.pos, rb.hash, b.text FROM record_blobs rb \
          JOIN blobs b ON b.hash = rb.hash \
-         ORDER BY rb.key LIKE 'doc:%', rb.key, rb.pos",
+         ORDER BY rb.key NOT LIKE 'h:%', rb.key LIKE 'doc:%', rb.key, rb.pos",
     )?;
     let mut rows = stmt.query([])?;
     let mut seen = HashSet::new();

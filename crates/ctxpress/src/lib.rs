@@ -16,6 +16,7 @@
 
 pub mod config;
 pub mod presets;
+pub mod recall;
 pub mod restore;
 pub mod session;
 pub mod stats;
@@ -38,7 +39,9 @@ pub use ctxpress_core::{
     Archive, BudgetReport, Conversation, Limits, MemoryArchive, Pipeline, Report, StageContext,
     WindowConfig, expand, validate,
 };
+pub use ctxpress_core::handle::Handle;
 pub use presets::{PRESETS, Preset, preset};
+pub use recall::{Recalled, recall};
 pub use restore::{looks_generated, unrestored};
 pub use session::{Session, TurnReport};
 pub use stats::Stats;

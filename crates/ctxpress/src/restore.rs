@@ -41,6 +41,8 @@ fn has_generated(v: &Value, depth: usize) -> bool {
 
 /// True for a text that starts the way ctxpress's generated texts do.
 pub fn looks_generated(s: &str) -> bool {
+    // Read as written before recall handles (`[summary#h0123456789: `).
+    let s = ctxpress_core::handle::without(s.get(..s.len().min(200)).unwrap_or(s));
     let t = s.trim_start();
     let Some(rest) = t.strip_prefix('[') else {
         return false;
