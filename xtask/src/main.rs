@@ -801,6 +801,17 @@ No request failed.\n\n\
 | ~100k tokens | 128,000 | 8 × up to 5 (36) | 93,655 | 20.4 ms | 202.3 ms (a compaction) | 85 → 107 MB |\n";
 
 /// Python package figures measured by hand (kept by `write_docs`).
+const BUILD_DOCS: &str = "\n## Build profiles\n\n\
+Measured on 2026-11-29 (by hand, session 27) on a fresh clone with an empty target directory, an idle 2-core machine: \
+`cargo build -p ctxpress-cli` with each profile, then the CLI's throughput (`compress --preset agent --jobs 1` on \
+coding_agent_sessions.jsonl, 26.7 MB, the whole process timed; the two binaries run in turn, medians).\n\n\
+| profile | what | first build | agent, no budget | agent, `--budget 32000` |\n\
+|---|---|---|---|---|\n\
+| `release` (the README's commands) | no cross-crate LTO, 16 codegen units a crate, `-O2` | 3m52s | 0.790 s (33.8 MB/s) | 1.631 s (16.4 MB/s) |\n\
+| `dist` (`cargo install`, wheels) | fat LTO, one codegen unit, `-O3` | 4m34s | 0.740 s (36.1 MB/s) | 1.608 s (16.6 MB/s) |\n\n\
+15 and 9 runs of each; the spread within a column is about ±10% on this machine, and a second series of 7 runs without a \
+budget had `release` ahead (0.672 s against 0.726 s). Before session 27 `release` was thin LTO at `-O3` (4m12s to build) \
+and plain `-O3` without LTO took 4m01s.\n";
 const PYTHON_DOCS: &str = "\n## Python package\n\n\
 Measured on 2026-11-25 (by hand, session 16) with `python crates/ctxpress-py/bench/overhead.py --runs 3` (medians), the \
 release wheel (`maturin build --release`, abi3, stripped: 5.6 MB; 3 min 21 s to build with the dependencies already \
@@ -836,7 +847,9 @@ messages; the share of edited files whose name is still in the output.\n\
     std::fs::create_dir_all(path.parent().expect("docs dir"))?;
     std::fs::write(
         &path,
-        format!("{head}{table}{SEARCH_DOCS}{COMPACT_DOCS}{SESSION_DOCS}{PYTHON_DOCS}{how}"),
+        format!(
+            "{head}{table}{SEARCH_DOCS}{COMPACT_DOCS}{SESSION_DOCS}{PYTHON_DOCS}{BUILD_DOCS}{how}"
+        ),
     )?;
     eprintln!("wrote {}", path.display());
     Ok(())

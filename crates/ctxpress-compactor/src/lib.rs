@@ -744,7 +744,13 @@ impl Compactor {
             // 0.613 of the needed facts so, 0.599 keeping the summaries and
             // giving the ledger only the room they leave.)
             let clip_t = count_message(counter, &new_msgs[lead]);
-            let allowed = b.saturating_sub(after - clip_t);
+            // At least the ledger's floor under this budget, even when what
+            // stays is over the budget alone: the budget's later rungs
+            // shorten that, and a clip cut to nothing (`[…`) would have
+            // lost everything folded.
+            let allowed = b
+                .saturating_sub(after - clip_t)
+                .max(ctxpress_core::window::ledger_floor(b));
             let small = fit_clip(
                 &clip,
                 &plan.all,

@@ -6,9 +6,9 @@
 //! digits (`[summary#h7f3a2c91d0: ...]`). The digits hash the texts the
 //! marker stands for, as they were when the marker was made, so the same
 //! input always gives the same handle and a session's markers keep their
-//! handles from one turn to the next. `#h` followed by exactly ten hex digits
-//! and then no letter, digit or `_` is not something a path, a hash or a
-//! colour is written as, so [`find_all`] does not mistake text for a handle.
+//! handles from one turn to the next. `#h` followed by exactly ten lowercase
+//! hex digits and then no letter, digit or `_` is not how a path, a hash or
+//! a colour is written, so [`find_all`] does not mistake text for a handle.
 //!
 //! Handles are written only when the run has an archive to recall from
 //! (`StageContext::archive`). The pipeline gives them: after each stage,
@@ -93,17 +93,19 @@ pub struct HandleMark {
 }
 
 /// Every handle written in a text (`#h` + ten hex digits, not followed by
-/// a letter, digit or `_`, not preceded by one), in order, repeats kept.
+/// a letter, digit or `_`; a marker's word may come right before it), in
+/// order, repeats kept.
 pub fn find_all(text: &str) -> Vec<Handle> {
     let b = text.as_bytes();
     let mut out = Vec::new();
     for at in memchr::memmem::find_iter(b, b"#h") {
-        if at > 0 && is_word(b[at - 1]) {
-            continue;
-        }
         let start = at + 2;
         let end = start + DIGITS;
-        if end > b.len() || !b[start..end].iter().all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f')) {
+        if end > b.len()
+            || !b[start..end]
+                .iter()
+                .all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f'))
+        {
             continue;
         }
         if b.get(end).is_some_and(|&c| is_word(c)) {
@@ -141,16 +143,40 @@ pub fn without(text: &str) -> std::borrow::Cow<'_, str> {
 /// marker that has none: the byte offset right after the marker's word.
 fn marker_slot(text: &str) -> Option<usize> {
     let lead = text.len() - text.trim_start().len();
-    let t = &text[lead..];
+    word_end(&text[lead..]).map(|w| lead + w)
+}
+
+/// Every place a handle goes in `text`: markers without one at its start or
+/// at the start of a line or right after a `>` (a note inside a tag, as in
+/// `<environment_details>[ctxpress: ...]`), in order.
+fn marker_slots(text: &str) -> Vec<usize> {
+    let mut out: Vec<usize> = marker_slot(text).into_iter().collect();
+    let b = text.as_bytes();
+    for p in memchr::memchr_iter(b'[', b) {
+        if p > 0
+            && matches!(b[p - 1], b'\n' | b'>')
+            && let Some(w) = word_end(&text[p..])
+            && !out.contains(&(p + w))
+        {
+            out.push(p + w);
+        }
+    }
+    out.sort_unstable();
+    out
+}
+
+/// For a text starting with a marker that has no handle, the offset right
+/// after the marker's word (`[summary` | `: ...`).
+fn word_end(t: &str) -> Option<usize> {
     let rest = t.strip_prefix('[')?;
     let word = if let Some(r) = rest.strip_prefix("summary") {
         // `[summary: `, `[summary]`, `[summary of`; not `[summary#id: `.
         r.starts_with([':', ']', ' ']).then_some("summary".len())?
     } else if rest.starts_with("ctxpress:") {
         "ctxpress".len()
-    } else if rest.starts_with("Context Summary") {
-        let r = &rest["Context Summary".len()..];
-        r.starts_with([':', ']']).then_some("Context Summary".len())?
+    } else if let Some(r) = rest.strip_prefix("Context Summary") {
+        r.starts_with([':', ']'])
+            .then_some("Context Summary".len())?
     } else if let Some(r) = rest.strip_prefix("truncated") {
         (!r.starts_with('#')).then_some("truncated".len())?
     } else {
@@ -169,7 +195,7 @@ fn marker_slot(text: &str) -> Option<usize> {
             return None;
         }
     };
-    Some(lead + 1 + word)
+    Some(1 + word)
 }
 
 /// Write `handle` into every marker without one among the strings of `v`
@@ -179,18 +205,23 @@ fn tag_value(v: &mut serde_json::Value, handle: &Handle, depth: usize) -> bool {
     use serde_json::Value;
     match v {
         Value::String(s) => {
-            if let Some(at) = marker_slot(s) {
-                s.insert_str(at, &handle.to_string());
+            let slots = marker_slots(s);
+            if !slots.is_empty() {
+                let h = handle.to_string();
+                for at in slots.into_iter().rev() {
+                    s.insert_str(at, &h);
+                }
                 return true;
             }
             let t = s.trim_start();
-            if depth < 3 && (t.starts_with('{') || t.starts_with('[')) && s.contains("[") {
-                if let Ok(mut inner) = serde_json::from_str::<Value>(s) {
-                    if tag_value(&mut inner, handle, depth + 1) {
-                        *s = inner.to_string();
-                        return true;
-                    }
-                }
+            if depth < 3
+                && (t.starts_with('{') || t.starts_with('['))
+                && s.contains('[')
+                && let Ok(mut inner) = serde_json::from_str::<Value>(s)
+                && tag_value(&mut inner, handle, depth + 1)
+            {
+                *s = inner.to_string();
+                return true;
             }
             false
         }
@@ -217,7 +248,7 @@ fn has_untagged(v: &serde_json::Value, depth: usize) -> bool {
     use serde_json::Value;
     match v {
         Value::String(s) => {
-            marker_slot(s).is_some()
+            !marker_slots(s).is_empty()
                 || (depth < 3
                     && s.trim_start().starts_with(['{', '['])
                     && s.contains('[')
@@ -233,10 +264,17 @@ fn has_untagged(v: &serde_json::Value, depth: usize) -> bool {
 /// one, in every message it changed (`before` is the conversation before the
 /// stage). A message rewritten in place stands for itself as it was before;
 /// a message the stage made stands for the messages it `replaces` (one that
-/// replaces nothing gets no handle). A marker whose handle would make its
-/// message longer than what it stands for is left without one (nothing is
-/// ever longer). Returns how many messages got a handle.
-pub fn tag_markers(before: &Conversation, conv: &mut Conversation) -> usize {
+/// replaces nothing gets no handle). When a handle would make its message
+/// longer than what it stands for, in characters or in `counter`'s tokens
+/// (nothing is ever longer), a message
+/// rewritten in place goes back to what it was before the stage (its tool
+/// calls and results unchanged), and one the stage made keeps its marker
+/// without a handle. Returns how many messages got a handle.
+pub fn tag_markers(
+    before: &Conversation,
+    conv: &mut Conversation,
+    counter: &dyn crate::tokens::TokenCounter,
+) -> usize {
     let old: foldhash::HashMap<&MessageId, &Message> =
         before.messages.iter().map(|m| (m.id(), m)).collect();
     let mut tagged = 0;
@@ -252,15 +290,22 @@ pub fn tag_markers(before: &Conversation, conv: &mut Conversation) -> usize {
         let id = m.id().clone();
         let stands_for: Vec<MessageId> = match was {
             Some(_) => vec![id.clone()],
-            None => conv.ann(&id).map(|a| a.replaces.clone()).unwrap_or_default(),
+            None => conv
+                .ann(&id)
+                .map(|a| a.replaces.clone())
+                .unwrap_or_default(),
         };
         if stands_for.is_empty() {
             continue;
         }
-        let room: usize = stands_for
+        let olds: Vec<&Message> = stands_for
             .iter()
-            .filter_map(|s| old.get(s))
-            .map(|o| o.size())
+            .filter_map(|s| old.get(s).copied())
+            .collect();
+        let room: usize = olds.iter().map(|o| o.size()).sum();
+        let room_tokens: usize = olds
+            .iter()
+            .map(|o| crate::tokens::count_message(counter, o))
             .sum();
         let handle = Handle::of_parts(stands_for.iter().map(|s| match old.get(s) {
             Some(o) => Part::Message(before.message_json(o)),
@@ -271,7 +316,19 @@ pub fn tag_markers(before: &Conversation, conv: &mut Conversation) -> usize {
         for v in edited.fields_mut().values_mut() {
             wrote |= tag_value(v, &handle, 0);
         }
-        if !wrote || (room > 0 && edited.size() > room) {
+        let longer = !olds.is_empty()
+            && (edited.size() > room
+                || crate::tokens::count_message(counter, &edited) > room_tokens);
+        if !wrote || longer {
+            // No room for the handle: a message rewritten in place (its
+            // tool calls and results the same) goes back to what it was,
+            // so nothing stands in the output that nothing recalls.
+            if let Some(o) = was
+                && o.tool_call_ids().eq(conv.messages[i].tool_call_ids())
+                && o.tool_result_ids().eq(conv.messages[i].tool_result_ids())
+            {
+                conv.messages[i] = o.clone();
+            }
             continue;
         }
         conv.messages[i] = edited;
@@ -284,13 +341,15 @@ pub fn tag_markers(before: &Conversation, conv: &mut Conversation) -> usize {
 /// Register `handle`, written in a marker of message `carrier`, as standing
 /// for `stands_for` (ids that resolve to input messages through
 /// `replaces`): archiving the result stores their originals under it.
-pub fn mark(conv: &mut Conversation, carrier: &MessageId, handle: Handle, stands_for: Vec<MessageId>) {
+pub fn mark(
+    conv: &mut Conversation,
+    carrier: &MessageId,
+    handle: Handle,
+    stands_for: Vec<MessageId>,
+) {
     let marks = &mut conv.ann_mut(carrier).handles;
     if !marks.iter().any(|x| x.handle == handle) {
-        marks.push(HandleMark {
-            handle,
-            stands_for,
-        });
+        marks.push(HandleMark { handle, stands_for });
     }
 }
 
@@ -349,13 +408,140 @@ mod tests {
         for not in [
             "#h0123456789a",  // eleven digits
             "#h012345678",    // nine
-            "x#h0123456789",  // inside a word
             "#h012345678g",   // not hex
             "#H0123456789",   // upper case is not written by us
             "#h0123456789_x", // continues as a word
         ] {
             assert!(find_all(not).is_empty(), "{not}");
         }
+    }
+
+    fn conv(v: serde_json::Value) -> Conversation {
+        Conversation::parse(&v.to_string()).unwrap()
+    }
+
+    #[test]
+    fn a_stage_s_markers_get_handles_standing_for_what_they_replace() {
+        let long = "the quick brown fox jumps over the lazy dog, ".repeat(12);
+        let before = conv(serde_json::json!([
+            {"role": "user", "content": format!("first {long}")},
+            {"role": "assistant", "content": format!("second {long}")},
+            {"role": "user", "content": format!("third {long}")},
+            {"role": "assistant", "content": format!("fourth {long}")},
+        ]));
+        let mut after = before.clone();
+        // In place: message 0 summarized.
+        after.messages[0].set_text("[summary: the first]");
+        // Made: one message for messages 1 and 2.
+        let id = after.fresh_id("sum");
+        let (a, b) = (
+            after.messages[1].id().clone(),
+            after.messages[2].id().clone(),
+        );
+        after.ann_mut(&id).replaces = vec![a.clone(), b.clone()];
+        after.messages.splice(
+            1..3,
+            [Message::text_message(
+                id.clone(),
+                "assistant",
+                "[cce:dup of the user message \"x\" — 9 chars]",
+            )],
+        );
+        assert_eq!(
+            tag_markers(&before, &mut after, &crate::tokens::Heuristic),
+            1 + 1
+        );
+        let first = after.messages[0].text().into_owned();
+        let h0 = handle_of(&before, &[before.messages[0].id().clone()]);
+        assert_eq!(first, format!("[summary{h0}: the first]"));
+        assert_eq!(without(&first), "[summary: the first]");
+        let made = after.messages[1].text().into_owned();
+        let h1 = handle_of(&before, &[a.clone(), b.clone()]);
+        assert_eq!(
+            made,
+            format!("[cce:dup{h1} of the user message \"x\" — 9 chars]")
+        );
+        assert_eq!(
+            after.ann(&id).unwrap().handles,
+            vec![HandleMark {
+                handle: h1,
+                stands_for: vec![a, b]
+            }]
+        );
+        // Written once: a second pass finds nothing to tag.
+        let again = after.clone();
+        assert_eq!(
+            tag_markers(&before, &mut after, &crate::tokens::Heuristic),
+            0
+        );
+        assert_eq!(after.messages[0].text(), again.messages[0].text());
+    }
+
+    #[test]
+    fn no_handle_makes_a_message_longer_and_unmarked_text_is_left_alone() {
+        let before = conv(serde_json::json!([
+            {"role": "user", "content": "short words"},
+            {"role": "assistant", "content": "a reply that is long enough to be summarized by anything"},
+        ]));
+        let mut after = before.clone();
+        after.messages[0].set_text("[summary: sw]");
+        after.messages[1].set_text("a plain rewrite, not a marker");
+        assert_eq!(
+            tag_markers(&before, &mut after, &crate::tokens::Heuristic),
+            0
+        );
+        // Back to what it was: no marker stands without a handle.
+        assert_eq!(after.messages[0].text(), "short words");
+        assert_eq!(after.messages[1].text(), "a plain rewrite, not a marker");
+    }
+
+    #[test]
+    fn markers_inside_tool_call_arguments_get_handles() {
+        let content = "line\n".repeat(200);
+        let before = conv(serde_json::json!([
+            {"role": "user", "content": "write it"},
+            {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function",
+              "function": {"name": "write", "arguments": serde_json::json!({"path": "a.txt", "content": content}).to_string()}}]},
+            {"role": "tool", "tool_call_id": "c1", "content": "ok"},
+        ]));
+        let mut after = before.clone();
+        after.messages[1].set_tool_call_arg("c1", "content", "[summary: 200 lines]");
+        assert_eq!(
+            tag_markers(&before, &mut after, &crate::tokens::Heuristic),
+            1
+        );
+        let args = after.messages[1].tool_calls()[0].args();
+        let h = handle_of(&before, &[before.messages[1].id().clone()]);
+        assert_eq!(args["content"], format!("[summary{h}: 200 lines]"));
+        assert_eq!(args["path"], "a.txt");
+    }
+
+    #[test]
+    fn marker_words_are_found_where_markers_start() {
+        for (text, slot) in [
+            ("[summary: x]", Some(8)),
+            ("  [summary]", Some(10)),
+            ("[ctxpress: a.rs unchanged]", Some(9)),
+            ("[Context Summary: 3 earlier]", Some(16)),
+            ("[truncated 40 lines]", Some(10)),
+            ("[cce:dup of m1 — 3 chars]", Some(8)),
+            ("[cce:near-dup of m1]", Some(13)),
+            ("[summary#h0123456789: x]", None),
+            ("[summary#sum_1: x]", None),
+            ("[summarysomething]", None),
+            ("[x y:dup of z]", None),
+            ("text [summary: x]", None),
+        ] {
+            assert_eq!(marker_slot(text), slot, "{text}");
+        }
+    }
+
+    #[test]
+    fn notes_inside_tags_and_on_their_own_lines_are_found_too() {
+        let t = "look\n<environment_details>[ctxpress: superseded]</environment_details>\n[summary: y] and [summary: not this]";
+        let slots = marker_slots(t);
+        assert_eq!(slots.len(), 2, "{slots:?}");
+        assert_eq!(&t[..slots[0]], "look\n<environment_details>[ctxpress");
     }
 
     #[test]

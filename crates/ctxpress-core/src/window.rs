@@ -788,8 +788,10 @@ fn allocate<'a>(
                 }
                 let end = units[v - 1].1;
                 let id = out.fresh_id("evicted");
-                let ids: Vec<MessageId> =
-                    whole.messages[s..end].iter().map(|m| m.id().clone()).collect();
+                let ids: Vec<MessageId> = whole.messages[s..end]
+                    .iter()
+                    .map(|m| m.id().clone())
+                    .collect();
                 // With an archive to recall from, the note names its handle.
                 let handle = ctx.archive.is_some().then(|| {
                     let h = crate::handle::handle_of(whole, &ids);
@@ -822,6 +824,14 @@ fn allocate<'a>(
                     let m2 = short(m);
                     if m2.share_key() != m.share_key() {
                         summarized += 1;
+                        // The recall handles its tight form's markers carry.
+                        if let Some(a) = summ.ann(m2.id())
+                            && !a.handles.is_empty()
+                        {
+                            for h in a.handles.clone() {
+                                crate::handle::mark(&mut out, m2.id(), h.handle, h.stands_for);
+                            }
+                        }
                     }
                     out.messages.push(m2.clone());
                 }

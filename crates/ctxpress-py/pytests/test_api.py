@@ -169,6 +169,28 @@ def test_compress_then_expand_restores_the_input(kind, tmp_path):
     assert "Archive(" in repr(arch)
 
 
+def test_every_handle_in_the_output_recalls_input_messages(tmp_path):
+    """With an archive, markers carry recall handles (issue #35): each one
+    gives back messages of the input, as dicts; an unknown handle gives
+    None and a text that is no handle an InputError."""
+    import re
+
+    arch = ctxpress.SqliteArchive(tmp_path / "a.db")
+    conv = openai_session(10)
+    r = ctxpress.compress(conv, budget=800, archive=arch)
+    handles = sorted(set(re.findall(r"#h[0-9a-f]{10}(?![0-9a-z_])", json.dumps(r.messages))))
+    assert handles, "no marker carries a handle"
+    for h in handles:
+        back = ctxpress.recall(h, arch)
+        assert back, h
+        assert all(m in conv for m in back), h
+    assert ctxpress.recall("#h0000000000", arch) is None
+    with pytest.raises(ctxpress.InputError):
+        ctxpress.recall("src/app.py", arch)
+    r = ctxpress.compress(conv, budget=800)
+    assert "#h" not in json.dumps(r.messages), "no archive, no handle"
+
+
 def test_an_output_written_again_by_json_expands(tmp_path):
     """expand matches by meaning (issue #33): an output that json wrote
     again (keys sorted, ensure_ascii, indented, a field added around the

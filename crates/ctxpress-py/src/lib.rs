@@ -394,6 +394,31 @@ fn expand(
     .map_err(|f: Fail| f.raise(py))
 }
 
+/// The originals a recall handle (`#h` and ten hex digits, written in the
+/// markers of a conversation compressed with an archive) stands for, as a
+/// JSON array of the messages exactly as archived; `None` when `archive`
+/// does not hold it. A text that is not a handle is an `InputError`.
+#[pyfunction]
+fn recall(py: Python<'_>, handle: &str, archive: PyRef<'_, PyArchive>) -> PyResult<Option<String>> {
+    let a = archive.inner.clone();
+    let Some(h) = ctxpress::Handle::parse(handle) else {
+        return Err(Fail::Input {
+            message: format!(
+                "{handle:?} is not a handle (`#h` and 10 hex digits, as in [summary#h7f3a2c91d0: ...])"
+            ),
+            line: 0,
+            column: 0,
+        }
+        .raise(py));
+    };
+    py.detach(|| {
+        ctxpress::recall(a.as_ref(), &h)
+            .map(|r| r.map(|r| r.to_json()))
+            .map_err(|e| Fail::Archive(e.to_string()))
+    })
+    .map_err(|f: Fail| f.raise(py))
+}
+
 /// Pairing and role violations as JSON: a list of objects with `index`,
 /// `kind`, `detail` and `message`.
 #[pyfunction]
@@ -483,6 +508,7 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyMemoryArchive>()?;
     m.add_class::<PyCompressor>()?;
     m.add_function(wrap_pyfunction!(expand, m)?)?;
+    m.add_function(wrap_pyfunction!(recall, m)?)?;
     m.add_function(wrap_pyfunction!(validate, m)?)?;
     m.add_function(wrap_pyfunction!(stats, m)?)?;
     m.add_function(wrap_pyfunction!(presets, m)?)?;

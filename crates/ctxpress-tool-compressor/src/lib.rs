@@ -362,7 +362,13 @@ struct TextCandidate {
 /// Longer terms are never listed in a summary's `names:` line.
 const MAX_NAME_BYTES: usize = 120;
 
-const DONE_PREFIXES: &[&str] = &["[summary", "[truncated", "[ctxpress:", "[ctxpress#", "[cce:"];
+const DONE_PREFIXES: &[&str] = &[
+    "[summary",
+    "[truncated",
+    "[ctxpress:",
+    "[ctxpress#",
+    "[cce:",
+];
 const PATH_KEYS: &[&str] = &[
     "file_path",
     "filePath",

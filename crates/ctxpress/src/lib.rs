@@ -35,11 +35,11 @@ pub struct LibraryDoctests;
 
 pub use config::{PipelineConfig, StageConfig};
 pub use ctxpress_core as core;
+pub use ctxpress_core::handle::Handle;
 pub use ctxpress_core::{
     Archive, BudgetReport, Conversation, Limits, MemoryArchive, Pipeline, Report, StageContext,
     WindowConfig, expand, validate,
 };
-pub use ctxpress_core::handle::Handle;
 pub use presets::{PRESETS, Preset, preset};
 pub use recall::{Recalled, recall};
 pub use restore::{looks_generated, unrestored};

@@ -67,7 +67,11 @@ impl Recalled {
                         out.push_str(&format!("tool call {} {}\n", c.name, c.arguments));
                     }
                     for r in msg.tool_results() {
-                        let flag = if r.is_error == Some(true) { " (error)" } else { "" };
+                        let flag = if r.is_error == Some(true) {
+                            " (error)"
+                        } else {
+                            ""
+                        };
                         out.push_str(&format!("tool result for {}{flag}:\n", r.call_id));
                         out.push_str(r.text.trim_end());
                         out.push('\n');
@@ -107,7 +111,10 @@ mod tests {
         assert_eq!(parsed.len(), 3);
         let text = r.to_text();
         assert!(text.starts_with("[1] user\nfix  the bug\n"), "{text}");
-        assert!(text.contains("tool call read {\"path\":\"a.rs\"}"), "{text}");
+        assert!(
+            text.contains("tool call read {\"path\":\"a.rs\"}"),
+            "{text}"
+        );
         assert!(text.contains("tool result for c1:\nfn main() {}"), "{text}");
         assert_eq!(recall(&a, &Handle::of(["y"])).unwrap(), None);
     }

@@ -43,6 +43,7 @@ __all__ = [
     "compress",
     "expand",
     "presets",
+    "recall",
     "stats",
     "strategies",
     "validate",
@@ -390,6 +391,26 @@ def compress(
             llm=llm,
         )
     return c.compress(messages)
+
+
+def recall(handle: str, archive: Archive) -> Optional[List[Dict[str, Any]]]:
+    """The original messages a recall handle stands for.
+
+    With an archive, every marker ctxpress writes in place of text carries a
+    handle, ``#h`` and ten hex digits (``[summary#h7f3a2c91d0: ...]``). This
+    returns the messages it stands for, as dicts, exactly as they were given,
+    or ``None`` when ``archive`` does not hold the handle.
+
+    Raises:
+        InputError: ``handle`` is not a handle.
+    """
+    if not isinstance(archive, Archive):
+        raise TypeError(
+            "archive must be a ctxpress.SqliteArchive or ctxpress.MemoryArchive, "
+            f"not {type(archive).__name__}"
+        )
+    out = _native.recall(handle, archive)
+    return None if out is None else json.loads(out)
 
 
 def expand(messages: Messages, archive: Archive, *, partial: bool = False) -> Messages:

@@ -11,6 +11,7 @@
 //! - spec 004's three testing cases, with a window.
 #![allow(missing_docs)]
 
+use ctxpress::core::handle::without;
 use ctxpress::core::tokens::count_message;
 use ctxpress::core::validate::introduces_violations;
 use ctxpress::core::window::{envelope_tokens, protected_ids};
@@ -907,10 +908,11 @@ fn golden_rung_tool_results() {
     assert_eq!(rung_names(&b), ["tool_results"]);
     assert_eq!(c.rewritten_at(), [3], "only the read result changes");
     assert!(c.removed.is_empty() && c.added.is_empty());
+    // With the archive, the marker names its recall handle.
     assert!(
-        c.rewritten[0]
-            .1
-            .starts_with("[summary: tool Read /repo/src/cache.rs: 120 lines; outline: "),
+        c.rewritten[0].1.starts_with("[summary#h")
+            && without(&c.rewritten[0].1)
+                .starts_with("[summary: tool Read /repo/src/cache.rs: 120 lines; outline: "),
         "{}",
         c.rewritten[0].1
     );
@@ -943,7 +945,8 @@ fn golden_rung_assistant_prose_oldest_first() {
     assert_eq!(c.rewritten_at(), [2], "only the oldest assistant message");
     assert!(c.removed.is_empty() && c.added.is_empty());
     assert!(
-        c.rewritten[0].1.starts_with("[summary: "),
+        c.rewritten[0].1.starts_with("[summary#h")
+            && without(&c.rewritten[0].1).starts_with("[summary: "),
         "{:?}",
         c.rewritten
     );
@@ -975,7 +978,8 @@ fn golden_rung_user_prose_oldest_first() {
     assert_eq!(c.rewritten_at(), [1], "only the oldest user message");
     assert!(c.removed.is_empty() && c.added.is_empty());
     assert!(
-        c.rewritten[0].1.starts_with("[summary: "),
+        c.rewritten[0].1.starts_with("[summary#h")
+            && without(&c.rewritten[0].1).starts_with("[summary: "),
         "{:?}",
         c.rewritten
     );
