@@ -563,3 +563,244 @@ fn serve_mounts_mcp_behind_the_admin_token() {
     let (st, err) = stop(child);
     assert!(st.success(), "{st:?} {err}");
 }
+
+/// An agent client installed by `scripts/real-clients.sh install` (or
+/// named by `$ENV`); `None` with a SKIP line when missing (a failure when
+/// CI is set; `CTXPRESS_SKIP_CLIENTS=1` skips on purpose).
+fn real_client(name: &str, env: &str) -> Option<PathBuf> {
+    if std::env::var_os("CTXPRESS_SKIP_CLIENTS").is_some_and(|v| v == "1") {
+        eprintln!("SKIP: {name}: CTXPRESS_SKIP_CLIENTS=1");
+        return None;
+    }
+    let bin = match std::env::var_os(env) {
+        Some(p) => PathBuf::from(p),
+        None => match std::env::var_os("CTXPRESS_CACHE") {
+            Some(c) => PathBuf::from(c),
+            None => {
+                PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/ctxpress")
+            }
+        }
+        .join("clients/bin")
+        .join(name),
+    };
+    if bin.is_file() {
+        return Some(bin);
+    }
+    let what = format!(
+        "{name} not installed at {} (scripts/real-clients.sh install, or ${env})",
+        bin.display()
+    );
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "{what} (CI is set: a prerequisite may not be missing there)"
+    );
+    eprintln!("SKIP: {what}");
+    None
+}
+
+/// Run `sh -c LINE` in `work` as a user whose HOME is `home`, with `ctxpress`
+/// (this build) and the clients on PATH, no traffic beyond 127.0.0.1, at
+/// most 90 s: its exit status and output (stdout and stderr).
+fn as_user(
+    home: &Path,
+    work: &Path,
+    clients: &[&Path],
+    line: &str,
+    envs: &[(&str, &str)],
+) -> (bool, String) {
+    let mut path: Vec<PathBuf> = vec![home.join("bin")];
+    path.extend(
+        clients
+            .iter()
+            .filter_map(|c| c.parent())
+            .map(Path::to_path_buf),
+    );
+    path.extend(std::env::split_paths(
+        &std::env::var_os("PATH").unwrap_or_default(),
+    ));
+    let mut cmd = Command::new("sh");
+    cmd.args(["-c", line])
+        .current_dir(work)
+        .env_clear()
+        .env("PATH", std::env::join_paths(path).unwrap())
+        .env("HOME", home)
+        .env("TMPDIR", home.join("tmp"))
+        .env("LANG", "C.UTF-8")
+        .env("TERM", "dumb")
+        .env("NO_COLOR", "1")
+        .env("ANTHROPIC_API_KEY", "sk-ant-ctxpress-test-key")
+        .envs(envs.iter().copied());
+    for k in [
+        "HTTPS_PROXY",
+        "HTTP_PROXY",
+        "https_proxy",
+        "http_proxy",
+        "ALL_PROXY",
+    ] {
+        cmd.env(k, "http://127.0.0.1:9");
+    }
+    for k in ["NO_PROXY", "no_proxy"] {
+        cmd.env(k, "127.0.0.1,localhost");
+    }
+    for k in [
+        "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC",
+        "DISABLE_TELEMETRY",
+        "DISABLE_AUTOUPDATER",
+        "DISABLE_ERROR_REPORTING",
+        "IS_SANDBOX",
+        "OPENCODE_DISABLE_DEFAULT_PLUGINS",
+        "OPENCODE_DISABLE_MODELS_FETCH",
+        "OPENCODE_DISABLE_AUTOUPDATE",
+        "OPENCODE_DISABLE_LSP_DOWNLOAD",
+        "OPENCODE_DISABLE_SHARE",
+        "OPENCODE_DISABLE_CLAUDE_CODE",
+    ] {
+        cmd.env(k, "1");
+    }
+    {
+        use std::os::unix::process::CommandExt;
+        cmd.process_group(0);
+    }
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out = child.stdout.take().unwrap();
+    let mut err = child.stderr.take().unwrap();
+    let read_out = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = out.read_to_string(&mut s);
+        s
+    });
+    let read_err = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = err.read_to_string(&mut s);
+        s
+    });
+    let start = Instant::now();
+    let st = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st;
+        }
+        if start.elapsed() > Duration::from_secs(90) {
+            let _ = Command::new("kill")
+                .args(["-KILL", &format!("-{}", child.id())])
+                .status();
+            let _ = child.wait();
+            panic!("`{line}` ran over 90 s");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let text = read_out.join().unwrap() + &read_err.join().unwrap();
+    (st.success(), text)
+}
+
+/// The README's client lines, run as written by the pinned Claude Code and
+/// opencode (`scripts/real-clients.sh`): `claude mcp add` (stdio, and the
+/// HTTP form against `serve --mcp`) then `claude mcp list`, which connects
+/// to each server; the README's opencode.json then `opencode mcp list`.
+/// Each must report the ctxpress server connected; a wrong token is not.
+#[test]
+fn the_readme_lines_connect_real_clients() {
+    let claude = real_client("claude", "CTXPRESS_CLAUDE_BIN");
+    let opencode = real_client("opencode", "CTXPRESS_OPENCODE_BIN");
+    if claude.is_none() && opencode.is_none() {
+        return;
+    }
+    let readme =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../README.md"))
+            .unwrap();
+    let (_dir, db) = archive();
+    let home = tempfile::tempdir().unwrap();
+    let home = home.path();
+    for d in ["bin", "tmp", "work"] {
+        std::fs::create_dir(home.join(d)).unwrap();
+    }
+    std::os::unix::fs::symlink(BIN, home.join("bin/ctxpress")).unwrap();
+    std::fs::copy(&db, home.join("ctxpress-serve.db")).unwrap();
+    let work = home.join("work");
+    let port = free_port();
+    let token = "tok-readme-clients";
+    let mut serve = Command::new(BIN)
+        .args(["serve", "--mcp", "--budget", "8000", "--quiet"])
+        .args(["--upstream", "http://127.0.0.1:9/v1"])
+        .args(["--listen", &format!("127.0.0.1:{port}")])
+        .arg("--archive")
+        .arg(home.join("ctxpress-serve.db"))
+        .args(["--admin-token", token])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for(port, &mut serve);
+    let at_port = |s: &str| s.replace("127.0.0.1:8787", &format!("127.0.0.1:{port}"));
+    let envs = [("CTXPRESS_ADMIN_TOKEN", token)];
+
+    if let Some(claude) = &claude {
+        let lines: Vec<&str> = readme
+            .lines()
+            .filter(|l| l.starts_with("claude mcp add "))
+            .collect();
+        assert_eq!(lines.len(), 2, "the stdio and HTTP lines: {lines:?}");
+        for line in lines {
+            let line = at_port(line);
+            let (ok, out) = as_user(home, &work, &[claude], &line, &envs);
+            assert!(ok, "{line}: {out}");
+            let (ok, out) = as_user(home, &work, &[claude], "claude mcp list", &envs);
+            let shown = out
+                .lines()
+                .find(|l| l.starts_with("ctxpress:"))
+                .unwrap_or("");
+            assert!(
+                ok && shown.contains("Connected"),
+                "{line}, then claude mcp list: {out}"
+            );
+            let (ok, out) = as_user(home, &work, &[claude], "claude mcp remove ctxpress", &envs);
+            assert!(ok, "{out}");
+        }
+        // The wrong token is refused (401), and the client says so.
+        let line = format!(
+            "claude mcp add --transport http ctxpress http://127.0.0.1:{port}/mcp --header 'Authorization: Bearer tok-wrong'"
+        );
+        let (ok, out) = as_user(home, &work, &[claude], &line, &envs);
+        assert!(ok, "{out}");
+        let (_, out) = as_user(home, &work, &[claude], "claude mcp list", &envs);
+        let shown = out
+            .lines()
+            .find(|l| l.starts_with("ctxpress:"))
+            .unwrap_or("");
+        assert!(
+            !shown.contains("✔ Connected") && shown.contains("401"),
+            "{out}"
+        );
+    }
+
+    if let Some(opencode) = &opencode {
+        let block = readme
+            .split("```json\n")
+            .skip(1)
+            .filter_map(|b| b.split("```").next())
+            .find(|b| b.contains("opencode.ai/config.json"))
+            .expect("the README's opencode.json");
+        let mut cfg: Value = serde_json::from_str(&at_port(block)).unwrap();
+        // As a user writes it: their own home for /home/me, both entries on.
+        let servers = cfg["mcp"].as_object_mut().unwrap();
+        assert_eq!(servers.len(), 2, "{block}");
+        for (_, s) in servers.iter_mut() {
+            s["enabled"] = json!(true);
+        }
+        let text = cfg.to_string().replace("/home/me", home.to_str().unwrap());
+        std::fs::write(work.join("opencode.json"), text).unwrap();
+        let (ok, out) = as_user(home, &work, &[opencode], "opencode mcp list", &envs);
+        let connected = out
+            .lines()
+            .filter(|l| l.contains("ctxpress") && l.contains("connected"))
+            .count();
+        assert!(ok && connected == 2, "opencode mcp list: {out}");
+    }
+    let (st, err) = stop(serve);
+    assert!(st.success(), "{st:?} {err}");
+}
