@@ -3,6 +3,7 @@
 mod batch;
 mod compact;
 mod io;
+mod mcp;
 mod recall;
 mod search;
 mod serve;
@@ -81,6 +82,10 @@ enum Cmd {
     /// (`[summary#h7f3a2c91d0: ...]`); exit 1 when the archive does not
     /// hold it.
     Recall(recall::RecallArgs),
+    /// Serve the archive to a model over the Model Context Protocol (tools
+    /// search_history, recall, history_outline): on stdio until stdin
+    /// closes, or streamable HTTP at ADDR/mcp with --listen.
+    Mcp(mcp::McpArgs),
     /// Run a compressing proxy in front of an OpenAI- or Anthropic-compatible
     /// API: point the agent's base URL at it.
     #[command(
@@ -186,6 +191,7 @@ fn main() -> ExitCode {
         } => expand(&input, &archive, output.as_deref(), partial, jobs),
         Cmd::Search(a) => search::run(&a),
         Cmd::Recall(a) => recall::run(&a),
+        Cmd::Mcp(a) => mcp::run(&a),
         Cmd::Serve(a) => serve::run(&a),
         Cmd::Validate { input } => validate(&input),
         Cmd::Classify { input, config } => classify(&input, config.as_deref()),

@@ -57,6 +57,12 @@ pub struct ServeArgs {
     /// any Host, and the start-up warning says so.
     #[arg(long = "allow-host", value_name = "HOST")]
     allow_host: Vec<String>,
+    /// Also serve the archive to models over the Model Context Protocol
+    /// at /mcp (streamable HTTP; tools search_history, recall,
+    /// history_outline; or `serve.mcp`): needs the admin token, sent as
+    /// `authorization: Bearer TOKEN`, and an archive.
+    #[arg(long)]
+    mcp: bool,
     /// No log line per request.
     #[arg(long)]
     quiet: bool,
@@ -116,6 +122,9 @@ pub fn run(a: &ServeArgs) -> Result<ExitCode> {
     if a.quiet {
         table.log = false;
     }
+    if a.mcp {
+        table.mcp = true;
+    }
     a.limits.apply(&mut cfg)?;
     if cfg.window.size.is_none() && cfg.window.budget.is_none() {
         return Err(usage(
@@ -163,7 +172,7 @@ pub fn run(a: &ServeArgs) -> Result<ExitCode> {
 }
 
 /// SIGINT (Ctrl-C) or SIGTERM.
-async fn shutdown_signal() {
+pub(crate) async fn shutdown_signal() {
     let term = async {
         match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
             Ok(mut s) => {

@@ -24,11 +24,12 @@
 //! A query in the upstream URL (a key, an API version) is added to every
 //! request and never printed or returned.
 //!
-//! Also: `GET /metrics` (Prometheus text), `GET /ctxpress/health`, and `GET
+//! Also: `GET /metrics` (Prometheus text), `GET /ctxpress/health`, `GET
 //! /ctxpress/search?q=&conversation=` over the archive, answering only for
-//! the one conversation named. The admin token guards the first and the
-//! last: with one set, they need it; without, search is off and `/metrics`
-//! answers on loopback only. A request whose `Host` names the proxy
+//! the one conversation named, and with [`ProxyConfig::mcp`] the MCP server
+//! of [`mcp`] at `/mcp` over the proxy's archive. The admin token guards
+//! all but health: with one set, they need it; without, search is off,
+//! `/metrics` answers on loopback only, and `/mcp` cannot be turned on. A request whose `Host` names the proxy
 //! otherwise than by its loopback names or listening address (or an
 //! allowed host) is refused with 421, health aside: a web page that points
 //! its own name at 127.0.0.1 (DNS rebinding) gets nothing (see
@@ -58,6 +59,8 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+pub mod mcp;
 
 /// The header that names a conversation's session explicitly.
 pub const SESSION_HEADER: &str = "x-ctxpress-session";
@@ -127,6 +130,9 @@ pub struct ProxyConfig {
     pub allowed_hosts: Vec<String>,
     /// Write one JSON line per request to stderr.
     pub log: bool,
+    /// Serve the MCP server of [`mcp`] over the archive at `/mcp` (needs
+    /// the admin token and an archive; see [`Proxy::router`]).
+    pub mcp: bool,
 }
 
 impl ProxyConfig {
@@ -154,6 +160,7 @@ impl ProxyConfig {
             admin_token: None,
             allowed_hosts: Vec::new(),
             log: true,
+            mcp: false,
         }
     }
 }
@@ -198,6 +205,8 @@ pub struct ServeTable {
     pub allowed_hosts: Vec<String>,
     /// One JSON line per request on stderr.
     pub log: bool,
+    /// Serve the MCP server at `/mcp` (needs `admin_token` and an archive).
+    pub mcp: bool,
 }
 
 impl Default for ServeTable {
@@ -219,6 +228,7 @@ impl Default for ServeTable {
             admin_token: None,
             allowed_hosts: Vec::new(),
             log: true,
+            mcp: false,
         }
     }
 }
@@ -266,6 +276,7 @@ impl ServeTable {
         p.admin_token = self.admin_token.clone().filter(|t| !t.0.is_empty());
         p.allowed_hosts = self.allowed_hosts.clone();
         p.log = self.log;
+        p.mcp = self.mcp;
         Ok(p)
     }
 }
@@ -298,6 +309,9 @@ pub enum ProxyError {
         "allowed host `{0}`: expected NAME, NAME:PORT, [IPv6]:PORT or * (--allow-host or `serve.allowed_hosts`)"
     )]
     AllowedHost(String),
+    /// The MCP server asked for without what it needs.
+    #[error("--mcp (`serve.mcp`): {0}")]
+    Mcp(&'static str),
 }
 
 /// `url` as it may be printed or returned: user and password masked, and
@@ -689,6 +703,18 @@ impl Proxy {
         let upstream = Upstream::parse(&cfg.upstream)?;
         Session::new(&cfg.pipeline)?;
         Hosts::new(&cfg.allowed_hosts, SocketAddr::from(([127, 0, 0, 1], 0)))?;
+        if cfg.mcp {
+            if cfg.admin_token.as_ref().is_none_or(|t| t.0.is_empty()) {
+                return Err(ProxyError::Mcp(
+                    "needs the admin token (--admin-token, $CTXPRESS_ADMIN_TOKEN or `serve.admin_token`), which MCP clients send as `authorization: Bearer TOKEN`",
+                ));
+            }
+            if cfg.archive.is_none() {
+                return Err(ProxyError::Mcp(
+                    "needs the archive it serves (--archive DB, not --no-archive)",
+                ));
+            }
+        }
         let archive = match &cfg.archive {
             Some(p) => Some(Arc::new(SqliteArchive::open(p).map_err(|e| {
                 ProxyError::Archive {
@@ -742,6 +768,9 @@ impl Proxy {
     /// /ctxpress/search` need the admin token when one is set
     /// (`authorization: Bearer TOKEN`, else 401); without one, search is
     /// off (404) and `/metrics` answers on loopback only (403 beyond it).
+    /// With [`ProxyConfig::mcp`], `/mcp` serves the MCP server of [`mcp`]
+    /// over the proxy's archive (streamable HTTP, stateless), to requests
+    /// that carry the admin token (401 else).
     pub fn router(&self, local: SocketAddr) -> Router {
         let hosts = Hosts::new(&self.shared.cfg.allowed_hosts, local).unwrap_or(Hosts {
             // Checked by `Proxy::new`.
@@ -753,10 +782,18 @@ impl Proxy {
             hosts,
             beyond_loopback: !local.ip().is_loopback(),
         });
-        Router::new()
+        let mut routes = Router::new()
             .route("/metrics", get(metrics))
             .route("/ctxpress/search", get(search))
-            .route("/ctxpress/health", get(|| async { "ok\n" }))
+            .route("/ctxpress/health", get(|| async { "ok\n" }));
+        if let (true, Some(a)) = (self.shared.cfg.mcp, &self.shared.archive) {
+            routes = routes.merge(
+                Router::new()
+                    .route_service("/mcp", mcp::http_service(a.clone()))
+                    .layer(axum::middleware::from_fn_with_state(app.clone(), mcp_guard)),
+            );
+        }
+        routes
             .fallback(handle)
             .layer(axum::middleware::from_fn_with_state(
                 app.clone(),
@@ -1594,6 +1631,18 @@ fn admin_refusal(app: &App, headers: &HeaderMap, what: &str) -> Option<Response<
     Some(r)
 }
 
+/// `/mcp`: the admin token's (`Proxy::new` refuses `mcp` without one).
+async fn mcp_guard(
+    State(app): State<Arc<App>>,
+    req: Request,
+    next: axum::middleware::Next,
+) -> Response<Body> {
+    if let Some(r) = admin_refusal(&app, req.headers(), "/mcp") {
+        return r;
+    }
+    next.run(req).await
+}
+
 /// Every request but `GET /ctxpress/health`: its `Host` (one, and the
 /// target's authority when the target is absolute) must be one the proxy
 /// answers to; 421 else, never forwarded.
@@ -2039,6 +2088,51 @@ mod tests {
         )
         .await;
         assert_eq!(st, 401);
+    }
+
+    /// `--mcp` needs the admin token and an archive; `/mcp` answers only
+    /// requests that carry the token, and the Host check applies to it.
+    #[tokio::test]
+    async fn mcp_is_mounted_behind_the_admin_token() {
+        use hyper::service::Service;
+        let dir = tempfile::tempdir().unwrap();
+        let mut cfg = ProxyConfig::new("http://127.0.0.1:9/v1", ctxpress::preset("agent").unwrap());
+        cfg.pipeline.window.size = Some(1000);
+        cfg.mcp = true;
+        let e = Proxy::new(cfg.clone()).unwrap_err().to_string();
+        assert!(e.contains("--mcp") && e.contains("admin token"), "{e}");
+        cfg.admin_token = Some(Secret("tok-m".into()));
+        let e = Proxy::new(cfg.clone()).unwrap_err().to_string();
+        assert!(e.contains("archive"), "{e}");
+        cfg.archive = Some(dir.path().join("a.db"));
+        cfg.log = false;
+        let p = Proxy::new(cfg).unwrap();
+        let init = r#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"1"}}}"#;
+        let ask = |host: &'static str, token: Option<&'static str>| {
+            let svc = hyper_util::service::TowerToHyperService::new(p.router(at("127.0.0.1:8787")));
+            async move {
+                let mut req = axum::http::Request::post("/mcp")
+                    .header("host", host)
+                    .header("content-type", "application/json")
+                    .header("accept", "application/json, text/event-stream");
+                if let Some(t) = token {
+                    req = req.header("authorization", format!("Bearer {t}"));
+                }
+                let r = svc.call(req.body(Body::from(init)).unwrap()).await.unwrap();
+                let status = r.status().as_u16();
+                let body = r.into_body().collect().await.unwrap().to_bytes();
+                (status, String::from_utf8_lossy(&body).into_owned())
+            }
+        };
+        assert_eq!(ask("localhost:8787", None).await.0, 401);
+        assert_eq!(ask("localhost:8787", Some("tok-x")).await.0, 401);
+        assert_eq!(ask("evil.example:8787", Some("tok-m")).await.0, 421);
+        let (st, body) = ask("localhost:8787", Some("tok-m")).await;
+        assert_eq!(st, 200, "{body}");
+        assert!(
+            body.contains("\"serverInfo\":{\"name\":\"ctxpress\""),
+            "{body}"
+        );
     }
 
     #[test]

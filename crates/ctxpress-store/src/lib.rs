@@ -10,7 +10,8 @@
 //! * `cache`: summarizer results by cache key;
 //! * `search_fts` + `search_docs`: an FTS5 index of every archived message
 //!   (see [`search`](mod@search)), written in the same transaction as the records,
-//!   queried with [`SqliteArchive::search`];
+//!   queried with [`SqliteArchive::search`]; the recall handles archived for
+//!   a conversation are listed from it by [`SqliteArchive::handles`];
 //! * `batches`: compaction summary batches
 //!   ([`BatchArchive`](ctxpress_core::compaction::BatchArchive)), one row per
 //!   label with its originals, kept in order per conversation; their
@@ -35,6 +36,8 @@ use rusqlite::config::DbConfig;
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 mod batches;
+mod handles;
+pub use handles::HandleEntry;
 mod persist;
 mod runs;
 pub use runs::PendingRun;

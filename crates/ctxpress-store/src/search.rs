@@ -21,7 +21,7 @@
 use ctxpress_core::archive::content_hash;
 use rusqlite::{Connection, Transaction, params};
 use serde_json::Value;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 /// Marker put before each matched term in [`Hit::snippet`].
 pub const SNIPPET_OPEN: &str = "«";
@@ -165,8 +165,12 @@ pub fn fts_query(query: &str) -> Option<String> {
 /// Index the originals of a batch of records (last write of a key wins):
 /// recall-handle (`h:`) records first, so that a hit names the handle a
 /// marker in the output carries, then per-position records, then `doc:`
-/// records for the texts not yet indexed. Called inside the batch's write
-/// transaction.
+/// records for the texts not yet indexed. Every `h:` record gets a row for
+/// each of its texts, even one another handle holds too, so that the rows
+/// of a conversation list all its handles
+/// ([`SqliteArchive::handles`](crate::SqliteArchive::handles)); they are
+/// written in the order of the conversation (by the first of their texts in
+/// the batch's `doc:` record). Called inside the batch's write transaction.
 pub(crate) fn index_batch(
     tx: &Transaction<'_>,
     kind: HitKind,
@@ -180,7 +184,35 @@ pub(crate) fn index_batch(
             last.push(*r);
         }
     }
-    last.sort_by_key(|r| (!r.0.starts_with("h:"), r.0.starts_with("doc:")));
+    // Where each text first is in the conversation (the whole document).
+    let mut at: HashMap<String, usize> = HashMap::new();
+    if last
+        .iter()
+        .filter(|r| r.0.starts_with("h:"))
+        .nth(1)
+        .is_some()
+        && let Some((_, doc)) = last.iter().find(|r| r.0.starts_with("doc:"))
+    {
+        for (i, text) in doc.iter().enumerate() {
+            at.entry(content_hash(text)).or_insert(i);
+        }
+    }
+    let first_at = |originals: &[String]| {
+        originals
+            .iter()
+            .filter_map(|t| at.get(&content_hash(t)).copied())
+            .min()
+            .unwrap_or(usize::MAX)
+    };
+    last.sort_by_cached_key(|r| {
+        let handle = r.0.starts_with("h:");
+        let place = if handle && !at.is_empty() {
+            first_at(r.1)
+        } else {
+            0
+        };
+        (!handle, r.0.starts_with("doc:"), place)
+    });
     let mut seen = HashSet::new();
     for (key, originals) in last {
         clear_key(tx, key)?;
@@ -188,8 +220,17 @@ pub(crate) fn index_batch(
         if key.starts_with("gaps:") {
             continue;
         }
+        let handle = key.starts_with("h:");
+        let mut own = HashSet::new();
         for (pos, text) in originals.iter().enumerate() {
-            if seen.insert(content_hash(text)) {
+            let hash = content_hash(text);
+            let fresh = if handle {
+                seen.insert(hash.clone());
+                own.insert(hash)
+            } else {
+                seen.insert(hash)
+            };
+            if fresh {
                 index_one(tx, kind, conversation, key, pos, text)?;
             }
         }

@@ -7,6 +7,7 @@ mod common;
 mod compact;
 mod faults;
 mod hardening;
+mod mcp;
 mod readme;
 mod real_clients;
 mod reserialized;

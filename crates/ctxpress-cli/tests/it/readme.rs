@@ -132,13 +132,17 @@ fn readme_pipeline_config_builds() {
 }
 
 /// The `ctxpress ...` commands of a `sh` block, each with its continuation
-/// lines (indented, not a comment) and without its comments.
+/// lines (indented, not a comment) and without its comments; also one
+/// another command runs after ` -- ` (`claude mcp add NAME -- ctxpress
+/// mcp ...`).
 fn commands_in(body: &str) -> Vec<String> {
     let mut commands: Vec<String> = Vec::new();
     for line in body.lines() {
         let code = line.split('#').next().unwrap_or("");
         if line.starts_with("ctxpress ") {
             commands.push(code.to_string());
+        } else if let Some(at) = code.find(" -- ctxpress ") {
+            commands.push(code[at + " -- ".len()..].to_string());
         } else if line.starts_with(' ')
             && !code.trim().is_empty()
             && let Some(last) = commands.last_mut()
@@ -261,6 +265,62 @@ fn readme_synopsis_matches_every_help() {
                 forms.iter().any(|f| flags.contains(f)),
                 "README synopsis: `ctxpress {sub}` lacks {}\n{cmd}",
                 forms.join(" / ")
+            );
+        }
+    }
+}
+
+/// The `ctxpress` commands written in a JSON block's MCP client
+/// configuration: `"command": ["ctxpress", ARGS...]` (opencode) and
+/// `"command": "ctxpress", "args": [ARGS...]` (Cursor, Claude Code).
+fn json_commands(v: &serde_json::Value, out: &mut Vec<String>) {
+    use serde_json::Value;
+    match v {
+        Value::Object(o) => {
+            let words: Option<Vec<&str>> = match (o.get("command"), o.get("args")) {
+                (Some(Value::Array(c)), _) => c.iter().map(Value::as_str).collect(),
+                (Some(Value::String(c)), Some(Value::Array(a))) => {
+                    std::iter::once(Some(c.as_str()))
+                        .chain(a.iter().map(Value::as_str))
+                        .collect()
+                }
+                _ => None,
+            };
+            if let Some(w) = words.filter(|w| w.first() == Some(&"ctxpress")) {
+                out.push(w.join(" "));
+            }
+            o.values().for_each(|x| json_commands(x, out));
+        }
+        Value::Array(a) => a.iter().for_each(|x| json_commands(x, out)),
+        _ => {}
+    }
+}
+
+/// Every JSON block of the README (the MCP client configurations) is
+/// JSON, and the `ctxpress` commands in them use only options that exist.
+#[test]
+fn readme_json_blocks_parse_and_use_real_flags() {
+    let mut commands = Vec::new();
+    let mut blocks = 0;
+    for (lang, body) in readme_blocks() {
+        if lang != "json" {
+            continue;
+        }
+        let v: serde_json::Value = serde_json::from_str(&body)
+            .unwrap_or_else(|e| panic!("README JSON block does not parse: {e}\n{body}"));
+        json_commands(&v, &mut commands);
+        blocks += 1;
+    }
+    assert!(blocks >= 2, "the MCP client configurations");
+    assert!(commands.len() >= 2, "{commands:?}");
+    for cmd in &commands {
+        let sub = cmd.split_whitespace().nth(1).expect("a subcommand");
+        let help = help_of(&[sub, "--help"]);
+        let listed = help_flags(&help);
+        for f in written_flags(cmd) {
+            assert!(
+                listed.iter().flatten().any(|l| *l == f),
+                "README: `ctxpress {sub}` has no {f}\n{help}"
             );
         }
     }
