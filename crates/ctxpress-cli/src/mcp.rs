@@ -4,11 +4,10 @@
 //! SIGINT or SIGTERM.
 
 use crate::usage;
-use anyhow::{Context, Result};
-use ctxpress_proxy::Secret;
+use anyhow::Result;
 use std::process::ExitCode;
-use std::sync::Arc;
-use std::time::Duration;
+#[cfg(feature = "mcp")]
+use {anyhow::Context, ctxpress_proxy::Secret, std::sync::Arc, std::time::Duration};
 
 /// Arguments of `ctxpress mcp`.
 #[derive(clap::Args)]
@@ -28,7 +27,16 @@ pub struct McpArgs {
     token: Option<String>,
 }
 
+/// What `ctxpress mcp` says in a build without the cargo feature `mcp`.
+#[cfg(not(feature = "mcp"))]
+pub fn run(_: &McpArgs) -> Result<ExitCode> {
+    Err(usage(
+        "this ctxpress was built without the MCP server: build it with the cargo feature `mcp` (cargo install --locked --profile dist --features mcp --path crates/ctxpress-cli)",
+    ))
+}
+
 /// Serve until stdin closes (stdio) or a signal (HTTP); exit 0 then.
+#[cfg(feature = "mcp")]
 pub fn run(a: &McpArgs) -> Result<ExitCode> {
     let p = std::path::Path::new(&a.archive);
     if p.is_dir() {

@@ -27,9 +27,10 @@
 //! Also: `GET /metrics` (Prometheus text), `GET /ctxpress/health`, `GET
 //! /ctxpress/search?q=&conversation=` over the archive, answering only for
 //! the one conversation named, and with [`ProxyConfig::mcp`] the MCP server
-//! of [`mcp`] at `/mcp` over the proxy's archive. The admin token guards
-//! all but health: with one set, they need it; without, search is off,
-//! `/metrics` answers on loopback only, and `/mcp` cannot be turned on. A request whose `Host` names the proxy
+//! of the `mcp` module (cargo feature `mcp`) at `/mcp` over the proxy's
+//! archive. The admin token guards all but health: with one set, they need
+//! it; without, search is off, `/metrics` answers on loopback only, and
+//! `/mcp` cannot be turned on. A request whose `Host` names the proxy
 //! otherwise than by its loopback names or listening address (or an
 //! allowed host) is refused with 421, health aside: a web page that points
 //! its own name at 127.0.0.1 (DNS rebinding) gets nothing (see
@@ -60,6 +61,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+#[cfg(feature = "mcp")]
 pub mod mcp;
 
 /// The header that names a conversation's session explicitly.
@@ -130,7 +132,7 @@ pub struct ProxyConfig {
     pub allowed_hosts: Vec<String>,
     /// Write one JSON line per request to stderr.
     pub log: bool,
-    /// Serve the MCP server of [`mcp`] over the archive at `/mcp` (needs
+    /// Serve the MCP server of the `mcp` module over the archive at `/mcp` (needs
     /// the admin token and an archive; see [`Proxy::router`]).
     pub mcp: bool,
 }
@@ -703,6 +705,11 @@ impl Proxy {
         let upstream = Upstream::parse(&cfg.upstream)?;
         Session::new(&cfg.pipeline)?;
         Hosts::new(&cfg.allowed_hosts, SocketAddr::from(([127, 0, 0, 1], 0)))?;
+        if cfg.mcp && !cfg!(feature = "mcp") {
+            return Err(ProxyError::Mcp(
+                "this build has no MCP server: build ctxpress with the cargo feature `mcp` (cargo install --locked --profile dist --features mcp --path crates/ctxpress-cli)",
+            ));
+        }
         if cfg.mcp {
             if cfg.admin_token.as_ref().is_none_or(|t| t.0.is_empty()) {
                 return Err(ProxyError::Mcp(
@@ -768,7 +775,7 @@ impl Proxy {
     /// /ctxpress/search` need the admin token when one is set
     /// (`authorization: Bearer TOKEN`, else 401); without one, search is
     /// off (404) and `/metrics` answers on loopback only (403 beyond it).
-    /// With [`ProxyConfig::mcp`], `/mcp` serves the MCP server of [`mcp`]
+    /// With [`ProxyConfig::mcp`], `/mcp` serves the MCP server of the `mcp` module
     /// over the proxy's archive (streamable HTTP, stateless), to requests
     /// that carry the admin token (401 else).
     pub fn router(&self, local: SocketAddr) -> Router {
@@ -782,17 +789,19 @@ impl Proxy {
             hosts,
             beyond_loopback: !local.ip().is_loopback(),
         });
-        let mut routes = Router::new()
+        let routes = Router::new()
             .route("/metrics", get(metrics))
             .route("/ctxpress/search", get(search))
             .route("/ctxpress/health", get(|| async { "ok\n" }));
-        if let (true, Some(a)) = (self.shared.cfg.mcp, &self.shared.archive) {
-            routes = routes.merge(
+        #[cfg(feature = "mcp")]
+        let routes = match (self.shared.cfg.mcp, &self.shared.archive) {
+            (true, Some(a)) => routes.merge(
                 Router::new()
                     .route_service("/mcp", mcp::http_service(a.clone()))
                     .layer(axum::middleware::from_fn_with_state(app.clone(), mcp_guard)),
-            );
-        }
+            ),
+            _ => routes,
+        };
         routes
             .fallback(handle)
             .layer(axum::middleware::from_fn_with_state(
@@ -1632,6 +1641,7 @@ fn admin_refusal(app: &App, headers: &HeaderMap, what: &str) -> Option<Response<
 }
 
 /// `/mcp`: the admin token's (`Proxy::new` refuses `mcp` without one).
+#[cfg(feature = "mcp")]
 async fn mcp_guard(
     State(app): State<Arc<App>>,
     req: Request,
@@ -2092,6 +2102,7 @@ mod tests {
 
     /// `--mcp` needs the admin token and an archive; `/mcp` answers only
     /// requests that carry the token, and the Host check applies to it.
+    #[cfg(feature = "mcp")]
     #[tokio::test]
     async fn mcp_is_mounted_behind_the_admin_token() {
         use hyper::service::Service;

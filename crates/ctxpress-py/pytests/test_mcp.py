@@ -38,7 +38,10 @@ def _missing(why: str):
 def _bin() -> str:
     b = os.environ.get("CTXPRESS_BIN")
     if not b or not pathlib.Path(b).is_file():
-        _missing("CTXPRESS_BIN is not set to the ctxpress binary (cargo build -p ctxpress-cli; .ci/run sets it)")
+        _missing("CTXPRESS_BIN is not set to the ctxpress binary (cargo build -p ctxpress-cli --features mcp; .ci/run sets it)")
+    probe = subprocess.run([b, "mcp", "--archive", "/nonexistent/a.db"], capture_output=True, text=True, timeout=30)
+    if "without the MCP server" in probe.stderr:
+        _missing(f"{b} was built without the cargo feature mcp (cargo build -p ctxpress-cli --features mcp)")
     return b
 
 

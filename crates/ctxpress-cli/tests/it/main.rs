@@ -8,6 +8,8 @@ mod compact;
 mod faults;
 mod hardening;
 mod mcp;
+#[cfg(not(feature = "mcp"))]
+mod mcp_off;
 mod readme;
 mod real_clients;
 mod reserialized;

@@ -5,7 +5,10 @@
 //! bounds, exit 0 when stdin closes), and over streamable HTTP with
 //! `--listen` and on `ctxpress serve --mcp` (the token required, 401
 //! without it). Every server listens on 127.0.0.1, is bounded in time and
-//! stopped.
+//! stopped. Built with the cargo feature `mcp` (`.ci/run` runs it:
+//! `cargo test -p ctxpress-cli --features mcp --test it -- mcp::`);
+//! without it, `mcp_off` checks what the commands say instead.
+#![cfg(feature = "mcp")]
 #![allow(missing_docs)]
 
 use crate::common::{BIN, bin, data};
