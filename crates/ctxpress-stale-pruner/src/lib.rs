@@ -68,9 +68,10 @@ use ctxpress_core::dialect::{
     content_line_count,
 };
 use ctxpress_core::text::bytes::fewer_chars_than;
+use ctxpress_core::tokens::{TokenCounter, count_message};
 use ctxpress_core::traffic::{self, CallRef, Traffic};
 use ctxpress_core::{
-    ConfigError, Conversation, Role, StageContext, StageOutcome, Strategy, StrategyError,
+    ConfigError, Conversation, Message, Role, StageContext, StageOutcome, Strategy, StrategyError,
 };
 use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
 use serde::{Deserialize, Serialize};
@@ -737,6 +738,227 @@ fn plan_refs_every_hash<T>(
     refs
 }
 
+/// Operations a removal note names; the rest are counted.
+const NAMED: usize = 3;
+/// The longest path or command a removal note quotes, in characters.
+const QUOTED: usize = 80;
+
+/// One removed operation as a removal note names it.
+fn removal(op: &Operation, rule: Rule) -> String {
+    let quote = |s: &str| {
+        let s = s.lines().next().unwrap_or("").trim();
+        match s.char_indices().nth(QUOTED) {
+            Some((at, _)) => format!("{}…", &s[..at]),
+            None => s.to_string(),
+        }
+    };
+    let path = op.paths.first().map(|p| quote(p)).unwrap_or_default();
+    let command = op
+        .command
+        .as_deref()
+        .map(quote)
+        .unwrap_or_else(|| path.clone());
+    match rule {
+        Rule::StaleRead => format!("a read of {path} (changed later)"),
+        Rule::SupersededEdit => format!("a write of {path} (written again later)"),
+        Rule::StaleCommand if op.kind == OpKind::Search => {
+            format!("the search `{command}` (run again later)")
+        }
+        Rule::StaleCommand => format!("the command `{command}` (run again later)"),
+        Rule::FailedCommand => format!("the command `{command}`, which failed (run again later)"),
+    }
+}
+
+/// The runs of consecutive indexes in `gone`, in order.
+fn runs(gone: &HashSet<usize>) -> Vec<Vec<usize>> {
+    let mut order: Vec<usize> = gone.iter().copied().collect();
+    order.sort_unstable();
+    let mut runs: Vec<Vec<usize>> = Vec::new();
+    for i in order {
+        match runs.last_mut() {
+            Some(r) if r.last().is_some_and(|&l| l + 1 == i) => r.push(i),
+            _ => runs.push(vec![i]),
+        }
+    }
+    runs
+}
+
+/// Whether a note with `text` can take the place of the messages at `run`
+/// (consecutive indexes): not when a tool result follows the run (a note
+/// there would part results from their call), nor when the note, with the
+/// recall handle the pipeline writes into it, is no shorter than the run in
+/// characters or tokens.
+fn note_fits(conv: &Conversation, run: &[usize], text: &str, counter: &dyn TokenCounter) -> bool {
+    let (Some(&first), Some(&last)) = (run.first(), run.last()) else {
+        return false;
+    };
+    if conv
+        .messages
+        .get(last + 1)
+        .is_some_and(|m| m.is_tool_result())
+    {
+        return false;
+    }
+    let olds = || run.iter().filter_map(|&i| conv.messages.get(i));
+    let chars: usize = olds().map(Message::size).sum();
+    let tokens: usize = olds().map(|m| count_message(counter, m)).sum();
+    let id = conv.messages[first].id().clone();
+    let probe = Message::text_message(id, "assistant", &format!("{text}#h0123456789"));
+    probe.size() < chars && count_message(counter, &probe) < tokens
+}
+
+/// The note that takes the place of the messages at `run`: an assistant
+/// message with `text` that `replaces` them, so the pipeline writes their
+/// recall handle into it.
+fn make_note(conv: &mut Conversation, run: &[usize], text: &str) -> Message {
+    let ids: Vec<_> = run
+        .iter()
+        .filter_map(|&i| conv.messages.get(i))
+        .map(|m| m.id().clone())
+        .collect();
+    let id = conv.fresh_id("pruned");
+    conv.ann_mut(&id).replaces = ids;
+    Message::text_message(id, "assistant", text)
+}
+
+/// Remove the messages at the indexes in `gone`, and put each note of
+/// `notes` (by the index of the first message of the run it stands for)
+/// in its run's place.
+fn remove(conv: &mut Conversation, gone: &HashSet<usize>, notes: Option<HashMap<usize, Message>>) {
+    if gone.is_empty() {
+        return;
+    }
+    let mut notes = notes.unwrap_or_default();
+    let old = std::mem::take(&mut conv.messages);
+    conv.messages.reserve(old.len() - gone.len() + notes.len());
+    for (i, m) in old.into_iter().enumerate() {
+        if let Some(note) = notes.remove(&i) {
+            conv.messages.push(note);
+        }
+        if !gone.contains(&i) {
+            conv.messages.push(m);
+        }
+    }
+}
+
+/// The call ids the removals in `removed` take out of each message they
+/// touch (a call's message and its result's), and the messages that go as
+/// a whole: a tool message, an assistant message left with no content but
+/// thinking, a user message that only carried the removed results.
+fn plan<'t>(
+    conv: &Conversation,
+    recs: &[Rec<'t>],
+    removed: &[Option<Rule>],
+) -> (
+    HashMap<usize, std::collections::HashSet<&'t str>>,
+    HashSet<usize>,
+) {
+    let mut by_msg: HashMap<usize, std::collections::HashSet<&'t str>> = HashMap::new();
+    for (r, _) in recs.iter().zip(removed).filter(|(_, rule)| rule.is_some()) {
+        by_msg.entry(r.call.msg).or_default().insert(r.call_id);
+        if let Some(ri) = r.result_msg {
+            by_msg.entry(ri).or_default().insert(r.call_id);
+        }
+    }
+    let mut drop_msgs: HashSet<usize> = HashSet::new();
+    for (mi, ids) in &by_msg {
+        let Some(m) = conv.messages.get(*mi) else {
+            continue;
+        };
+        let goes = match m.role() {
+            Role::Assistant => {
+                let mut m = m.clone();
+                m.remove_tool_calls(ids);
+                m.is_empty() || only_thinking(&m)
+            }
+            Role::Tool | Role::Function => true,
+            Role::User if m.is_tool_result_carrier() => {
+                let mut m = m.clone();
+                m.remove_tool_results(ids);
+                matches!(m.content(), Some(serde_json::Value::Array(b)) if b.is_empty())
+            }
+            _ => false,
+        };
+        if goes {
+            drop_msgs.insert(*mi);
+        }
+    }
+    (by_msg, drop_msgs)
+}
+
+/// With an archive to recall from: keep every removal no note could stand
+/// for, so that every message that goes is named by a note with a recall
+/// handle (no message changes in place, none goes unnoted). A removal that
+/// would leave its call's or its result's message in place with part of its
+/// calls or results gone is taken back, and so is every removal of a run of
+/// removed messages that can have no note ([`note_for`]). Returns the notes,
+/// by the index of the first message of their run.
+fn settle(
+    conv: &mut Conversation,
+    recs: &[Rec<'_>],
+    removed: &mut [Option<Rule>],
+    counter: &dyn TokenCounter,
+) -> HashMap<usize, Message> {
+    let noted = loop {
+        let (by_msg, drop_msgs) = plan(conv, recs, removed);
+        let mut keep: HashSet<usize> = by_msg
+            .keys()
+            .filter(|m| !drop_msgs.contains(m))
+            .copied()
+            .collect();
+        let mut noted = Vec::new();
+        if keep.is_empty() {
+            for run in runs(&drop_msgs) {
+                let text = removal_note(recs, removed, &run);
+                if note_fits(conv, &run, &text, counter) {
+                    noted.push((run, text));
+                } else {
+                    keep.extend(run);
+                }
+            }
+        }
+        if keep.is_empty() {
+            break noted;
+        }
+        for (r, rule) in recs.iter().zip(removed.iter_mut()) {
+            if rule.is_some()
+                && (keep.contains(&r.call.msg) || r.result_msg.is_some_and(|ri| keep.contains(&ri)))
+            {
+                *rule = None;
+            }
+        }
+    };
+    noted
+        .into_iter()
+        .map(|(run, text)| (run[0], make_note(conv, &run, &text)))
+        .collect()
+}
+
+/// The text of the note for the removed messages at `run` (sorted): the
+/// operations whose calls they carried, the first [`NAMED`] named.
+fn removal_note(recs: &[Rec<'_>], removed: &[Option<Rule>], run: &[usize]) -> String {
+    let items: Vec<String> = recs
+        .iter()
+        .zip(removed)
+        .filter_map(|(r, rule)| Some((r, (*rule)?)))
+        .filter(|(r, _)| run.binary_search(&r.call.msg).is_ok())
+        .map(|(r, rule)| removal(&r.op, rule))
+        .collect();
+    let mut text = match items.as_slice() {
+        [one] => format!("[ctxpress: removed {one}"),
+        _ => format!(
+            "[ctxpress: removed {} stale operations: {}",
+            items.len(),
+            items[..items.len().min(NAMED)].join("; ")
+        ),
+    };
+    if items.len() > NAMED {
+        text.push_str(&format!("; and {} more", items.len() - NAMED));
+    }
+    text.push(']');
+    text
+}
+
 fn summary(c: &Counts, display_only: bool) -> String {
     let mut s = format!(
         "Removed: {} stale reads, {} stale edits, {} stale bash, {} failed bash; {} reads made references",
@@ -780,33 +1002,68 @@ impl StalePruner {
     /// Delete the UI-only messages (see [`is_display_only`]) that carry no
     /// tool call or result and are not annotated `protected`; returns how many.
     pub fn drop_display_only(conv: &mut Conversation) -> u64 {
-        let before = conv.messages.len();
+        Self::drop_display_only_noted(conv, None)
+    }
+
+    /// [`drop_display_only`](Self::drop_display_only), with a note in place
+    /// of each run of deleted messages when `notes` (see [`remove_noted`]).
+    fn drop_display_only_noted(conv: &mut Conversation, notes: Option<&dyn TokenCounter>) -> u64 {
         let ann = conv.annotations();
-        let keep: Vec<bool> = conv
+        let gone: HashSet<usize> = conv
             .messages
             .iter()
-            .map(|m| {
-                !is_display_only(m)
-                    || m.has_tool_calls()
-                    || m.is_tool_result()
-                    || ann.get(m.id()).is_some_and(|a| a.protected)
+            .enumerate()
+            .filter(|(_, m)| {
+                is_display_only(m)
+                    && !m.has_tool_calls()
+                    && !m.is_tool_result()
+                    && !ann.get(m.id()).is_some_and(|a| a.protected)
             })
+            .map(|(i, _)| i)
             .collect();
-        let mut keep = keep.into_iter();
-        conv.messages.retain(|_| keep.next().unwrap_or(true));
-        (before - conv.messages.len()) as u64
+        let mut gone = gone;
+        let notes = notes.map(|counter| {
+            let mut placed = HashMap::new();
+            for run in runs(&gone) {
+                let n = run.len();
+                let text = format!(
+                    "[ctxpress: removed {n} display-only message{} (shown to the user, not meant for the model)]",
+                    if n == 1 { "" } else { "s" }
+                );
+                if note_fits(conv, &run, &text, counter) {
+                    let note = make_note(conv, &run, &text);
+                    placed.insert(run[0], note);
+                } else {
+                    // No note can stand for them: they stay.
+                    run.iter().for_each(|i| {
+                        gone.remove(i);
+                    });
+                }
+            }
+            placed
+        });
+        remove(conv, &gone, notes);
+        gone.len() as u64
     }
 
     /// Prune `conv` in place and return the counts.
     pub fn prune(&self, conv: &mut Conversation) -> Counts {
+        self.prune_noted(conv, None)
+    }
+
+    /// [`prune`](Self::prune); with `notes` (the run has an archive to
+    /// recall from), each run of removed messages that can have one gets a
+    /// note naming what went in its place (see [`remove_noted`]).
+    fn prune_noted(&self, conv: &mut Conversation, notes: Option<&dyn TokenCounter>) -> Counts {
         let display_data_deleted = if self.cfg.display_only {
-            Self::drop_display_only(conv)
+            Self::drop_display_only_noted(conv, notes)
         } else {
             0
         };
         let traffic = Traffic::of(conv, &self.table, self.cfg.cwd.as_deref());
         let recs = self.collect(conv, &traffic);
-        let removed = self.decide(conv, &recs);
+        let mut removed = self.decide(conv, &recs);
+        let notes = notes.map(|counter| settle(conv, &recs, &mut removed, counter));
         let mut counts = Counts {
             display_data_deleted,
             ..Counts::default()
@@ -917,48 +1174,21 @@ impl StalePruner {
                 m.set_tool_result_text(r.call_id, text.clone());
             }
         }
-        let mut by_msg: HashMap<usize, std::collections::HashSet<&str>> = HashMap::new();
-        let mut drop_msgs: HashSet<usize> = HashSet::new();
-        for (r, _) in recs.iter().zip(&removed).filter(|(_, rule)| rule.is_some()) {
-            by_msg.entry(r.call.msg).or_default().insert(r.call_id);
-            if let Some(ri) = r.result_msg {
-                by_msg.entry(ri).or_default().insert(r.call_id);
-            }
-        }
+        let (by_msg, drop_msgs) = plan(conv, &recs, &removed);
         for (mi, ids) in &by_msg {
+            if drop_msgs.contains(mi) {
+                continue;
+            }
             let Some(m) = conv.messages.get_mut(*mi) else {
                 continue;
             };
             match m.role() {
-                Role::Assistant => {
-                    m.remove_tool_calls(ids);
-                    if m.is_empty() || only_thinking(m) {
-                        drop_msgs.insert(*mi);
-                    }
-                }
-                Role::Tool | Role::Function => {
-                    drop_msgs.insert(*mi);
-                }
-                Role::User => {
-                    let carrier = m.is_tool_result_carrier();
-                    m.remove_tool_results(ids);
-                    let empty =
-                        matches!(m.content(), Some(serde_json::Value::Array(b)) if b.is_empty());
-                    if carrier && empty {
-                        drop_msgs.insert(*mi);
-                    }
-                }
+                Role::Assistant => m.remove_tool_calls(ids),
+                Role::User => m.remove_tool_results(ids),
                 _ => {}
             }
         }
-        if !drop_msgs.is_empty() {
-            let mut i = 0;
-            conv.messages.retain(|_| {
-                let keep = !drop_msgs.contains(&i);
-                i += 1;
-                keep
-            });
-        }
+        remove(conv, &drop_msgs, notes);
         if self.cfg.environments {
             counts.stale_environments = self.prune_environments(conv);
         }
@@ -1025,13 +1255,14 @@ impl Strategy for StalePruner {
     fn apply(
         &self,
         conv: &mut Conversation,
-        _ctx: &StageContext,
+        ctx: &StageContext,
     ) -> Result<StageOutcome, StrategyError> {
         // Tokens before and after are the pipeline's to measure (every stage
         // report has them); counting the whole conversation twice here cost
         // more than finding what to prune.
         let msgs_before = conv.messages.len();
-        let c = self.prune(conv);
+        let notes = ctx.archive.is_some().then_some(ctx.counter.as_ref());
+        let c = self.prune_noted(conv, notes);
         let mut out = StageOutcome::default();
         out.count("stale_reads", c.stale_reads);
         out.count("superseded_edits", c.superseded_edits);

@@ -784,3 +784,82 @@ fn superseded_environment_blocks_are_shortened() {
             .all(|(a, b)| ctxpress_core::Message::same(a, b))
     );
 }
+
+/// With an archive, each run of removed messages becomes one assistant
+/// note that names what went and carries the recall handle of exactly those
+/// messages; expand gives the input back. Without one, nothing is added.
+#[test]
+fn removals_leave_a_recallable_note_when_there_is_an_archive() {
+    use ctxpress_core::archive::{MemoryArchive, expand};
+    use ctxpress_core::handle::find_all;
+    use ctxpress_core::{Archive, Pipeline};
+    use std::sync::Arc;
+    let ops = [
+        ("Read", json!({"file_path": "/r/a.rs"}), BIG),
+        (
+            "Bash",
+            json!({"command": "cargo test"}),
+            "test result: FAILED. 1 failed",
+        ),
+        (
+            "Edit",
+            json!({"file_path": "/r/a.rs", "old_string": "a", "new_string": "b"}),
+            "ok",
+        ),
+        (
+            "Bash",
+            json!({"command": "cargo test"}),
+            "test result: ok. 1 passed",
+        ),
+    ];
+    let input = openai(&ops, 3);
+    let mut pipeline = Pipeline::new(Vec::new());
+    pipeline.push(Box::new(StalePruner::default()));
+
+    let mut plain = input.clone();
+    pipeline.run(&mut plain, &StageContext::default());
+    assert_eq!(call_ids(&plain), vec!["c2", "c3"]);
+    assert!(!plain.to_json_string().contains("[ctxpress"));
+
+    let archive = Arc::new(MemoryArchive::new());
+    let ctx = StageContext {
+        archive: Some(archive.clone() as Arc<dyn Archive>),
+        ..StageContext::default()
+    };
+    let mut out = input.clone();
+    pipeline.run(&mut out, &ctx);
+    assert!(ctxpress_core::validate(&out).is_empty());
+    assert_eq!(call_ids(&out), vec!["c2", "c3"]);
+    // One note for the read and the failed run: they are one run of
+    // messages (call, result, call, result).
+    let notes: Vec<String> = out
+        .messages
+        .iter()
+        .map(|m| m.text().into_owned())
+        .filter(|t| t.starts_with("[ctxpress#h"))
+        .collect();
+    assert_eq!(notes.len(), 1, "{notes:?}");
+    let note = &notes[0];
+    assert!(note.contains("removed 2 stale operations"), "{note}");
+    assert!(note.contains("a read of /r/a.rs (changed later)"), "{note}");
+    assert!(note.contains("the command `cargo test`"), "{note}");
+    assert!(out.size() < input.size());
+
+    // The handle recalls the four removed messages, as they were.
+    ctxpress_core::archive::archive(&input, &out, archive.as_ref()).unwrap();
+    let h = find_all(note).pop().unwrap();
+    let recalled = archive
+        .recall(&h)
+        .unwrap()
+        .expect("the note's handle recalls");
+    let want: Vec<String> = input.messages[1..5]
+        .iter()
+        .map(|m| input.message_json(m))
+        .collect();
+    assert_eq!(recalled, want);
+    let written = Conversation::parse(&out.to_json_string()).unwrap();
+    assert_eq!(
+        expand(&written, archive.as_ref()).unwrap().to_json_string(),
+        input.to_json_string()
+    );
+}

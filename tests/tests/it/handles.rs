@@ -3,9 +3,8 @@
 //! archive, every handle written in the output recalls originals that are
 //! input messages, in input order, and the output with each marked message
 //! replaced by what its handles recall is the input again (message by
-//! message, compared as JSON by meaning); for the presets in
-//! `SILENT_REMOVALS` it is the input with the messages removed without a
-//! marker missing.
+//! message, compared as JSON by meaning): nothing leaves the output without
+//! a handle that recalls it.
 
 use ctxpress::core::canonical;
 use ctxpress::core::handle::find_all;
@@ -16,11 +15,6 @@ use std::sync::Arc;
 
 /// Failures shown in the panic message.
 const SHOWN: usize = 20;
-/// Presets whose stale pruner still removes superseded and stale
-/// operations (and UI-only messages) without a marker: what their handles
-/// rebuild must be the input in order with those messages missing, not the
-/// whole input. TODO(#35): a marker with a handle for those removals.
-const SILENT_REMOVALS: &[&str] = &["agent", "hybrid"];
 const BUDGETS: [usize; 2] = [8_000, 32_000];
 
 /// Compress `line` with `preset` under `budget`, then check its handles and
@@ -90,26 +84,6 @@ fn rebuild(preset: &str, budget: usize, line: &Line) -> Result<usize, String> {
         }
         rebuilt.extend(mine);
     }
-    if SILENT_REMOVALS.contains(&preset) {
-        // The rebuilt messages are input messages, in input order (or one
-        // whose tool calls or results the stale pruner removed: its role
-        // and text are the input's).
-        let mut from = 0;
-        for (i, t) in rebuilt.iter().enumerate() {
-            match inputs[from..]
-                .iter()
-                .position(|x| canonical::same(x, t) || same_text(x, t))
-            {
-                Some(k) => from += k + 1,
-                None => {
-                    return Err(format!(
-                        "{at}: the rebuilt message {i} is not the next input message: {t:.200}"
-                    ));
-                }
-            }
-        }
-        return Ok(handles);
-    }
     if rebuilt.len() != inputs.len() {
         return Err(format!(
             "{at}: the handles rebuild {} messages, the input has {}",
@@ -124,16 +98,6 @@ fn rebuild(preset: &str, budget: usize, line: &Line) -> Result<usize, String> {
         ));
     }
     Ok(handles)
-}
-
-/// The same role and the same text (tool calls and results aside).
-fn same_text(a: &str, b: &str) -> bool {
-    let view = |t: &str| {
-        let c = Conversation::parse(&format!("[{t}]")).ok()?;
-        let m = c.messages.first()?;
-        Some((m.role_str().to_string(), m.text().into_owned()))
-    };
-    matches!((view(a), view(b)), (Some(x), Some(y)) if x == y)
 }
 
 #[test]
