@@ -66,7 +66,11 @@ fn main() {
             handles.extend(handle::find_all(&out.to_json_string()));
             conversations += 1;
             // Words from the middle of the input, where a budget evicts.
-            let text = &line.text[line.text.len() / 3..];
+            let mut third = line.text.len() / 3;
+            while !line.text.is_char_boundary(third) {
+                third += 1;
+            }
+            let text = &line.text[third..];
             let mut w: Vec<String> = Vec::new();
             for word in words(text).step_by(97) {
                 if !w.iter().any(|x| x == word) {

@@ -743,20 +743,29 @@ const NAMED: usize = 3;
 /// The longest path or command a removal note quotes, in characters.
 const QUOTED: usize = 80;
 
-/// One removed operation as a removal note names it.
+/// One removed operation as a removal note names it: a path longer than
+/// [`QUOTED`] characters keeps its end (where the file name is), a command
+/// its first line and start.
 fn removal(op: &Operation, rule: Rule) -> String {
-    let quote = |s: &str| {
-        let s = s.lines().next().unwrap_or("").trim();
-        match s.char_indices().nth(QUOTED) {
-            Some((at, _)) => format!("{}…", &s[..at]),
-            None => s.to_string(),
+    let path = |p: &str| {
+        let n = p.chars().count();
+        match p.char_indices().nth(n.saturating_sub(QUOTED)) {
+            Some((at, _)) if n > QUOTED => format!("…{}", &p[at..]),
+            _ => p.to_string(),
         }
     };
-    let path = op.paths.first().map(|p| quote(p)).unwrap_or_default();
+    let command = |c: &str| {
+        let c = c.lines().next().unwrap_or("").trim();
+        match c.char_indices().nth(QUOTED) {
+            Some((at, _)) => format!("{}…", &c[..at]),
+            None => c.to_string(),
+        }
+    };
+    let path = op.paths.first().map(|p| path(p)).unwrap_or_default();
     let command = op
         .command
         .as_deref()
-        .map(quote)
+        .map(command)
         .unwrap_or_else(|| path.clone());
     match rule {
         Rule::StaleRead => format!("a read of {path} (changed later)"),
@@ -764,8 +773,8 @@ fn removal(op: &Operation, rule: Rule) -> String {
         Rule::StaleCommand if op.kind == OpKind::Search => {
             format!("the search `{command}` (run again later)")
         }
-        Rule::StaleCommand => format!("the command `{command}` (run again later)"),
-        Rule::FailedCommand => format!("the command `{command}`, which failed (run again later)"),
+        Rule::StaleCommand => format!("`{command}` (run again later)"),
+        Rule::FailedCommand => format!("`{command}`, which failed (run again later)"),
     }
 }
 
@@ -783,22 +792,20 @@ fn runs(gone: &HashSet<usize>) -> Vec<Vec<usize>> {
     runs
 }
 
-/// Whether a note with `text` can take the place of the messages at `run`
-/// (consecutive indexes): not when a tool result follows the run (a note
-/// there would part results from their call), nor when the note, with the
-/// recall handle the pipeline writes into it, is no shorter than the run in
-/// characters or tokens.
+/// Whether a tool result follows the messages at `run` (consecutive
+/// indexes): a note there would part results from their call.
+fn before_result(conv: &Conversation, run: &[usize]) -> bool {
+    run.last()
+        .and_then(|&last| conv.messages.get(last + 1))
+        .is_some_and(|m| m.is_tool_result())
+}
+
+/// Whether a note with `text`, with the recall handle the pipeline writes
+/// into it, is shorter than the messages at `run` in characters and tokens.
 fn note_fits(conv: &Conversation, run: &[usize], text: &str, counter: &dyn TokenCounter) -> bool {
-    let (Some(&first), Some(&last)) = (run.first(), run.last()) else {
+    let Some(&first) = run.first() else {
         return false;
     };
-    if conv
-        .messages
-        .get(last + 1)
-        .is_some_and(|m| m.is_tool_result())
-    {
-        return false;
-    }
     let olds = || run.iter().filter_map(|&i| conv.messages.get(i));
     let chars: usize = olds().map(Message::size).sum();
     let tokens: usize = olds().map(|m| count_message(counter, m)).sum();
@@ -886,52 +893,33 @@ fn plan<'t>(
     (by_msg, drop_msgs)
 }
 
-/// With an archive to recall from: keep every removal no note could stand
-/// for, so that every message that goes is named by a note with a recall
-/// handle (no message changes in place, none goes unnoted). A removal that
-/// would leave its call's or its result's message in place with part of its
-/// calls or results gone is taken back, and so is every removal of a run of
-/// removed messages that can have no note ([`note_for`]). Returns the notes,
-/// by the index of the first message of their run.
+/// With an archive to recall from: the notes for the runs of messages the
+/// removals in `removed` drop whole, by the index of each run's first
+/// message, where a note fits ([`note_fits`]) and no tool result follows
+/// the run ([`before_result`]). What has no note still goes, as without an
+/// archive: a run too small for a note (a short command run again) saves
+/// little and holds less, and the calls and results taken out of messages
+/// that stay (parallel calls, some of them stale) are much of what the
+/// pruner saves on agent sessions.
 fn settle(
     conv: &mut Conversation,
     recs: &[Rec<'_>],
-    removed: &mut [Option<Rule>],
+    removed: &[Option<Rule>],
     counter: &dyn TokenCounter,
 ) -> HashMap<usize, Message> {
-    let noted = loop {
-        let (by_msg, drop_msgs) = plan(conv, recs, removed);
-        let mut keep: HashSet<usize> = by_msg
-            .keys()
-            .filter(|m| !drop_msgs.contains(m))
-            .copied()
-            .collect();
-        let mut noted = Vec::new();
-        if keep.is_empty() {
-            for run in runs(&drop_msgs) {
-                let text = removal_note(recs, removed, &run);
-                if note_fits(conv, &run, &text, counter) {
-                    noted.push((run, text));
-                } else {
-                    keep.extend(run);
-                }
-            }
+    let (_, drop_msgs) = plan(conv, recs, removed);
+    let mut notes = HashMap::new();
+    for run in runs(&drop_msgs) {
+        if before_result(conv, &run) {
+            continue;
         }
-        if keep.is_empty() {
-            break noted;
+        let text = removal_note(recs, removed, &run);
+        if note_fits(conv, &run, &text, counter) {
+            let note = make_note(conv, &run, &text);
+            notes.insert(run[0], note);
         }
-        for (r, rule) in recs.iter().zip(removed.iter_mut()) {
-            if rule.is_some()
-                && (keep.contains(&r.call.msg) || r.result_msg.is_some_and(|ri| keep.contains(&ri)))
-            {
-                *rule = None;
-            }
-        }
-    };
-    noted
-        .into_iter()
-        .map(|(run, text)| (run[0], make_note(conv, &run, &text)))
-        .collect()
+    }
+    notes
 }
 
 /// The text of the note for the removed messages at `run` (sorted): the
@@ -941,7 +929,11 @@ fn removal_note(recs: &[Rec<'_>], removed: &[Option<Rule>], run: &[usize]) -> St
         .iter()
         .zip(removed)
         .filter_map(|(r, rule)| Some((r, (*rule)?)))
-        .filter(|(r, _)| run.binary_search(&r.call.msg).is_ok())
+        .filter(|(r, _)| {
+            run.binary_search(&r.call.msg).is_ok()
+                || r.result_msg
+                    .is_some_and(|ri| run.binary_search(&ri).is_ok())
+        })
         .map(|(r, rule)| removal(&r.op, rule))
         .collect();
     let mut text = match items.as_slice() {
@@ -1030,6 +1022,9 @@ impl StalePruner {
                     "[ctxpress: removed {n} display-only message{} (shown to the user, not meant for the model)]",
                     if n == 1 { "" } else { "s" }
                 );
+                if before_result(conv, &run) {
+                    continue;
+                }
                 if note_fits(conv, &run, &text, counter) {
                     let note = make_note(conv, &run, &text);
                     placed.insert(run[0], note);
@@ -1062,8 +1057,8 @@ impl StalePruner {
         };
         let traffic = Traffic::of(conv, &self.table, self.cfg.cwd.as_deref());
         let recs = self.collect(conv, &traffic);
-        let mut removed = self.decide(conv, &recs);
-        let notes = notes.map(|counter| settle(conv, &recs, &mut removed, counter));
+        let removed = self.decide(conv, &recs);
+        let notes = notes.map(|counter| settle(conv, &recs, &removed, counter));
         let mut counts = Counts {
             display_data_deleted,
             ..Counts::default()

@@ -842,7 +842,7 @@ fn removals_leave_a_recallable_note_when_there_is_an_archive() {
     let note = &notes[0];
     assert!(note.contains("removed 2 stale operations"), "{note}");
     assert!(note.contains("a read of /r/a.rs (changed later)"), "{note}");
-    assert!(note.contains("the command `cargo test`"), "{note}");
+    assert!(note.contains("`cargo test` (run again later)"), "{note}");
     assert!(out.size() < input.size());
 
     // The handle recalls the four removed messages, as they were.
