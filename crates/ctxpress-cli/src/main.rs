@@ -343,6 +343,20 @@ fn open_archive(path: &str) -> Result<Arc<dyn ctxpress::Archive>> {
     Ok(Arc::new(open_sqlite(path)?))
 }
 
+/// The archive at `path` for a command that only reads one (`search`,
+/// `recall`, `mcp`): a folder or a missing file is a usage error (exit 2),
+/// and nothing is created.
+pub(crate) fn open_existing_archive(path: &str) -> Result<ctxpress::store::SqliteArchive> {
+    let p = std::path::Path::new(path);
+    if p.is_dir() {
+        return Err(usage(format!("{path}: is a folder, not an archive")));
+    }
+    if !p.is_file() {
+        return Err(usage(format!("{path}: no such archive")));
+    }
+    open_sqlite(path)
+}
+
 /// Open (creating when missing) the SQLite archive at `path`. The error
 /// names the file (exit 2). When it cannot be opened, files this attempt
 /// created (the archive and its `-wal`, `-shm`, `-journal` beside it) are

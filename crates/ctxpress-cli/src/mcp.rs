@@ -38,14 +38,7 @@ pub fn run(_: &McpArgs) -> Result<ExitCode> {
 /// Serve until stdin closes (stdio) or a signal (HTTP); exit 0 then.
 #[cfg(feature = "mcp")]
 pub fn run(a: &McpArgs) -> Result<ExitCode> {
-    let p = std::path::Path::new(&a.archive);
-    if p.is_dir() {
-        return Err(usage(format!("{}: is a folder, not an archive", a.archive)));
-    }
-    if !p.is_file() {
-        return Err(usage(format!("{}: no such archive", a.archive)));
-    }
-    let archive = Arc::new(crate::open_sqlite(&a.archive)?);
+    let archive = Arc::new(crate::open_existing_archive(&a.archive)?);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

@@ -29,14 +29,7 @@ pub fn run(a: &RecallArgs) -> Result<ExitCode> {
             a.handle
         )));
     };
-    let p = std::path::Path::new(&a.archive);
-    if p.is_dir() {
-        return Err(usage(format!("{}: is a folder, not an archive", a.archive)));
-    }
-    if !p.is_file() {
-        return Err(usage(format!("{}: no such archive", a.archive)));
-    }
-    let arch = crate::open_sqlite(&a.archive)?;
+    let arch = crate::open_existing_archive(&a.archive)?;
     let found = ctxpress::recall(&arch, &handle)
         .map_err(|e| usage(format!("{}: cannot read the archive: {e}", a.archive)))?;
     let Some(r) = found else {

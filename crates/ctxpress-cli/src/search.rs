@@ -3,7 +3,6 @@
 use crate::usage;
 use anyhow::Result;
 use ctxpress::store::Hit;
-use serde_json::json;
 use std::io::Write;
 use std::process::ExitCode;
 
@@ -28,14 +27,7 @@ pub struct SearchArgs {
 
 /// Print the hits; exit 1 (like grep) when there are none.
 pub fn run(a: &SearchArgs) -> Result<ExitCode> {
-    let p = std::path::Path::new(&a.archive);
-    if p.is_dir() {
-        return Err(usage(format!("{}: is a folder, not an archive", a.archive)));
-    }
-    if !p.is_file() {
-        return Err(usage(format!("{}: no such archive", a.archive)));
-    }
-    let arch = crate::open_sqlite(&a.archive)?;
+    let arch = crate::open_existing_archive(&a.archive)?;
     if a.limit == 0 {
         return Err(usage("--limit: must be at least 1"));
     }
@@ -49,7 +41,11 @@ pub fn run(a: &SearchArgs) -> Result<ExitCode> {
     }
     let mut out = std::io::stdout().lock();
     for h in &hits {
-        let line = if a.json { to_json(h) } else { human(h) };
+        let line = if a.json {
+            h.to_json().to_string()
+        } else {
+            human(h)
+        };
         writeln!(out, "{line}").map_err(crate::io::stdout_error)?;
     }
     Ok(ExitCode::SUCCESS)
@@ -67,18 +63,4 @@ fn human(h: &Hit) -> String {
         snippet.join(" ")
     );
     crate::io::safe(&line).into_owned()
-}
-
-fn to_json(h: &Hit) -> String {
-    json!({
-        "conversation": h.conversation,
-        "key": h.key,
-        "handle": h.handle().map(|x| x.to_string()),
-        "pos": h.pos,
-        "role": h.role,
-        "kind": h.kind.as_str(),
-        "snippet": h.snippet,
-        "score": h.score,
-    })
-    .to_string()
 }

@@ -1752,19 +1752,7 @@ async fn search(State(app): State<Arc<App>>, headers: HeaderMap, uri: Uri) -> Re
         tokio::task::spawn_blocking(move || a.search(&p.q, Some(&conversation), limit)).await;
     match found {
         Ok(Ok(hits)) => {
-            let v: Vec<serde_json::Value> = hits
-                .iter()
-                .map(|h| {
-                    serde_json::json!({
-                        "conversation": h.conversation,
-                        "key": h.key,
-                        "pos": h.pos,
-                        "role": h.role,
-                        "snippet": h.snippet,
-                        "score": h.score,
-                    })
-                })
-                .collect();
+            let v: Vec<serde_json::Value> = hits.iter().map(|h| h.to_json()).collect();
             let mut r = Response::new(Body::from(serde_json::Value::Array(v).to_string()));
             r.headers_mut().insert(
                 axum::http::header::CONTENT_TYPE,

@@ -100,6 +100,22 @@ impl Hit {
             .strip_prefix("h:")
             .and_then(ctxpress_core::handle::Handle::parse)
     }
+
+    /// The hit as `ctxpress search --json` and the proxy's
+    /// `/ctxpress/search` give it: conversation, key, handle (or null), pos,
+    /// role, kind, snippet, score.
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "conversation": self.conversation,
+            "key": self.key,
+            "handle": self.handle().map(|x| x.to_string()),
+            "pos": self.pos,
+            "role": self.role,
+            "kind": self.kind.as_str(),
+            "snippet": self.snippet,
+            "score": self.score,
+        })
+    }
 }
 
 /// Keys whose string values are never worth searching.

@@ -68,3 +68,12 @@ pub fn temps(dir: &Path) -> Vec<String> {
         .filter(|n| n.contains(".ctxpress-"))
         .collect()
 }
+
+/// A port on 127.0.0.1 free a moment ago, for a server a test starts.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}

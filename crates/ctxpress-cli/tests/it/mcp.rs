@@ -11,7 +11,7 @@
 #![cfg(feature = "mcp")]
 #![allow(missing_docs)]
 
-use crate::common::{BIN, bin, data};
+use crate::common::{BIN, bin, data, free_port};
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -321,14 +321,6 @@ fn a_missing_archive_is_a_usage_error() {
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("no such archive"));
     assert!(!db.exists(), "not created");
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 /// Wait (20 s at most) until 127.0.0.1:`port` accepts.

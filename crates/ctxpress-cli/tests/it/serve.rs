@@ -5,23 +5,11 @@
 //! with exit 0).
 #![allow(missing_docs)]
 
-use assert_cmd::Command;
+use crate::common::{bin, free_port};
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
-
-fn bin() -> Command {
-    Command::cargo_bin("ctxpress").unwrap()
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
 
 #[test]
 fn configuration_errors_are_plain() {

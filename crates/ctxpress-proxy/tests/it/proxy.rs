@@ -654,7 +654,13 @@ async fn originals_are_archived_and_searchable_by_their_own_conversation_only() 
     assert!(!hits.is_empty());
     for h in hits {
         assert_eq!(h["conversation"], ids[0].as_str(), "{h}");
+        // The hit's recall handle, as `ctxpress search --json` gives it.
+        assert!(
+            h["handle"].is_null() || h["handle"].as_str().is_some_and(|x| x.starts_with("#h")),
+            "{h}"
+        );
     }
+    assert!(hits.iter().any(|h| h["handle"].is_string()), "{hits:?}");
     let text = search(
         "q=step_2_17&conversation=".to_string() + &ids[1],
         Some("tok-123"),
