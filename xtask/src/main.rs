@@ -760,14 +760,20 @@ fn compare(base: &[Measurement], cur: &[Measurement]) -> bool {
 
 /// The search latency section of docs/benchmarks.md: measured by hand (not by
 /// `bench`), kept here so `--write-docs` keeps it.
-const SEARCH_DOCS: &str = "\n## Search\n\n\
-Measured on 2026-11-24 (by hand, not by `cargo xtask bench`) on the whole corpus archived through \
-`ctxpress compress --preset agent --budget 8000 --archive`: one 77 MB archive, 17,860 messages indexed, \
-50 conversations; release build, a busy 2-core machine.\n\n\
-| what | median | p99 |\n|---|---|---|\n\
-| in-process `SqliteArchive::search`, limit 20, all conversations (300 runs of 100 varied queries) | 0.64 ms | 9.6 ms |\n\
-| the same within one conversation (`--conversation`) | 0.07 ms | 2.9 ms |\n\
-| the whole `ctxpress search` command (process start, open, query, print) | 2.9-4.2 ms | 10-16 ms |\n";
+const SEARCH_DOCS: &str = "\n\
+## Search\n\
+\n\
+Measured on 2026-11-29 (session 28) by `cargo bench -p ctxpress-benches --bench search` (release build, an idle 2-core machine): every corpus conversation (509 in 5 files) compressed by `agent` at 8,000 tokens into one SQLite archive (88.4 MB, 243 recall handles), then each query timed alone through `SqliteArchive::search` (10 hits): words drawn from the middle third of every conversation. 629 of the 729 one-word queries find something (the rest are words the budget left in the output, which is not archived).\n\
+\n\
+| what | n | median | p90 | p99 | max |\n\
+|---|---|---|---|---|---|\n\
+| one word, all conversations | 729 | 3.58 ms | 8.73 ms | 13.71 ms | 23.28 ms |\n\
+| two words, all conversations | 436 | 0.80 ms | 6.38 ms | 12.76 ms | 14.92 ms |\n\
+| one word within its conversation | 729 | 0.16 ms | 0.96 ms | 5.00 ms | 23.63 ms |\n\
+| `recall` of every handle in the outputs | 243 | 0.02 ms | 0.98 ms | 3.85 ms | 4.90 ms |\n\
+\n\
+The whole `ctxpress search` command (process start, open, query, print) took 2.9-4.2 ms median and 10-16 ms p99 when measured by hand on 2026-11-24 (a busy machine, a 77 MB archive).\n\
+";
 
 /// Compaction figures measured by hand (kept by `write_docs`).
 const COMPACT_DOCS: &str = "\n## Compaction\n\n\
@@ -801,7 +807,8 @@ No request failed.\n\n\
 | ~100k tokens | 128,000 | 8 × up to 5 (36) | 93,655 | 20.4 ms | 202.3 ms (a compaction) | 85 → 107 MB |\n";
 
 /// Python package figures measured by hand (kept by `write_docs`).
-const BUILD_DOCS: &str = "\n## Build profiles\n\n\
+const BUILD_DOCS: &str = concat!(
+    "\n## Build profiles\n\n\
 Measured on 2026-11-29 (by hand, session 27) on a fresh clone with an empty target directory, an idle 2-core machine: \
 `cargo build -p ctxpress-cli` with each profile, then the CLI's throughput (`compress --preset agent --jobs 1` on \
 coding_agent_sessions.jsonl, 26.7 MB, the whole process timed; the two binaries run in turn, medians).\n\n\
@@ -811,7 +818,17 @@ coding_agent_sessions.jsonl, 26.7 MB, the whole process timed; the two binaries 
 | `dist` (`cargo install`, wheels) | fat LTO, one codegen unit, `-O3` | 4m34s | 0.740 s (36.1 MB/s) | 1.608 s (16.6 MB/s) |\n\n\
 15 and 9 runs of each; the spread within a column is about ±10% on this machine, and a second series of 7 runs without a \
 budget had `release` ahead (0.672 s against 0.726 s). Before session 27 `release` was thin LTO at `-O3` (4m12s to build) \
-and plain `-O3` without LTO took 4m01s.\n";
+and plain `-O3` without LTO took 4m01s.\n",
+    "\n\
+**The test run.** `cargo test --workspace --no-fail-fast` on a fresh clone, idle machine (session 28), with the `dev` profile of each row:\n\
+\n\
+| `dev` profile | build | run | total |\n\
+|---|---|---|---|\n\
+| everything at `-O1`, line tables | 7m15s | 1m44s | 8m59s |\n\
+| the crates no test spends its time in (CLI, proxy, LLM client, xtask, benches, their HTTP/TLS/async/clap/criterion dependencies) at `-O0` | 5m54s-6m17s | 1m43s-1m56s | 7m50s-8m00s |\n\
+| the same without debug info (kept) | 5m13s | 1m37s | 6m50s |\n\
+"
+);
 const PYTHON_DOCS: &str = "\n## Python package\n\n\
 Measured on 2026-11-25 (by hand, session 16) with `python crates/ctxpress-py/bench/overhead.py --runs 3` (medians), the \
 release wheel (`maturin build --release`, abi3, stripped: 5.6 MB; 3 min 21 s to build with the dependencies already \
@@ -939,6 +956,28 @@ fn uniquify(m: &mut serde_json::Value, round: usize) {
             {
                 c["id"] = serde_json::Value::String(id);
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// The sections measured by hand are in docs/benchmarks.md as written
+    /// here, so `--write-docs` keeps them as they are.
+    #[test]
+    fn hand_measured_sections_are_in_the_docs() {
+        let docs = std::fs::read_to_string(super::root().join("docs/benchmarks.md")).unwrap();
+        for (name, section) in [
+            ("SEARCH_DOCS", super::SEARCH_DOCS),
+            ("COMPACT_DOCS", super::COMPACT_DOCS),
+            ("SESSION_DOCS", super::SESSION_DOCS),
+            ("PYTHON_DOCS", super::PYTHON_DOCS),
+            ("BUILD_DOCS", super::BUILD_DOCS),
+        ] {
+            assert!(
+                docs.contains(section),
+                "{name} differs from docs/benchmarks.md"
+            );
         }
     }
 }
