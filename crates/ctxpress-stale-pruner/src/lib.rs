@@ -905,11 +905,11 @@ fn settle(
     conv: &mut Conversation,
     recs: &[Rec<'_>],
     removed: &[Option<Rule>],
+    drop_msgs: &HashSet<usize>,
     counter: &dyn TokenCounter,
 ) -> HashMap<usize, Message> {
-    let (_, drop_msgs) = plan(conv, recs, removed);
     let mut notes = HashMap::new();
-    for run in runs(&drop_msgs) {
+    for run in runs(drop_msgs) {
         if before_result(conv, &run) {
             continue;
         }
@@ -998,10 +998,10 @@ impl StalePruner {
     }
 
     /// [`drop_display_only`](Self::drop_display_only), with a note in place
-    /// of each run of deleted messages when `notes` (see [`remove_noted`]).
+    /// of each run of deleted messages when `notes` (see [`note_fits`]).
     fn drop_display_only_noted(conv: &mut Conversation, notes: Option<&dyn TokenCounter>) -> u64 {
         let ann = conv.annotations();
-        let gone: HashSet<usize> = conv
+        let mut gone: HashSet<usize> = conv
             .messages
             .iter()
             .enumerate()
@@ -1013,7 +1013,6 @@ impl StalePruner {
             })
             .map(|(i, _)| i)
             .collect();
-        let mut gone = gone;
         let notes = notes.map(|counter| {
             let mut placed = HashMap::new();
             for run in runs(&gone) {
@@ -1048,7 +1047,7 @@ impl StalePruner {
 
     /// [`prune`](Self::prune); with `notes` (the run has an archive to
     /// recall from), each run of removed messages that can have one gets a
-    /// note naming what went in its place (see [`remove_noted`]).
+    /// note naming what went in its place (see [`settle`]).
     fn prune_noted(&self, conv: &mut Conversation, notes: Option<&dyn TokenCounter>) -> Counts {
         let display_data_deleted = if self.cfg.display_only {
             Self::drop_display_only_noted(conv, notes)
@@ -1058,7 +1057,10 @@ impl StalePruner {
         let traffic = Traffic::of(conv, &self.table, self.cfg.cwd.as_deref());
         let recs = self.collect(conv, &traffic);
         let removed = self.decide(conv, &recs);
-        let notes = notes.map(|counter| settle(conv, &recs, &removed, counter));
+        // What goes: decided by which calls go, so the read references
+        // rewritten below change none of it.
+        let (by_msg, drop_msgs) = plan(conv, &recs, &removed);
+        let notes = notes.map(|counter| settle(conv, &recs, &removed, &drop_msgs, counter));
         let mut counts = Counts {
             display_data_deleted,
             ..Counts::default()
@@ -1169,7 +1171,6 @@ impl StalePruner {
                 m.set_tool_result_text(r.call_id, text.clone());
             }
         }
-        let (by_msg, drop_msgs) = plan(conv, &recs, &removed);
         for (mi, ids) in &by_msg {
             if drop_msgs.contains(mi) {
                 continue;
