@@ -56,7 +56,12 @@
 //! note in every user message before the protected tail that a later user
 //! message's block supersedes.
 //!
-//! Removing an operation removes its call and its result together. Calls
+//! Removing an operation removes its call and its result together. With an
+//! archive to recall from (`StageContext::archive`), nothing goes without a
+//! recall handle: a run of removed messages goes behind one note naming
+//! what went, and an operation that cannot (one of parallel calls, or too
+//! small for a note) stays with its result, and a superseded write's
+//! content, cut to a short stub that gets a handle. Calls
 //! without a result, unknown tools, user messages (but for their
 //! environment blocks), the protected tail and messages annotated
 //! `protected` are never touched (display-only messages
@@ -893,33 +898,107 @@ fn plan<'t>(
     (by_msg, drop_msgs)
 }
 
-/// With an archive to recall from: the notes for the runs of messages the
-/// removals in `removed` drop whole, by the index of each run's first
-/// message, where a note fits ([`note_fits`]) and no tool result follows
-/// the run ([`before_result`]). What has no note still goes, as without an
-/// archive: a run too small for a note (a short command run again) saves
-/// little and holds less, and the calls and results taken out of messages
-/// that stay (parallel calls, some of them stale) are much of what the
-/// pruner saves on agent sessions.
+/// What goes with an archive to recall from (see [`settle`]).
+struct Settled {
+    /// The note in place of each run of messages that goes whole, by the
+    /// index of the run's first message.
+    notes: HashMap<usize, Message>,
+    /// The messages that go: those of the runs with a note.
+    gone: HashSet<usize>,
+    /// The removed operations that stay, their results cut to a stub
+    /// ([`stub`]): by record index.
+    stubs: Vec<usize>,
+}
+
+/// With an archive to recall from: what of the removals in `removed` goes
+/// and how, so that everything that goes can be recalled. A run of messages
+/// the removals drop whole goes, with a note naming what went in its place,
+/// where a note fits ([`note_fits`]) and no tool result follows the run
+/// ([`before_result`]). Every other removed operation stays, call and
+/// result, its result cut to a short stub that the pipeline gives a handle
+/// ([`stub`]): the calls taken out of a message that stays (parallel calls,
+/// some of them stale) and runs too small for a note. Without the stub the
+/// call would go with no handle to recall it by.
 fn settle(
     conv: &mut Conversation,
     recs: &[Rec<'_>],
     removed: &[Option<Rule>],
     drop_msgs: &HashSet<usize>,
     counter: &dyn TokenCounter,
-) -> HashMap<usize, Message> {
-    let mut notes = HashMap::new();
-    for run in runs(drop_msgs) {
-        if before_result(conv, &run) {
-            continue;
+) -> Settled {
+    let mut noted: Vec<(Vec<usize>, String)> = runs(drop_msgs)
+        .into_iter()
+        .filter(|run| !before_result(conv, run))
+        .map(|run| {
+            let text = removal_note(recs, removed, &run);
+            (run, text)
+        })
+        .filter(|(run, text)| note_fits(conv, run, text, counter))
+        .collect();
+    // An operation goes only when its call and its result both go under a
+    // note; one that has a part in a run without a note stays, and so does
+    // every run it has a part in (rare: a result answered far from its call).
+    let within = |noted: &[(Vec<usize>, String)], i: usize| {
+        noted.iter().any(|(run, _)| run.binary_search(&i).is_ok())
+    };
+    loop {
+        let parted: HashSet<usize> = recs
+            .iter()
+            .zip(removed)
+            .filter(|(_, rule)| rule.is_some())
+            .flat_map(|(r, _)| {
+                let parts = [Some(r.call.msg), r.result_msg];
+                let inside = parts
+                    .iter()
+                    .flatten()
+                    .filter(|&&i| within(&noted, i))
+                    .count();
+                let all = parts.iter().flatten().count();
+                let split = inside > 0 && inside < all;
+                parts.into_iter().flatten().filter(move |_| split)
+            })
+            .collect();
+        if parted.is_empty() {
+            break;
         }
-        let text = removal_note(recs, removed, &run);
-        if note_fits(conv, &run, &text, counter) {
-            let note = make_note(conv, &run, &text);
-            notes.insert(run[0], note);
-        }
+        noted.retain(|(run, _)| !run.iter().any(|i| parted.contains(i)));
     }
-    notes
+    let mut notes = HashMap::new();
+    let mut gone = HashSet::new();
+    for (run, text) in &noted {
+        notes.insert(run[0], make_note(conv, run, text));
+        gone.extend(run.iter().copied());
+    }
+    let stubs = recs
+        .iter()
+        .zip(removed)
+        .enumerate()
+        .filter(|(_, (r, rule))| rule.is_some() && !within(&noted, r.call.msg))
+        .map(|(k, _)| k)
+        .collect();
+    Settled { notes, gone, stubs }
+}
+
+/// The stub a removed operation's result is cut to when the operation
+/// stays (see [`settle`]): the call before it says what was run.
+fn stub(op: &Operation, rule: Rule) -> &'static str {
+    match rule {
+        Rule::StaleRead => "[ctxpress: stale read, the file changed later]",
+        Rule::SupersededEdit => "[ctxpress: superseded, the file was written again later]",
+        Rule::StaleCommand if op.kind == OpKind::Search => {
+            "[ctxpress: stale output, the search was run again later]"
+        }
+        Rule::StaleCommand => "[ctxpress: stale output, the command was run again later]",
+        Rule::FailedCommand => "[ctxpress: failed, the command was run again later]",
+    }
+}
+
+/// Whether `stub`, with the recall handle the pipeline writes into it, is
+/// shorter than `result` in characters and tokens.
+fn stub_fits(result: &str, stub: &str, counter: &dyn TokenCounter) -> bool {
+    let probe = stub.replacen("ctxpress", "ctxpress#h0123456789", 1);
+    // The probe is ASCII: its characters are its bytes.
+    !fewer_chars_than(result, probe.len() + 1) && counter.count(&probe) < counter.count(result)
 }
 
 /// The text of the note for the removed messages at `run` (sorted): the
@@ -1059,8 +1138,17 @@ impl StalePruner {
         let removed = self.decide(conv, &recs);
         // What goes: decided by which calls go, so the read references
         // rewritten below change none of it.
-        let (by_msg, drop_msgs) = plan(conv, &recs, &removed);
-        let notes = notes.map(|counter| settle(conv, &recs, &removed, &drop_msgs, counter));
+        let (mut by_msg, mut drop_msgs) = plan(conv, &recs, &removed);
+        let mut stubs = Vec::new();
+        let notes = notes.map(|counter| {
+            let s = settle(conv, &recs, &removed, &drop_msgs, counter);
+            // With an archive nothing goes from a message that stays: the
+            // operations outside the noted runs keep their calls.
+            by_msg.clear();
+            drop_msgs = s.gone;
+            stubs = s.stubs.into_iter().map(|k| (k, counter)).collect();
+            s.notes
+        });
         let mut counts = Counts {
             display_data_deleted,
             ..Counts::default()
@@ -1169,6 +1257,49 @@ impl StalePruner {
                 && let Some(m) = conv.messages.get_mut(ri)
             {
                 m.set_tool_result_text(r.call_id, text.clone());
+            }
+        }
+        for (k, counter) in stubs {
+            let (Some(r), Some(rule)) = (recs.get(k), removed.get(k).copied().flatten()) else {
+                continue;
+            };
+            let text = stub(&r.op, rule);
+            if let Some(ri) = r.result_msg
+                && let Some(m) = conv.messages.get_mut(ri)
+                && m.tool_result(r.call_id)
+                    .is_some_and(|res| stub_fits(&res.text, text, counter))
+            {
+                m.set_tool_result_text(r.call_id, text);
+            }
+            // A superseded write's content is in its call: cut it too (each
+            // argument with spaces in it: not a path or a name).
+            if rule == Rule::SupersededEdit
+                && let Some(m) = conv.messages.get_mut(r.call.msg)
+            {
+                let call = traffic.call(&r.call);
+                let long: Vec<&String> = call
+                    .args
+                    .value()
+                    .as_object()
+                    .into_iter()
+                    .flatten()
+                    .filter(|(_, v)| {
+                        v.as_str().is_some_and(|v| {
+                            v.contains(char::is_whitespace) && stub_fits(v, text, counter)
+                        })
+                    })
+                    .map(|(k, _)| k)
+                    .collect();
+                if !long.is_empty() {
+                    let was = m.clone();
+                    for k in long {
+                        m.set_tool_call_arg(r.call_id, k, text);
+                    }
+                    // Re-serialized arguments must not come out longer.
+                    if m.size() >= was.size() {
+                        *m = was;
+                    }
+                }
             }
         }
         for (mi, ids) in &by_msg {

@@ -863,3 +863,103 @@ fn removals_leave_a_recallable_note_when_there_is_an_archive() {
         input.to_json_string()
     );
 }
+
+/// With an archive, a stale call among parallel calls stays, its result
+/// cut to a stub and a superseded write's content in its call cut too:
+/// every rewritten message carries a handle that recalls it as it was, so
+/// the handles rebuild the input, and nothing is removed without one.
+/// Without an archive the calls go.
+#[test]
+fn parallel_removals_leave_recallable_stubs_when_there_is_an_archive() {
+    use ctxpress_core::archive::{MemoryArchive, archive, expand};
+    use ctxpress_core::handle::find_all;
+    use ctxpress_core::{Archive, Pipeline};
+    use std::sync::Arc;
+    let long =
+        "fn main() {\n    println!(\"the first version of this file, long enough to cut\");\n}\n";
+    let call = |id: &str, name: &str, args: Value| {
+        json!({"id": id, "type": "function",
+               "function": {"name": name, "arguments": args.to_string()}})
+    };
+    let result =
+        |id: &str, text: &str| json!({"role": "tool", "tool_call_id": id, "content": text});
+    let input = Conversation::parse(
+        &json!([
+            {"role": "user", "content": "fix both files"},
+            {"role": "assistant", "content": null, "tool_calls": [
+                call("c1", "Read", json!({"file_path": "/r/a.rs"})),
+                call("c2", "Write", json!({"file_path": "/r/w.rs", "content": long})),
+                call("c3", "Read", json!({"file_path": "/r/b.rs"}))]},
+            result("c1", &format!("{long}{BIG}")),
+            result("c2", "The file /r/w.rs has been written successfully, 3 lines."),
+            result("c3", BIG),
+            {"role": "assistant", "content": null, "tool_calls": [
+                call("c4", "Write", json!({"file_path": "/r/a.rs", "content": "fn a() {}\n"})),
+                call("c5", "Write", json!({"file_path": "/r/w.rs", "content": "fn w() {}\n"}))]},
+            result("c4", "ok"),
+            result("c5", "ok"),
+            {"role": "user", "content": "thanks"},
+            {"role": "assistant", "content": "done"},
+            {"role": "user", "content": "bye"},
+            {"role": "assistant", "content": "bye"},
+            {"role": "user", "content": "."},
+            {"role": "assistant", "content": "."},
+        ])
+        .to_string(),
+    )
+    .unwrap();
+    let mut pipeline = Pipeline::new(Vec::new());
+    pipeline.push(Box::new(StalePruner::default()));
+
+    let mut plain = input.clone();
+    pipeline.run(&mut plain, &StageContext::default());
+    assert_eq!(call_ids(&plain), vec!["c3", "c4", "c5"]);
+
+    let archive_db = Arc::new(MemoryArchive::new());
+    let ctx = StageContext {
+        archive: Some(archive_db.clone() as Arc<dyn Archive>),
+        ..StageContext::default()
+    };
+    let mut out = input.clone();
+    pipeline.run(&mut out, &ctx);
+    assert!(ctxpress_core::validate(&out).is_empty());
+    assert_eq!(call_ids(&out), vec!["c1", "c2", "c3", "c4", "c5"]);
+    assert_eq!(out.messages.len(), input.messages.len());
+    assert!(out.size() < input.size());
+    let text = out.to_json_string();
+    assert!(
+        text.contains("stale read, the file changed later"),
+        "{text}"
+    );
+    assert!(!text.contains("first version"), "{text}");
+    assert!(
+        text.contains("superseded, the file was written again later"),
+        "{text}"
+    );
+
+    // Each message with a handle recalls exactly itself as it was; the
+    // rest are the input's own.
+    archive(&input, &out, archive_db.as_ref()).unwrap();
+    let mut handles = 0;
+    for (o, i) in out.messages.iter().zip(&input.messages) {
+        let hs = find_all(&out.message_json(o));
+        match hs.first() {
+            None => assert!(ctxpress_core::Message::same(o, i)),
+            Some(h) => {
+                handles += 1;
+                let recalled = archive_db.recall(h).unwrap().expect("recalls");
+                assert_eq!(recalled, vec![input.message_json(i)]);
+            }
+        }
+    }
+    // The assistant message with the write and the cut read (the write's
+    // result is shorter than a stub: it stays as it was).
+    assert_eq!(handles, 2);
+    let written = Conversation::parse(&out.to_json_string()).unwrap();
+    assert_eq!(
+        expand(&written, archive_db.as_ref())
+            .unwrap()
+            .to_json_string(),
+        input.to_json_string()
+    );
+}

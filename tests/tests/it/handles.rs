@@ -3,9 +3,7 @@
 //! archive, every handle written in the output recalls originals that are
 //! input messages, in input order, and the output with each marked message
 //! replaced by what its handles recall is the input again (message by
-//! message, compared as JSON by meaning); for the presets in
-//! `SILENT_REMOVALS` it is the input with some tool traffic missing or
-//! edited, and nothing else.
+//! message, compared as JSON by meaning).
 
 use ctxpress::core::canonical;
 use ctxpress::core::handle::find_all;
@@ -16,13 +14,6 @@ use std::sync::Arc;
 
 /// Failures shown in the panic message.
 const SHOWN: usize = 20;
-/// Presets whose stale pruner removes some tool traffic without a note:
-/// calls and results taken out of a message that stays (parallel calls),
-/// and exchanges too small for a note (see the stale pruner's `settle`).
-/// What their handles rebuild must be the input in order, where a message
-/// may be missing only if it is tool traffic (an assistant message with
-/// tool calls, a tool result) and may differ only in its calls and results.
-const SILENT_REMOVALS: &[&str] = &["agent", "hybrid"];
 const BUDGETS: [usize; 2] = [8_000, 32_000];
 
 /// Compress `line` with `preset` under `budget`, then check its handles and
@@ -92,38 +83,6 @@ fn rebuild(preset: &str, budget: usize, line: &Line) -> Result<usize, String> {
         }
         rebuilt.extend(mine);
     }
-    if SILENT_REMOVALS.contains(&preset) {
-        // The rebuilt messages are input messages, in input order (or one
-        // whose tool calls or results the stale pruner removed: its role
-        // and text are the input's).
-        let mut from = 0;
-        for (i, t) in rebuilt.iter().enumerate() {
-            match inputs[from..]
-                .iter()
-                .position(|x| canonical::same(x, t) || same_text(x, t))
-            {
-                Some(k) => {
-                    if let Some(x) = inputs[from..from + k].iter().find(|x| !is_tool_traffic(x)) {
-                        return Err(format!(
-                            "{at}: an input message that is not tool traffic is missing: {x:.200}"
-                        ));
-                    }
-                    from += k + 1;
-                }
-                None => {
-                    return Err(format!(
-                        "{at}: the rebuilt message {i} is not the next input message: {t:.200}"
-                    ));
-                }
-            }
-        }
-        if let Some(x) = inputs[from..].iter().find(|x| !is_tool_traffic(x)) {
-            return Err(format!(
-                "{at}: an input message that is not tool traffic is missing at the end: {x:.200}"
-            ));
-        }
-        return Ok(handles);
-    }
     if rebuilt.len() != inputs.len() {
         return Err(format!(
             "{at}: the handles rebuild {} messages, the input has {}",
@@ -138,28 +97,6 @@ fn rebuild(preset: &str, budget: usize, line: &Line) -> Result<usize, String> {
         ));
     }
     Ok(handles)
-}
-
-/// An assistant message with tool calls, or a tool result.
-fn is_tool_traffic(t: &str) -> bool {
-    Conversation::parse(&format!("[{t}]"))
-        .ok()
-        .and_then(|c| {
-            c.messages
-                .first()
-                .map(|m| m.has_tool_calls() || m.is_tool_result())
-        })
-        .unwrap_or(false)
-}
-
-/// The same role and the same text (tool calls and results aside).
-fn same_text(a: &str, b: &str) -> bool {
-    let view = |t: &str| {
-        let c = Conversation::parse(&format!("[{t}]")).ok()?;
-        let m = c.messages.first()?;
-        Some((m.role_str().to_string(), m.text().into_owned()))
-    };
-    matches!((view(a), view(b)), (Some(x), Some(y)) if x == y)
 }
 
 #[test]
