@@ -38,7 +38,10 @@
 //!   backend registered in core under `backend` (`extractive` by default). A
 //!   summary that is empty or not shorter than its chunk, or a backend
 //!   error, takes the deterministic path instead (a digest of one line a
-//!   message); a chunk the backend fails on is first split in two. With an
+//!   message); a chunk the backend fails on is first split in two. A system
+//!   message inside the folded range keeps its place: the folded messages
+//!   after it go behind a one-line note there, whose `replaces` (and recall
+//!   handle) names them, so the output keeps the input's order. With an
 //!   async backend (an LLM) use [`Compactor::compress_to_async`]; the stage
 //!   is then registered async.
 //! - **Task state and ledger.** Every archived batch summary ends with a
@@ -229,6 +232,10 @@ pub struct CompactionResult {
     pub notes: Vec<String>,
     /// The error, when the history was left unchanged because of one.
     pub error: Option<CompactionError>,
+    /// The notes after system messages inside the folded range, each
+    /// standing for the folded messages after its system message (the clip
+    /// then stands for those before the first): by id, in order.
+    pub continued: Vec<MessageId>,
 }
 
 impl CompactionResult {
@@ -244,6 +251,7 @@ impl CompactionResult {
             tokens_after: tokens,
             notes: Vec::new(),
             error: None,
+            continued: Vec::new(),
         }
     }
 }
@@ -728,13 +736,54 @@ impl Compactor {
         let gone: HashSet<usize> = folded.iter().copied().chain(old_clip).collect();
         let mut replaces: Vec<MessageId> = old_clip.iter().map(|&c| msgs[c].id().clone()).collect();
         replaces.extend(folded.iter().map(|&j| msgs[j].id().clone()));
+        // The clip takes the place of the first folded message. A system
+        // message inside the folded range stays where it is: the folded
+        // messages after it go behind a short note of their own there (its
+        // `replaces` names them), so the output keeps the input's order and
+        // each note's recall handle gives back exactly its stretch.
         let mut new_msgs: Vec<Message> = msgs[..lead].to_vec();
-        new_msgs.push(clip_msg);
-        new_msgs.extend(
-            (lead..n)
-                .filter(|j| !gone.contains(j))
-                .map(|j| msgs[j].clone()),
-        );
+        let mut clip_msg = Some(clip_msg);
+        let mut clip_at = lead;
+        let mut continued: Vec<(MessageId, Vec<MessageId>)> = Vec::new();
+        let mut stretch: Vec<MessageId> = Vec::new();
+        for (j, m) in msgs.iter().enumerate().skip(lead) {
+            if gone.contains(&j) {
+                if clip_msg.is_none() && stretch.is_empty() {
+                    let nid = out.fresh_id("compaction");
+                    new_msgs.push(Message::text_message(nid.clone(), "user", ""));
+                    continued.push((nid, Vec::new()));
+                }
+                if let Some(c) = clip_msg.take() {
+                    clip_at = new_msgs.len();
+                    new_msgs.push(c);
+                }
+                stretch.push(m.id().clone());
+                continue;
+            }
+            if let Some(last) = continued.last_mut()
+                && !stretch.is_empty()
+            {
+                last.1.append(&mut stretch);
+            }
+            stretch.clear();
+            new_msgs.push(m.clone());
+        }
+        if let Some(last) = continued.last_mut() {
+            last.1.append(&mut stretch);
+        }
+        // The clip's own stretch: what is not behind a continuation note.
+        let behind: HashSet<&MessageId> = continued.iter().flat_map(|(_, ids)| ids).collect();
+        replaces.retain(|id| !behind.contains(id));
+        for (nid, ids) in &continued {
+            let text = format!(
+                "[ctxpress: {} earlier messages moved to the archive; the Context Summary above covers them]",
+                ids.len()
+            );
+            if let Some(m) = new_msgs.iter_mut().find(|m| m.id() == nid) {
+                *m = Message::text_message(nid.clone(), "user", &text);
+            }
+        }
+        let lead = clip_at;
         let mut after: usize = new_msgs.iter().map(|m| count_message(counter, m)).sum();
         if let Some(b) = budget.filter(|&b| after > b) {
             // Over the budget with every chunk folded: a shorter clip (the
@@ -785,6 +834,10 @@ impl Compactor {
         }
         out.messages = new_msgs;
         out.ann_mut(&cid).replaces = replaces;
+        for (nid, ids) in continued {
+            out.ann_mut(&nid).replaces = ids;
+            res.continued.push(nid);
+        }
         res.history = out;
         res.compacted = true;
         res.messages_folded = folded.len();

@@ -153,6 +153,7 @@ impl CompactorStage {
         archive: &MemoryBatchArchive,
         id: &str,
         lead: usize,
+        recall: bool,
     ) -> Result<StageOutcome, StrategyError> {
         let mut out = StageOutcome::default();
         out.notes.extend(r.notes.iter().cloned());
@@ -165,6 +166,10 @@ impl CompactorStage {
         let batches = archive
             .batches(id)
             .map_err(|e| StrategyError::Failed(e.to_string()))?;
+        let lead = r.history.messages[lead.min(r.history.messages.len())..]
+            .iter()
+            .position(crate::is_clip)
+            .map_or(lead, |k| lead + k);
         if let Some(m) = r.history.messages.get(lead) {
             let mut known = self
                 .known
@@ -179,10 +184,40 @@ impl CompactorStage {
         out.count("batches_added", r.batches_added.len() as u64);
         out.count("batches_resummarized", r.resummarized.len() as u64);
         out.count("fallbacks", r.fallbacks as u64);
-        *conv = r.history;
+        let mut history = r.history;
+        if recall && !r.continued.is_empty() {
+            mark_clip(conv, &mut history, lead);
+        }
+        *conv = history;
         Ok(out)
     }
 }
+
+/// With an archive to recall from, when system messages split the fold:
+/// write the recall handle of the clip's own stretch (the folded messages
+/// before the first of them) into the clip at `at`. The pipeline would
+/// leave it out, the clip being longer than that stretch; the clip and the
+/// notes together stand for the whole fold, and are shorter.
+fn mark_clip(before: &Conversation, history: &mut Conversation, at: usize) {
+    let Some(m) = history.messages.get(at) else {
+        return;
+    };
+    let id = m.id().clone();
+    let ids = history
+        .ann(&id)
+        .map(|a| a.replaces.clone())
+        .unwrap_or_default();
+    if ids.is_empty() || !m.text().starts_with(CLIP_WORD) {
+        return;
+    }
+    let h = ctxpress_core::handle::handle_of(before, &ids);
+    let text = m.text().replacen(CLIP_WORD, &format!("{CLIP_WORD}{h}"), 1);
+    history.messages[at].set_text(text);
+    ctxpress_core::handle::mark(history, &id, h, ids);
+}
+
+/// How a clip-archive message's text starts.
+const CLIP_WORD: &str = "[Context Summary";
 
 impl Strategy for CompactorStage {
     fn name(&self) -> &str {
@@ -198,7 +233,7 @@ impl Strategy for CompactorStage {
         let r = self
             .compactor
             .compress_to(conv, &id, &archive, ctx.budget, ctx.counter.as_ref());
-        self.finish(conv, r, &archive, &id, lead)
+        self.finish(conv, r, &archive, &id, lead, ctx.archive.is_some())
     }
 }
 
@@ -224,7 +259,7 @@ impl AsyncStrategy for CompactorStage {
                 .compactor
                 .compress_to_async(conv, &id, &archive, ctx.budget, ctx.counter.as_ref())
                 .await;
-            self.finish(conv, r, &archive, &id, lead)
+            self.finish(conv, r, &archive, &id, lead, ctx.archive.is_some())
         })
     }
 }

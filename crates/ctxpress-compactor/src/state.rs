@@ -120,7 +120,8 @@ impl TaskState {
             {
                 let t = m.text();
                 let t = t.trim();
-                if !t.is_empty() && !is_clip_text(t) {
+                if !t.is_empty() && !is_clip_text(t) && !ctxpress_core::window::is_generated_note(t)
+                {
                     let r = clip_line(t, REQUEST_CHARS);
                     if s.first_request.is_none() {
                         s.first_request = Some(r.clone());

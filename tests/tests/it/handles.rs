@@ -101,9 +101,18 @@ fn rebuild(preset: &str, budget: usize, line: &Line) -> Result<usize, String> {
 
 #[test]
 fn every_handle_recalls_its_originals_and_together_they_rebuild_the_input() {
+    // A sample by default; `CTXPRESS_HANDLES_ALL=1` checks every corpus
+    // conversation (about a minute in release on 2 cores).
+    let all = std::env::var_os("CTXPRESS_HANDLES_ALL").is_some_and(|v| v == "1");
     let lines: Vec<Line> = corpus::files()
         .iter()
-        .flat_map(|f| corpus::sample(f, 7, 4))
+        .flat_map(|f| {
+            if all {
+                corpus::conversations(f)
+            } else {
+                corpus::sample(f, 7, 4)
+            }
+        })
         .collect();
     assert!(!lines.is_empty(), "the corpus holds no conversation");
     let results: Vec<(&str, usize, Vec<String>)> = std::thread::scope(|s| {

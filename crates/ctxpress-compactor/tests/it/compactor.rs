@@ -941,3 +941,75 @@ fn a_run_whose_batches_another_run_replaced_starts_again() {
     // As after one run then the other: at most `2 * clip_window + buffer`.
     assert_eq!(arch.batches("s1").unwrap().len(), 3);
 }
+
+/// A system message inside the folded range (Codex writes them mid-session,
+/// even between a call and its result) stays where it is: the clip stands
+/// for the folded messages before it, a short note after it for those
+/// after, so the output keeps the input's order, each recall handle gives
+/// back exactly its stretch, and `expand` gives the input back.
+#[test]
+fn a_system_message_inside_the_fold_stays_in_place_between_two_stretches() {
+    use ctxpress_core::Archive;
+    use ctxpress_core::handle::find_all;
+    use std::sync::Arc;
+    let mut v = session(6);
+    let msgs = v["messages"].as_array_mut().unwrap();
+    // Between the failing run's call (c2) and its result.
+    let at = msgs
+        .iter()
+        .position(|m| m["role"] == "tool" && m["tool_call_id"] == "c2")
+        .unwrap();
+    msgs.insert(
+        at,
+        json!({"role": "system", "content": "Approved command prefix saved: cargo test"}),
+    );
+    let doc = v.to_string();
+    let input = Conversation::parse(&doc).unwrap();
+    let p = stage(json!({"chunk_tokens": 300}));
+    let originals = Arc::new(MemoryArchive::new());
+    let ctx = StageContext {
+        archive: Some(originals.clone() as Arc<dyn Archive>),
+        ..StageContext::default()
+    };
+    let mut conv = input.clone();
+    let report = p.run(&mut conv, &ctx);
+    assert_eq!(report.stages[0].status, StageStatus::Applied, "{report:?}");
+    let texts: Vec<String> = conv
+        .messages
+        .iter()
+        .map(|m| m.text().into_owned())
+        .collect();
+    let sys = texts
+        .iter()
+        .position(|t| t.starts_with("Approved command prefix"))
+        .unwrap();
+    assert!(texts[sys - 1].starts_with("[Context Summary"), "{texts:?}");
+    assert!(
+        texts[sys + 1].starts_with("[ctxpress#h") && texts[sys + 1].contains("earlier messages"),
+        "{texts:?}"
+    );
+    archive(&input, &conv, originals.as_ref()).unwrap();
+    // Clip, system message, note: their recalls are the input in order.
+    let mut rebuilt = input.messages[..sys - 1]
+        .iter()
+        .map(|m| input.message_json(m))
+        .collect::<Vec<_>>();
+    for m in &conv.messages[sys - 1..=sys + 1] {
+        match find_all(&conv.message_json(m)).first() {
+            Some(h) => rebuilt.extend(originals.recall(h).unwrap().expect("recalls")),
+            None => rebuilt.push(conv.message_json(m)),
+        }
+    }
+    let next = conv.messages[sys + 2].id().clone();
+    let upto = input.messages.iter().position(|m| *m.id() == next).unwrap();
+    let want: Vec<String> = input.messages[..upto]
+        .iter()
+        .map(|m| input.message_json(m))
+        .collect();
+    assert_eq!(rebuilt, want);
+    let out = Conversation::parse(&conv.to_json_string()).unwrap();
+    assert_eq!(
+        expand(&out, originals.as_ref()).unwrap().to_json_string(),
+        doc
+    );
+}
