@@ -31,7 +31,7 @@
 //! read again counts once more).
 
 use crate::dialect::{self, OpKind, Status, result_payload, result_status};
-use crate::message::{Message, Role};
+use crate::message::{Message, MessageId, Role};
 use crate::text::entities::ascii_regex;
 use crate::tokens::{TokenCounter, count_message};
 use regex::Regex;
@@ -227,6 +227,8 @@ struct FileEntry {
     last_action: &'static str,
     last_error: Option<String>,
     score: f64,
+    /// Where its latest exchange is (see [`Detail`]).
+    detail: Detail,
 }
 
 /// A command and its last outcome.
@@ -236,6 +238,17 @@ struct CommandEntry {
     status: &'static str,
     error: Option<String>,
     score: f64,
+    /// Where its latest run is (see [`Detail`]).
+    detail: Detail,
+}
+
+/// The messages of a file's or command's latest call and result (by id),
+/// and the recall handle a line gives them when the run archives them
+/// ([`Ledger::set_line_handles`]).
+#[derive(Debug, Clone, Default)]
+struct Detail {
+    ids: Vec<MessageId>,
+    handle: Option<crate::handle::Handle>,
 }
 
 /// A name, where it was seen most and how much it counts.
@@ -253,6 +266,8 @@ struct Pending {
     op: Option<dialect::Operation>,
     place: Option<Place>,
     plan_add: Option<String>,
+    /// The message that made the call.
+    call_msg: Option<MessageId>,
 }
 
 /// The ledger of the messages it was given (see the module docs).
@@ -344,6 +359,38 @@ impl Ledger {
     /// gives them back` instead of pointing at `ctxpress expand`.
     pub fn set_handle(&mut self, handle: Option<crate::handle::Handle>) {
         self.handle = handle;
+    }
+
+    /// Give each file and command line the recall handle of its latest call
+    /// and result (`handle_of` the messages' ids; `None` gives the line
+    /// none), written at the line's end: a model recalls the detail of one
+    /// line without the whole run. For the notes of a run that archives
+    /// what they stand for.
+    pub fn set_line_handles(
+        &mut self,
+        handle_of: impl Fn(&[MessageId]) -> Option<crate::handle::Handle>,
+    ) {
+        let details = self
+            .files
+            .values_mut()
+            .map(|e| &mut e.detail)
+            .chain(self.commands.values_mut().map(|e| &mut e.detail));
+        for d in details {
+            if !d.ids.is_empty() {
+                d.handle = handle_of(&d.ids);
+            }
+        }
+    }
+
+    /// The line handles ([`Ledger::set_line_handles`]) with the messages
+    /// each stands for: those a rendered note holds are to be registered
+    /// (`handle::mark`) on its message.
+    pub fn line_handles(&self) -> impl Iterator<Item = (&crate::handle::Handle, &[MessageId])> {
+        self.files
+            .values()
+            .map(|e| &e.detail)
+            .chain(self.commands.values().map(|e| &e.detail))
+            .filter_map(|d| Some((d.handle.as_ref()?, d.ids.as_slice())))
     }
 
     /// Messages read so far.
@@ -480,6 +527,7 @@ impl Ledger {
                         op: None,
                         place: None,
                         plan_add,
+                        call_msg: None,
                     },
                 );
                 continue;
@@ -502,6 +550,7 @@ impl Ledger {
                     op,
                     place: Some(place),
                     plan_add: None,
+                    call_msg: Some(m.id().clone()),
                 },
             );
         }
@@ -529,6 +578,20 @@ impl Ledger {
                     status_of(p.op.as_ref(), &r.text, r.is_error)
                 };
                 self.outcome(&place, p.op.as_ref(), status, &r.text);
+                if let Some(call) = p.call_msg {
+                    let mut ids = vec![call];
+                    if ids[0] != *m.id() {
+                        ids.push(m.id().clone());
+                    }
+                    let detail = match &place {
+                        Place::File(f) => self.files.get_mut(f).map(|e| &mut e.detail),
+                        Place::Command(c) => self.commands.get_mut(c).map(|e| &mut e.detail),
+                        _ => None,
+                    };
+                    if let Some(d) = detail {
+                        d.ids = ids;
+                    }
+                }
                 let body = if generated {
                     r.text.split_once('\n').map_or("", |(_, b)| b)
                 } else {
@@ -749,7 +812,18 @@ impl Ledger {
         }
         let mut section = "";
         for l in lines {
+            // A line's own recall handle, at its end, is not carried.
             let l = l.trim();
+            let l = match l.len().checked_sub(crate::handle::DIGITS + 3) {
+                Some(at)
+                    if l.is_char_boundary(at)
+                        && l[at..].starts_with(" #h")
+                        && crate::handle::Handle::parse(&l[at + 1..]).is_some() =>
+                {
+                    &l[..at]
+                }
+                _ => l,
+            };
             if l == END {
                 break;
             }
@@ -942,6 +1016,7 @@ impl Ledger {
                 names,
                 always,
                 slot,
+                handle: None,
             });
         };
         if let Some(r) = &self.first_request {
@@ -1032,6 +1107,9 @@ impl Ledger {
                 false,
                 s,
             );
+            if let Some(it) = items.last_mut() {
+                it.handle.clone_from(&f.detail.handle);
+            }
         }
         let mut cmds: Vec<(&String, &CommandEntry)> = self.commands.iter().collect();
         cmds.sort_by(|a, b| b.1.score.total_cmp(&a.1.score).then(a.0.cmp(b.0)));
@@ -1055,6 +1133,9 @@ impl Ledger {
                 false,
                 s,
             );
+            if let Some(it) = items.last_mut() {
+                it.handle.clone_from(&e.detail.handle);
+            }
         }
         let mut tools: Vec<&Place> = by_place
             .keys()
@@ -1129,13 +1210,22 @@ impl Ledger {
     /// many messages it stands for.
     fn render(&self, items: &[Item], order: &[usize], k: usize) -> String {
         let keep: HashSet<usize> = order.iter().take(k).copied().collect();
+        let shown = |it: &Item| {
+            it.always || keep.contains(&it.slot) || it.names.iter().any(|(_, j)| keep.contains(j))
+        };
+        let line_handles = items.iter().any(|it| it.handle.is_some() && shown(it));
         let mut out = String::new();
         let [u, a, t] = self.roles;
         let _ = match &self.handle {
             Some(h) => write!(
                 out,
-                "{HEAD} {} earlier messages ({u} user, {a} assistant, {t} tool results) moved to the archive as {h}; recall {h} gives them back. What they held, most used first:",
-                self.messages
+                "{HEAD} {} earlier messages ({u} user, {a} assistant, {t} tool results) moved to the archive as {h}; recall {h} gives them back{}. What they held, most used first:",
+                self.messages,
+                if line_handles {
+                    ", and a line's own handle its latest call and result"
+                } else {
+                    ""
+                }
             ),
             None => write!(
                 out,
@@ -1165,6 +1255,9 @@ impl Ledger {
                 out.push_str(&it.names_label);
                 out.push_str(&names.join(", "));
             }
+            if let Some(h) = &it.handle {
+                let _ = write!(out, " {h}");
+            }
             out.push('\n');
         }
         out.push_str(END);
@@ -1179,18 +1272,39 @@ impl Ledger {
         let mut order: Vec<usize> = (0..scores.len()).collect();
         order.sort_by(|a, b| scores[*b].total_cmp(&scores[*a]).then(a.cmp(b)));
         let n = order.len();
-        let cost = |k: usize| {
-            let text = self.render(&items, &order, k);
+        let cost = |items: &[Item], k: usize| {
+            let text = self.render(items, &order, k);
             let probe = Message::text_message(crate::MessageId::new(""), "user", &text);
             let t = count_message(counter, &probe);
             (text, t)
         };
-        let full = cost(n);
+        // The lines are chosen without their handles; the handles are
+        // written when they fit beside them, so they never cost a line.
+        let handles = items.iter().any(|it| it.handle.is_some());
+        let mut plain = items;
+        let with: Vec<Option<crate::handle::Handle>> =
+            plain.iter_mut().map(|it| it.handle.take()).collect();
+        let dress = |plain: &[Item], k: usize, best: (String, usize)| {
+            if !handles {
+                return best;
+            }
+            let items: Vec<Item> = plain
+                .iter()
+                .zip(&with)
+                .map(|(it, h)| Item {
+                    handle: h.clone(),
+                    ..it.clone()
+                })
+                .collect();
+            let dressed = cost(&items, k);
+            if dressed.1 <= limit { dressed } else { best }
+        };
+        let full = cost(&plain, n);
         if full.1 <= limit {
-            return full;
+            return dress(&plain, n, full);
         }
         let (mut lo, mut hi) = (0usize, n);
-        let mut best = cost(0);
+        let mut best = cost(&plain, 0);
         if best.1 > limit {
             // Not even the requests fit: the header alone.
             let text = self.render(&[], &[], 0);
@@ -1201,7 +1315,7 @@ impl Ledger {
         // Largest k that fits: the tokens grow with k.
         while hi - lo > 1 {
             let mid = lo + (hi - lo) / 2;
-            let c = cost(mid);
+            let c = cost(&plain, mid);
             if c.1 <= limit {
                 best = c;
                 lo = mid;
@@ -1209,7 +1323,7 @@ impl Ledger {
                 hi = mid;
             }
         }
-        best
+        dress(&plain, lo, best)
     }
 }
 
@@ -1324,6 +1438,7 @@ fn collect_strings<'v>(v: &'v Value, out: &mut Vec<&'v str>, depth: usize) {
 
 /// One line of the note before selection: its fixed head and its names,
 /// each with its rank slot.
+#[derive(Clone)]
 struct Item {
     section: &'static str,
     head: String,
@@ -1331,6 +1446,8 @@ struct Item {
     names: Vec<(String, usize)>,
     always: bool,
     slot: usize,
+    /// The recall handle written at the line's end.
+    handle: Option<crate::handle::Handle>,
 }
 
 #[cfg(test)]
@@ -1382,6 +1499,43 @@ mod tests {
             l.add(m);
         }
         l
+    }
+
+    /// With line handles, each file and command line ends with the handle
+    /// of its latest call and result, the header says so, and a note moved
+    /// out again is read back without them.
+    #[test]
+    fn lines_carry_the_handle_of_their_latest_exchange() {
+        let c = session();
+        let mut l = ledger_of_all(&c);
+        l.set_line_handles(|ids| Some(crate::handle::handle_of(&c, ids)));
+        l.set_handle(Some(crate::handle::handle_of(
+            &c,
+            &[c.messages[0].id().clone()],
+        )));
+        let (text, _) = l.render_within(usize::MAX, &Heuristic);
+        assert!(
+            text.contains("a line's own handle its latest call and result"),
+            "{text}"
+        );
+        let lines: Vec<(&crate::handle::Handle, &[MessageId])> = l.line_handles().collect();
+        assert!(!lines.is_empty());
+        for (h, ids) in &lines {
+            // Each stands for a call and the message with its result.
+            assert_eq!(ids.len(), 2);
+            let line = text
+                .lines()
+                .find(|x| x.ends_with(&format!(" {h}")))
+                .unwrap_or_else(|| panic!("no line ends with {h}: {text}"));
+            assert!(line.starts_with("- "), "{line}");
+        }
+        let mut again = Ledger::new(std::iter::empty::<&str>());
+        again.add(&Message::text_message(MessageId::new("n"), "user", &text));
+        let (back, _) = again.render_within(usize::MAX, &Heuristic);
+        assert!(crate::handle::find_all(&back).is_empty(), "{back}");
+        let plain = ledger_of_all(&c).render_within(usize::MAX, &Heuristic).0;
+        let files = |t: &str| t.lines().filter(|x| x.contains(".rs:")).count();
+        assert_eq!(files(&back), files(&plain), "{back}");
     }
 
     #[test]

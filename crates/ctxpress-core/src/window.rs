@@ -800,6 +800,15 @@ fn allocate<'a>(
                 });
                 let text = if ledger_at.is_none() {
                     ledger_at = Some(out.messages.len());
+                    if handle.is_some() {
+                        // Lines whose latest exchange is in this run recall it.
+                        let own: HashSet<&MessageId> = ids.iter().collect();
+                        ledger.set_line_handles(|line| {
+                            line.iter()
+                                .all(|i| own.contains(i))
+                                .then(|| crate::handle::handle_of(whole, line))
+                        });
+                    }
                     ledger.set_handle(handle);
                     String::new()
                 } else {
@@ -881,6 +890,12 @@ fn allocate<'a>(
             .saturating_sub(rest)
             .min(evicted_tokens.saturating_sub(1));
         let (text, _) = ledger.render_within(limit, counter);
+        let id = out.messages[at].id().clone();
+        for (h, ids) in ledger.line_handles() {
+            if text.contains(&h.to_string()) {
+                crate::handle::mark(&mut out, &id, h.clone(), ids.to_vec());
+            }
+        }
         out.messages[at].set_text(text);
     }
     // Never longer: when the notes cost more than what they stand for (a
