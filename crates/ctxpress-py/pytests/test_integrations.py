@@ -263,6 +263,9 @@ def test_litellm_hook_names_sessions_and_serves_the_proxy(litellm_mod):
     from ctxpress.integrations.litellm import CtxpressHook
 
     hook = CtxpressHook(window=6000, max_sessions=2)
+    # The proxy calls a callback's async_pre_call_hook only when its own
+    # class defines it (litellm/proxy/utils.py, ProxyLogging.pre_call_hook).
+    assert "async_pre_call_hook" in vars(CtxpressHook)
     history = openai_session(turns=20, lines=40)
     data = {"model": "gpt-x", "messages": history, "metadata": {"ctxpress_session": "a"}}
     out = asyncio.run(hook.async_pre_call_hook(None, None, data, "acompletion"))
@@ -285,6 +288,25 @@ def test_litellm_hook_names_sessions_and_serves_the_proxy(litellm_mod):
     body["messages"] += [m for m in history[2:] if m["role"] == "user"] or []
     res = asyncio.run(hook.async_pre_call_hook(None, None, body, "anthropic_messages"))
     assert res["system"] == "You are a coding agent."
+
+
+def test_litellm_sync_completion_through_prepare_request(litellm_mod):
+    litellm = litellm_mod
+    from ctxpress.integrations.litellm import CtxpressHook
+
+    hook = CtxpressHook(window=6000)
+    litellm.callbacks = [hook]
+    history = openai_session(turns=20, lines=40)
+    with _stub_server() as base:
+        # The sync completion runs no hook that may change the request ...
+        litellm.completion(model="openai/stub", api_base=base, api_key="x", messages=history)
+        # ... so a sync caller asks the hook first.
+        req = hook.prepare_request({"model": "openai/stub", "messages": history})
+        litellm.completion(api_base=base, api_key="x", **req)
+        sent = [b["messages"] for b in _Stub.bodies]
+    assert sent[0] == history, "LiteLLM sent the sync call as given"
+    assert sent[1] == req["messages"] and _tokens(sent[1]) <= 6000
+    assert hook.last_report["compacted"]
 
 
 def test_litellm_hook_window_from_the_model(litellm_mod):

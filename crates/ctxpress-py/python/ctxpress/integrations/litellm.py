@@ -25,9 +25,11 @@ also under a ``Router`` and inside the proxy) await
 ``CustomLogger`` in ``litellm.callbacks`` and send the ``kwargs`` it
 returns. ``async_log_pre_api_call``/``log_pre_api_call`` are logging only
 and run after the provider request is built, so changing messages there
-changes nothing that is sent; the sync ``litellm.completion`` runs no hook
-that may change the request, so this hook works with ``acompletion``
-(and ``messages=`` given by keyword). Both hooks are implemented; a request
+changes nothing that is sent (checked: the stub server of the tests gets
+the messages as given); the sync ``litellm.completion`` runs no hook that
+may change the request (only ``log_pre_api_call``), so the hook works with
+``acompletion`` (``messages=`` given by keyword), and sync callers use
+:meth:`CtxpressHook.prepare_request`. Both hooks are implemented; a request
 the proxy hook already compressed passes the deployment hook unchanged.
 """
 
@@ -210,12 +212,34 @@ class CtxpressHook(CustomLogger):
                 self._sessions.popitem(last=False)
         return s
 
+    def prepare_request(self, data: Mapping[str, Any]) -> Dict[str, Any]:
+        """``data`` (a request: ``model``, ``messages``, optional ``metadata``,
+        ``system``, ``tools``) with its messages compressed, for what no hook
+        reaches: ``litellm.completion(**hook.prepare_request({"model": ...,
+        "messages": history}))``. Shares the hook's sessions."""
+        plan = self._plan(data)
+        if plan is None:
+            return dict(data)
+        key, session, body = plan
+        out, report = session.prepare(body)
+        return self._finish(data, key, out, report)
+
     async def _compress_request(self, data: Dict[str, Any]) -> Dict[str, Any]:
+        plan = self._plan(data)
+        if plan is None:
+            return data
+        key, session, body = plan
+        out, report = await session.aprepare(body)
+        return self._finish(data, key, out, report)
+
+    def _plan(self, data: Mapping[str, Any]) -> Optional[Tuple[str, Session, Dict[str, Any]]]:
+        """The conversation's key, its session and what to give it; ``None``
+        for a request with nothing to compress or one this hook made."""
         messages = data.get("messages")
         if not isinstance(messages, list) or not messages or not all(isinstance(m, Mapping) for m in messages):
-            return data
+            return None
         if self._fingerprint(data) in self._sent:
-            return data
+            return None
         key = self.session_key(data)
         session = self.session(key, self._window_for(data.get("model")))
         # What the window counts besides the messages: an Anthropic
@@ -224,7 +248,9 @@ class CtxpressHook(CustomLogger):
         for field in ("system", "tools"):
             if data.get(field) is not None:
                 body[field] = data[field]
-        out, report = await session.aprepare(body)
+        return key, session, body
+
+    def _finish(self, data: Mapping[str, Any], key: str, out: Dict[str, Any], report: Dict[str, Any]) -> Dict[str, Any]:
         data = dict(data)
         data["messages"] = out["messages"]
         with self._lock:
