@@ -20,7 +20,7 @@ from typing import Any, Dict, Iterator, List
 import pytest
 
 import ctxpress
-from _support import corpus_dir, openai_session
+from _support import anthropic_session, corpus_dir, openai_session
 
 # LiteLLM's own types warn on import (pydantic and ReadOnly TypedDict items).
 pytestmark = pytest.mark.filterwarnings("ignore:Items? .*ReadOnly:UserWarning")
@@ -283,11 +283,14 @@ def test_litellm_hook_names_sessions_and_serves_the_proxy(litellm_mod):
     for name in ("b", "c"):
         asyncio.run(hook.async_pre_call_hook(None, None, {**data, "metadata": {"ctxpress_session": name}}, "acompletion"))
     assert [k for k, _ in hook._sessions] == ["s:b", "s:c"]
-    # Anthropic Messages through the proxy (/v1/messages): a top-level system.
-    body = {"model": "claude-x", "system": "You are a coding agent.", "messages": [{"role": "user", "content": "Fix it."}]}
-    body["messages"] += [m for m in history[2:] if m["role"] == "user"] or []
-    res = asyncio.run(hook.async_pre_call_hook(None, None, body, "anthropic_messages"))
-    assert res["system"] == "You are a coding agent."
+    # Anthropic Messages through the proxy (/v1/messages): a top-level system
+    # and content blocks.
+    body = anthropic_session(turns=20, lines=40)
+    res = asyncio.run(hook.async_pre_call_hook(None, None, dict(body), "anthropic_messages"))
+    assert hook.last_report["compacted"] and res["system"] == body["system"]
+    assert res["messages"] != body["messages"] and ctxpress.validate(res) == []
+    assert _tokens(res) <= 6000
+    assert res["messages"][-1] == body["messages"][-1]
 
 
 def test_litellm_sync_completion_through_prepare_request(litellm_mod):
@@ -430,3 +433,9 @@ def test_langchain_messages_round_trip():
     assert back[3].content == "[compressed]" and back[3].id == "t" and back[3].tool_call_id == "c1"
     assert back[2].tool_calls[0]["args"] == {"x": 1} and back[2].response_metadata == {"k": 1}
     assert back[4].id not in ("h", None), "an id is not used twice"
+    # An Anthropic model's call is a tool_use block and a tool call: once in the dict.
+    blocks = [{"type": "text", "text": "Reading."}, {"type": "tool_use", "id": "c1", "name": "f", "input": {"x": 1}}]
+    anth = AIMessage(blocks, id="a", tool_calls=[{"name": "f", "args": {"x": 1}, "id": "c1", "type": "tool_call"}])
+    (d,) = to_dicts([anth])
+    assert d["content"] == blocks[:1] and len(d["tool_calls"]) == 1
+    assert from_dicts([d], [anth])[0] is anth

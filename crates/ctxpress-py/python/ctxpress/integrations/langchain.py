@@ -48,7 +48,17 @@ __all__ = ["CtxpressMiddleware", "to_dicts", "from_dicts"]
 
 def _to_dict(m: BaseMessage) -> Dict[str, Any]:
     if isinstance(m, AIMessage):
-        d: Dict[str, Any] = {"role": "assistant", "content": m.content}
+        content = m.content
+        if m.tool_calls and isinstance(content, list):
+            # Anthropic models give each call twice: a `tool_use` block and
+            # an entry of `tool_calls` (from which the block is made again).
+            ids = {tc.get("id") for tc in m.tool_calls}
+            content = [
+                b
+                for b in content
+                if not (isinstance(b, dict) and b.get("type") in ("tool_use", "tool_call") and b.get("id") in ids)
+            ]
+        d: Dict[str, Any] = {"role": "assistant", "content": content}
         if m.tool_calls:
             d["tool_calls"] = [
                 {
