@@ -235,11 +235,11 @@ def test_litellm_hook_keeps_the_prefix_stable_across_turns(litellm_mod):
                     model="openai/stub", api_base=base, api_key="x", messages=history, timeout=60
                 )
                 reports.append(hook.last_report)
-                reply = resp.choices[0].message.content
                 ask = f"Turn {k}: now check these files too.\n" + "\n".join(
                     f"src/pkg_{k}/mod_{i}.py: def handler_{i}(request): return route(request, {i})" for i in range(60)
                 )
-                history = history + [{"role": "assistant", "content": reply}, {"role": "user", "content": ask}]
+                # The reply as LiteLLM gives it (a Message object), as clients do.
+                history = history + [resp.choices[0].message, {"role": "user", "content": ask}]
 
         asyncio.run(run())
         sent = [b["messages"] for b in _Stub.bodies]
@@ -276,6 +276,9 @@ def test_litellm_hook_names_sessions_and_serves_the_proxy(litellm_mod):
     assert again["messages"] == out["messages"]
     # Keys: the metadata name, else system prompt and first user message.
     assert hook.session_key(data) == "s:a"
+    assert hook.session_key(data, "k1") == "s:k1:a"
+    assert hook.session_key({"messages": history}, "k1") != hook.session_key({"messages": history}, "k2")
+    assert hook.session_key({"messages": history, "user": "u1"}) != hook.session_key({"messages": history})
     plain = hook.session_key({"messages": history})
     moved = [{**m, "content": [{"type": "text", "text": m["content"], "cache_control": {"type": "ephemeral"}}]} if i == 1 else m for i, m in enumerate(history)]
     assert hook.session_key({"messages": moved}) == plain
@@ -291,6 +294,17 @@ def test_litellm_hook_names_sessions_and_serves_the_proxy(litellm_mod):
     assert res["messages"] != body["messages"] and ctxpress.validate(res) == []
     assert _tokens(res) <= 6000
     assert res["messages"][-1] == body["messages"][-1]
+
+
+def test_litellm_hook_sends_what_it_cannot_read_unchanged(litellm_mod, caplog):
+    from ctxpress.integrations.litellm import CtxpressHook
+
+    hook = CtxpressHook(window=6000)
+    odd = {"model": "gpt-x", "messages": [{"role": "user", "content": object()}]}
+    assert hook.prepare_request(odd)["messages"] is odd["messages"]
+    assert "uncompressed" in caplog.text
+    other = {"model": "gpt-x", "messages": [3]}
+    assert asyncio.run(hook.async_pre_call_deployment_hook(other, None)) is other
 
 
 def test_litellm_sync_completion_through_prepare_request(litellm_mod):

@@ -38,11 +38,12 @@ from __future__ import annotations
 import collections
 import hashlib
 import json
+import logging
 import threading
-from typing import Any, Dict, Mapping, Optional, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Tuple
 
 import ctxpress
-from ctxpress import Archive, ConfigError, Session
+from ctxpress import Archive, ConfigError, InputError, Session
 
 try:
     import litellm
@@ -56,6 +57,8 @@ __all__ = ["CtxpressHook"]
 
 #: Where a caller names its conversation: ``metadata={"ctxpress_session": ...}``.
 SESSION_FIELD = "ctxpress_session"
+
+log = logging.getLogger("ctxpress.integrations.litellm")
 
 
 def _digest(*parts: Any) -> str:
@@ -80,14 +83,47 @@ def _text(content: Any) -> Any:
     return content
 
 
+def _plain(messages: Any) -> Optional[List[Dict[str, Any]]]:
+    """The messages as dicts (a response's ``Message`` objects appended to
+    the history become what their ``model_dump`` gives, ``None`` fields
+    left out); ``None`` when some cannot be."""
+    if not isinstance(messages, list) or not messages:
+        return None
+    out = []
+    for m in messages:
+        if isinstance(m, Mapping):
+            out.append(m if isinstance(m, dict) else dict(m))
+        elif hasattr(m, "model_dump"):
+            out.append(m.model_dump(exclude_none=True))
+        else:
+            return None
+    return out
+
+
+def _owner(user_api_key_dict: Any) -> Optional[str]:
+    """Who sends a proxy request (a hash of its key), so two users' equal
+    conversations get two sessions."""
+    for field in ("token", "api_key", "user_id"):
+        v = getattr(user_api_key_dict, field, None)
+        if v:
+            return _digest(field, v)[:16]
+    return None
+
+
 class CtxpressHook(CustomLogger):
     """Compress each chat request's ``messages`` so it fits the model's
     window, keeping one :class:`ctxpress.Session` per conversation.
 
     A conversation is named by ``metadata["ctxpress_session"]`` when the
     request gives one (``litellm_metadata`` too), else by a hash of its
-    system prompt and first user message. Sessions are kept for the
-    ``max_sessions`` conversations used last.
+    system prompt, first user message and the ids a client sends the same
+    every turn (``user``, ``prompt_cache_key``, ``safety_identifier``,
+    ``metadata.user_id``); in the proxy, also by the caller's key. Sessions
+    are kept for the ``max_sessions`` conversations used last.
+
+    A request whose messages ctxpress cannot read (:class:`ctxpress.InputError`)
+    goes out unchanged, with a warning on the ``ctxpress.integrations.litellm``
+    logger; a model whose window is unknown raises (see ``window``).
 
     Args:
         preset: the pipeline (default ``"agent"``); or ``config``, as for
@@ -143,7 +179,7 @@ class CtxpressHook(CustomLogger):
 
     async def async_pre_call_hook(self, user_api_key_dict: Any, cache: Any, data: dict, call_type: Any) -> dict:
         """The proxy's hook: returns ``data`` with its messages compressed."""
-        return await self._compress_request(data)
+        return await self._compress_request(data, _owner(user_api_key_dict))
 
     async def async_pre_call_deployment_hook(self, kwargs: Dict[str, Any], call_type: Any) -> Optional[dict]:
         """The SDK's hook (``acompletion``, a ``Router``): returns the
@@ -152,13 +188,18 @@ class CtxpressHook(CustomLogger):
 
     # -- the work ---------------------------------------------------------
 
-    def session_key(self, data: Mapping[str, Any]) -> str:
-        """The conversation a request belongs to (see the class docs)."""
-        for field in ("metadata", "litellm_metadata"):
-            meta = data.get(field)
-            if isinstance(meta, Mapping) and meta.get(SESSION_FIELD) is not None:
-                return "s:" + str(meta[SESSION_FIELD])
-        messages = data.get("messages") or []
+    def session_key(self, data: Mapping[str, Any], owner: Optional[str] = None) -> str:
+        """The conversation a request belongs to (see the class docs);
+        ``owner`` names who sends it."""
+        metas = [data.get(f) for f in ("metadata", "litellm_metadata")]
+        metas = [m for m in metas if isinstance(m, Mapping)]
+        who = "" if owner is None else owner + ":"
+        for meta in metas:
+            if meta.get(SESSION_FIELD) is not None:
+                return f"s:{who}{meta[SESSION_FIELD]}"
+        ids = [data.get(f) for f in ("user", "prompt_cache_key", "safety_identifier")]
+        ids += [m.get("user_id") for m in metas]
+        messages = _plain(data.get("messages")) or []
         system = data.get("system")
         if system is None:
             system = next(
@@ -169,7 +210,7 @@ class CtxpressHook(CustomLogger):
             (m.get("content") for m in messages if isinstance(m, Mapping) and m.get("role") == "user"),
             None,
         )
-        return "h:" + _digest(_text(system), _text(first))
+        return "h:" + who + _digest(_text(system), _text(first), ids)
 
     def _window_for(self, model: Any) -> Optional[int]:
         if self.window is not None or self.budget is not None:
@@ -217,30 +258,38 @@ class CtxpressHook(CustomLogger):
         ``system``, ``tools``) with its messages compressed, for what no hook
         reaches: ``litellm.completion(**hook.prepare_request({"model": ...,
         "messages": history}))``. Shares the hook's sessions."""
-        plan = self._plan(data)
+        plan = self._plan(data, None)
         if plan is None:
             return dict(data)
         key, session, body = plan
-        out, report = session.prepare(body)
+        try:
+            out, report = session.prepare(body)
+        except InputError as e:
+            log.warning("ctxpress: request sent uncompressed: %s", e)
+            return dict(data)
         return self._finish(data, key, out, report)
 
-    async def _compress_request(self, data: Dict[str, Any]) -> Dict[str, Any]:
-        plan = self._plan(data)
+    async def _compress_request(self, data: Dict[str, Any], owner: Optional[str] = None) -> Dict[str, Any]:
+        plan = self._plan(data, owner)
         if plan is None:
             return data
         key, session, body = plan
-        out, report = await session.aprepare(body)
+        try:
+            out, report = await session.aprepare(body)
+        except InputError as e:
+            log.warning("ctxpress: request sent uncompressed: %s", e)
+            return data
         return self._finish(data, key, out, report)
 
-    def _plan(self, data: Mapping[str, Any]) -> Optional[Tuple[str, Session, Dict[str, Any]]]:
+    def _plan(self, data: Mapping[str, Any], owner: Optional[str]) -> Optional[Tuple[str, Session, Dict[str, Any]]]:
         """The conversation's key, its session and what to give it; ``None``
         for a request with nothing to compress or one this hook made."""
-        messages = data.get("messages")
-        if not isinstance(messages, list) or not messages or not all(isinstance(m, Mapping) for m in messages):
+        messages = _plain(data.get("messages"))
+        if messages is None:
             return None
-        if self._fingerprint(data) in self._sent:
+        if _digest(messages) in self._sent:
             return None
-        key = self.session_key(data)
+        key = self.session_key(data, owner)
         session = self.session(key, self._window_for(data.get("model")))
         # What the window counts besides the messages: an Anthropic
         # top-level system and the tool definitions.
@@ -254,7 +303,7 @@ class CtxpressHook(CustomLogger):
         data = dict(data)
         data["messages"] = out["messages"]
         with self._lock:
-            self._sent[self._fingerprint(data)] = None
+            self._sent[_digest(data["messages"])] = None
             while len(self._sent) > 4 * self.max_sessions:
                 self._sent.popitem(last=False)
             self.reports[key] = report
@@ -263,7 +312,3 @@ class CtxpressHook(CustomLogger):
                 self.reports.popitem(last=False)
             self.last_report = report
         return data
-
-    @staticmethod
-    def _fingerprint(data: Mapping[str, Any]) -> str:
-        return _digest(data.get("messages"))
