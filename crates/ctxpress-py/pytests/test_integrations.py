@@ -296,6 +296,36 @@ def test_litellm_hook_names_sessions_and_serves_the_proxy(litellm_mod):
     assert res["messages"][-1] == body["messages"][-1]
 
 
+def test_litellm_proxy_pre_call_hook_runs_the_hook(litellm_mod):
+    """The proxy's own pre-call path (ProxyLogging.pre_call_hook, what every
+    proxy request goes through) calls the hook and sends what it returns;
+    the router's deployment hook then leaves that request alone."""
+    litellm = litellm_mod
+    proxy_utils = _need("litellm.proxy.utils", "litellm")
+    from litellm.caching.caching import DualCache
+    from litellm.proxy._types import UserAPIKeyAuth
+
+    from ctxpress.integrations.litellm import CtxpressHook
+
+    hook = CtxpressHook(window=6000)
+    litellm.callbacks = [hook]
+    proxy = proxy_utils.ProxyLogging(user_api_key_cache=DualCache())
+    history = openai_session(turns=20, lines=40)
+    sent = []
+    for user in ("sk-one", "sk-two"):
+        data = {"model": "gpt-x", "messages": history}
+        out = asyncio.run(
+            proxy.pre_call_hook(user_api_key_dict=UserAPIKeyAuth(api_key=user), data=data, call_type="completion")
+        )
+        assert hook.last_report["compacted"] and _tokens(out["messages"]) <= 6000
+        assert ctxpress.validate(out["messages"]) == []
+        again = asyncio.run(hook.async_pre_call_deployment_hook(dict(out), None))
+        assert again["messages"] == out["messages"]
+        sent.append(out["messages"])
+    assert sent[0] == sent[1]
+    assert len(hook._sessions) == 2, "one session per caller"
+
+
 def test_litellm_hook_sends_what_it_cannot_read_unchanged(litellm_mod, caplog):
     from ctxpress.integrations.litellm import CtxpressHook
 

@@ -16,21 +16,30 @@ proxy imports, e.g. ``ctxpress_hook.py`` beside the config)::
     litellm_settings:
       callbacks: ctxpress_hook.hook
 
-Where LiteLLM lets a callback change the request (checked against LiteLLM
-1.110): the proxy awaits ``async_pre_call_hook(user_api_key_dict, cache,
-data, call_type)`` on every request and sends the ``data`` it returns; the
-SDK never calls that hook. The SDK's async entry points (``acompletion``,
-also under a ``Router`` and inside the proxy) await
-``async_pre_call_deployment_hook(kwargs, call_type)`` of every
-``CustomLogger`` in ``litellm.callbacks`` and send the ``kwargs`` it
-returns. ``async_log_pre_api_call``/``log_pre_api_call`` are logging only
-and run after the provider request is built, so changing messages there
-changes nothing that is sent (checked: the stub server of the tests gets
-the messages as given); the sync ``litellm.completion`` runs no hook that
-may change the request (only ``log_pre_api_call``), so the hook works with
-``acompletion`` (``messages=`` given by keyword), and sync callers use
-:meth:`CtxpressHook.prepare_request`. Both hooks are implemented; a request
-the proxy hook already compressed passes the deployment hook unchanged.
+Where LiteLLM lets a callback change the request (read in LiteLLM 1.110's
+source and checked against it):
+
+- The proxy awaits ``async_pre_call_hook(user_api_key_dict, cache, data,
+  call_type)`` of each callback whose own class defines it, on every
+  request, and sends the ``data`` it returns (``litellm/proxy/utils.py``,
+  ``ProxyLogging.pre_call_hook``). The SDK never calls it. (The tests go
+  through ``ProxyLogging.pre_call_hook`` itself; the proxy server,
+  ``litellm[proxy]``, could not be installed at 1.110.2 to run whole.)
+- The SDK's async entry points (``acompletion``, also under a ``Router``
+  and inside the proxy) await ``async_pre_call_deployment_hook(kwargs,
+  call_type)`` of every ``CustomLogger`` in ``litellm.callbacks`` and send
+  the ``kwargs`` it returns (``litellm/utils.py``, ``wrapper_async``); the
+  tests send through it to a stub server.
+- ``log_pre_api_call`` (called by ``completion`` and ``acompletion``;
+  ``async_log_pre_api_call`` by neither) is logging only: the request is
+  built by then, and changing the messages there changes nothing that is
+  sent.
+- The sync ``litellm.completion`` runs no hook that may change the request,
+  so sync callers use :meth:`CtxpressHook.prepare_request`.
+
+Both hooks are implemented; a request the proxy hook already compressed
+passes the deployment hook unchanged. ``acompletion`` must get
+``messages=`` by keyword (the hook sees keyword arguments only).
 """
 
 from __future__ import annotations
