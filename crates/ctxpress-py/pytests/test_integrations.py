@@ -63,6 +63,15 @@ def _agent_history() -> List[Dict[str, Any]]:
     return msgs[:end] + [{"role": "user", "content": "Go on with the task."}]
 
 
+def test_a_missing_framework_skips_and_fails_under_ci(monkeypatch):
+    monkeypatch.delenv("CI", raising=False)
+    with pytest.raises(pytest.skip.Exception, match="not installed"):
+        _need("ctxpress_no_such_framework", "litellm")
+    monkeypatch.setenv("CI", "1")
+    with pytest.raises(pytest.fail.Exception, match="CI is set"):
+        _need("ctxpress_no_such_framework", "litellm")
+
+
 # -- ctxpress.Session ------------------------------------------------------
 
 

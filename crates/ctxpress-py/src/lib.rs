@@ -470,13 +470,16 @@ impl PySession {
         .map_err(|f: Fail| f.raise(py))
     }
 
-    /// Compactions so far.
+    /// Compactions so far (waits for a turn in progress, without the
+    /// interpreter lock).
     #[getter]
-    fn compactions(&self) -> usize {
-        self.inner
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .compactions()
+    fn compactions(&self, py: Python<'_>) -> usize {
+        py.detach(|| {
+            self.inner
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .compactions()
+        })
     }
 
     /// True when the pipeline calls an LLM.
