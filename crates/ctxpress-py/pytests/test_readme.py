@@ -51,7 +51,8 @@ def test_python_blocks_run(tmp_path):
         ran += 1
     assert ran >= 1, "the README has a runnable Python example"
     if missing:
-        why = f"README blocks not run: {', '.join(missing)} not installed (pip install 'ctxpress[{",".join(missing)}]')"
+        extras = ",".join(missing)
+        why = f"README blocks not run: {', '.join(missing)} not installed (pip install 'ctxpress[{extras}]')"
         if os.environ.get("CI"):
             pytest.fail(f"{why} (CI is set: they must run)")
         pytest.skip(why)
