@@ -7,11 +7,11 @@
 //! Errors are raised as the exception classes of `ctxpress._errors`.
 
 use ctxpress::core::tokens::counter_named;
-use ctxpress::{Archive, Compressor, Conversation, PipelineConfig, Report};
+use ctxpress::{Archive, Compressor, Conversation, PipelineConfig, Report, Session, TurnReport};
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use serde_json::{Value, json};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 /// An error made without the interpreter lock, raised once it is held again.
 enum Fail {
@@ -80,6 +80,10 @@ fn write(c: &Conversation) -> String {
 
 /// The report as the JSON the Python `Result.report` is made from.
 fn report_json(r: &Report) -> String {
+    report_value(r).to_string()
+}
+
+fn report_value(r: &Report) -> Value {
     json!({
         "messages_before": r.messages_before,
         "messages_after": r.messages_after,
@@ -94,7 +98,42 @@ fn report_json(r: &Report) -> String {
         "budget": r.budget,
         "statistics": ctxpress::statistics(r),
     })
+}
+
+/// A session turn's report as JSON: the pipeline's report (when the turn
+/// compacted) in the shape of `report_json`.
+fn turn_json(t: &TurnReport, s: &Session) -> String {
+    json!({
+        "tokens_given": t.tokens_given,
+        "tokens_request": t.tokens_request,
+        "tokens_saved": t.tokens_saved,
+        "tokens_prefix_kept": t.tokens_prefix_kept,
+        "tokens_prefix_changed": t.tokens_prefix_changed,
+        "compacted": t.compacted,
+        "fits": t.fits,
+        "reset": t.reset,
+        "trigger": s.trigger(),
+        "target": s.target(),
+        "compactions": s.compactions(),
+        "report": t.report.as_ref().map(report_value),
+    })
     .to_string()
+}
+
+fn pipeline_fail(e: ctxpress::Error) -> Fail {
+    match e {
+        ctxpress::Error::Config(c) => Fail::Config(c.to_string()),
+        ctxpress::Error::Archive(a) => Fail::Archive(a.to_string()),
+        other => Fail::Other(other.to_string()),
+    }
+}
+
+fn async_runtime() -> PyResult<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| PyRuntimeError::new_err(format!("starting the async runtime: {e}")))
 }
 
 /// A store of originals: what `compress` archives and `expand` reads.
@@ -241,11 +280,7 @@ impl PyCompressor {
             Some(rt) => rt.block_on(self.inner.compress_async(&mut conv)),
             None => self.inner.compress(&mut conv),
         }
-        .map_err(|e| match e {
-            ctxpress::Error::Config(c) => Fail::Config(c.to_string()),
-            ctxpress::Error::Archive(a) => Fail::Archive(a.to_string()),
-            other => Fail::Other(other.to_string()),
-        })?;
+        .map_err(pipeline_fail)?;
         Ok((write(&conv), report_json(&r)))
     }
 }
@@ -272,15 +307,7 @@ impl PyCompressor {
             .map_err(|e| Fail::Config(e.to_string()).raise(py))?
             .with_archive(archive.map(|a| a.inner.clone()));
         let runtime = if inner.needs_async() {
-            Some(
-                tokio::runtime::Builder::new_multi_thread()
-                    .worker_threads(2)
-                    .enable_all()
-                    .build()
-                    .map_err(|e| {
-                        PyRuntimeError::new_err(format!("starting the async runtime: {e}"))
-                    })?,
-            )
+            Some(async_runtime()?)
         } else {
             None
         };
@@ -370,6 +397,99 @@ impl PyCompressor {
 
     fn __repr__(&self) -> String {
         format!("{:?}", self.inner.window())
+    }
+}
+
+/// One growing conversation compressed so the provider's prompt cache stays
+/// warm (the Rust `ctxpress::Session`): compacts only when the history
+/// crosses the trigger, then keeps the compressed messages as a fixed
+/// prefix that later turns append to. A lock makes it safe to share
+/// between threads; turns of one session run one at a time.
+#[pyclass(name = "Session", module = "ctxpress._native", frozen)]
+struct PySession {
+    inner: Mutex<Session>,
+    runtime: Option<tokio::runtime::Runtime>,
+    #[pyo3(get)]
+    config: String,
+    #[pyo3(get)]
+    trigger: usize,
+    #[pyo3(get)]
+    target: usize,
+}
+
+#[pymethods]
+impl PySession {
+    #[new]
+    #[pyo3(signature = (preset=None, config=None, budget=None, window=None, tokenizer=None, archive=None, llm=None, config_name=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        py: Python<'_>,
+        preset: Option<&str>,
+        config: Option<&str>,
+        budget: Option<usize>,
+        window: Option<usize>,
+        tokenizer: Option<&str>,
+        archive: Option<PyRef<'_, PyArchive>>,
+        llm: Option<&str>,
+        config_name: Option<&str>,
+    ) -> PyResult<Self> {
+        let (cfg, text) = load_config(preset, config, config_name, budget, window, tokenizer, llm)
+            .map_err(|f| f.raise(py))?;
+        let inner = Session::new(&cfg)
+            .map_err(|e| Fail::Config(e.to_string()).raise(py))?
+            .with_archive(archive.map(|a| a.inner.clone()));
+        let runtime = if inner.needs_async() {
+            Some(async_runtime()?)
+        } else {
+            None
+        };
+        Ok(PySession {
+            trigger: inner.trigger(),
+            target: inner.target(),
+            inner: Mutex::new(inner),
+            runtime,
+            config: text,
+        })
+    }
+
+    /// The request for this turn's history (JSON text): the request as
+    /// JSON text and the turn's report as JSON text.
+    #[pyo3(signature = (text, positions=true))]
+    fn prepare(&self, py: Python<'_>, text: &str, positions: bool) -> PyResult<(String, String)> {
+        py.detach(|| {
+            let history = parse(text, positions)?;
+            // A turn that panicked left the session as it was before it.
+            let mut s = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+            let (req, r) = match &self.runtime {
+                Some(rt) => rt.block_on(s.prepare_async(&history)),
+                None => s.prepare(&history),
+            }
+            .map_err(pipeline_fail)?;
+            Ok((write(&req), turn_json(&r, &s)))
+        })
+        .map_err(|f: Fail| f.raise(py))
+    }
+
+    /// Compactions so far (waits for a turn in progress, without the
+    /// interpreter lock).
+    #[getter]
+    fn compactions(&self, py: Python<'_>) -> usize {
+        py.detach(|| {
+            self.inner
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .compactions()
+        })
+    }
+
+    /// True when the pipeline calls an LLM.
+    #[getter]
+    fn needs_llm(&self) -> bool {
+        self.runtime.is_some()
+    }
+
+    fn __repr__(&self) -> String {
+        format!("Session(trigger={}, target={})", self.trigger, self.target)
     }
 }
 
@@ -507,6 +627,7 @@ fn native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PySqliteArchive>()?;
     m.add_class::<PyMemoryArchive>()?;
     m.add_class::<PyCompressor>()?;
+    m.add_class::<PySession>()?;
     m.add_function(wrap_pyfunction!(expand, m)?)?;
     m.add_function(wrap_pyfunction!(recall, m)?)?;
     m.add_function(wrap_pyfunction!(validate, m)?)?;

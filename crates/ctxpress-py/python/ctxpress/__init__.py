@@ -39,6 +39,7 @@ __all__ = [
     "InputError",
     "MemoryArchive",
     "Result",
+    "Session",
     "SqliteArchive",
     "compress",
     "expand",
@@ -310,6 +311,122 @@ class Compressor:
 
     def __repr__(self) -> str:
         return f"<ctxpress.Compressor {self._native!r}>"
+
+
+class Session:
+    """One growing conversation, compressed so the provider's prompt cache
+    stays warm.
+
+    A :class:`Compressor` rewrites the history on every call; a session
+    compresses only when the history crosses the trigger (70% of ``window``,
+    or ``budget``), down to the target (40% of ``window``), and then keeps the
+    compressed messages as a fixed prefix that later turns append to. Between
+    two compactions every request starts with the exact messages of the
+    previous one, so the provider serves that part from its cache.
+
+    Give :meth:`prepare` the whole history each turn, as the client has it
+    (the known part is recognized and replaced by the prefix); a history that
+    does not continue the known one (edited, or another conversation) starts
+    the session afresh (``report["reset"]``).
+
+    The arguments are those of :class:`Compressor`; a ``window`` or a
+    ``budget`` is required. A session may be shared by threads and asyncio
+    tasks: its turns run one at a time, without the interpreter lock.
+
+    Raises:
+        ConfigError: as :class:`Compressor`, and when neither a window nor a
+            budget is given.
+    """
+
+    def __init__(
+        self,
+        preset: Optional[str] = None,
+        config: Optional[Config] = None,
+        *,
+        budget: Optional[int] = None,
+        window: Optional[int] = None,
+        tokenizer: Optional[str] = None,
+        archive: Optional[Archive] = None,
+        llm: Optional[Mapping[str, Any]] = None,
+    ):
+        if archive is not None and not isinstance(archive, Archive):
+            raise TypeError(
+                "archive must be a ctxpress.SqliteArchive or ctxpress.MemoryArchive, "
+                f"not {type(archive).__name__}"
+            )
+        if llm is not None and not isinstance(llm, Mapping):
+            raise TypeError(f"llm must be a dict of [llm] settings, not {type(llm).__name__}")
+        for name, value in (("budget", budget), ("window", window)):
+            if value is not None and (not isinstance(value, int) or value <= 0):
+                raise ConfigError(f"{name} must be a positive number of tokens, not {value!r}")
+        if budget is None and window is None and config is None:
+            raise ConfigError("a Session needs a window or a budget (window=TOKENS or budget=TOKENS)")
+        config_text, config_name = _config_source(config)
+        self._native = _native.Session(
+            preset,
+            config_text,
+            budget,
+            window,
+            tokenizer,
+            archive,
+            None if llm is None else json.dumps(dict(llm)),
+            config_name,
+        )
+        self.archive = archive
+
+    @property
+    def trigger(self) -> int:
+        """Compact when a request would be over this many tokens."""
+        return self._native.trigger
+
+    @property
+    def target(self) -> int:
+        """A compaction brings the history down to this many tokens."""
+        return self._native.target
+
+    @property
+    def compactions(self) -> int:
+        """Compactions so far."""
+        return self._native.compactions
+
+    @property
+    def needs_llm(self) -> bool:
+        """True when the pipeline calls an LLM endpoint."""
+        return self._native.needs_llm
+
+    @property
+    def config(self) -> str:
+        """The configuration in force, as TOML or JSON text."""
+        return self._native.config
+
+    def prepare(self, messages: Messages) -> Tuple[Any, Dict[str, Any]]:
+        """The request for this turn's history, and the turn's report.
+
+        ``messages`` is the whole history as the client has it (the forms
+        :func:`compress` takes); the request comes back in the same shape and
+        type. The report is a dict: ``tokens_given``, ``tokens_request``,
+        ``tokens_saved``, ``tokens_prefix_kept`` (tokens at its start that the
+        previous request started with too: what the provider can serve from
+        its cache), ``tokens_prefix_changed`` (the previous request's tokens
+        this one no longer starts with; 0 between compactions),
+        ``compacted`` (this turn compressed the history), ``fits`` (the
+        request is at or under the trigger), ``reset`` (the history did not
+        continue the known one), ``trigger``, ``target``, ``compactions`` and
+        ``report`` (the pipeline's report, as in :attr:`Result.report`, when
+        this turn compacted; else ``None``).
+        """
+        text, kind = _encode(messages)
+        out, report = self._native.prepare(text, kind in (_STR, _BYTES))
+        return _decode(out, kind), json.loads(report)
+
+    async def aprepare(self, messages: Messages) -> Tuple[Any, Dict[str, Any]]:
+        """:meth:`prepare` on a worker thread, for an asyncio event loop."""
+        import asyncio
+
+        return await asyncio.get_running_loop().run_in_executor(None, self.prepare, messages)
+
+    def __repr__(self) -> str:
+        return f"<ctxpress.Session trigger={self.trigger} target={self.target} compactions={self.compactions}>"
 
 
 def _rebuild(args: Dict[str, Any]) -> "Compressor":

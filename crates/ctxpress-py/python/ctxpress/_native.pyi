@@ -36,6 +36,25 @@ class Compressor:
     def compress(self, text: str, positions: bool = True) -> Tuple[str, str]: ...
     def compress_many(self, texts: List[str], jobs: Optional[int] = None) -> List[Tuple[str, str]]: ...
 
+class Session:
+    config: str
+    needs_llm: bool
+    trigger: int
+    target: int
+    compactions: int
+    def __init__(
+        self,
+        preset: Optional[str] = None,
+        config: Optional[str] = None,
+        budget: Optional[int] = None,
+        window: Optional[int] = None,
+        tokenizer: Optional[str] = None,
+        archive: Optional[Archive] = None,
+        llm: Optional[str] = None,
+        config_name: Optional[str] = None,
+    ) -> None: ...
+    def prepare(self, text: str, positions: bool = True) -> Tuple[str, str]: ...
+
 def expand(text: str, archive: Archive, positions: bool = True) -> Tuple[str, List[int]]: ...
 def recall(handle: str, archive: Archive) -> Optional[str]: ...
 def validate(text: str, positions: bool = True) -> str: ...
