@@ -277,10 +277,12 @@ fn compact_all(
         };
         let tail = compactor.config().protected_tail;
         warn_if_continuing_elsewhere(archive.stored, &conv, &id, tail, &name, line)?;
-        let r = match runtime {
+        let mut r = match runtime {
             Some(rt) => rt.block_on(compactor.compress_async(&conv, &id, archive)),
             None => compactor.compress(&conv, &id, archive),
         };
+        // The clip's recall handle (and its notes'), archived below.
+        ctxpress::compactor::write_handles(&conv, &mut r, &ctxpress::core::tokens::Heuristic);
         if let Some(e) = &r.error {
             return Err(anyhow::anyhow!(
                 "{name}:{line} ({id}): {e} (archive {})",

@@ -819,7 +819,10 @@ impl Compactor {
                 ));
             }
         }
-        if after >= before {
+        // Room for the clip's recall handle, written when the run archives
+        // the originals (the same with or without: one output either way).
+        let handle_room = counter.count("#h0123456789");
+        if after + handle_room >= before {
             res.notes.push(format!(
                 "compaction would not shorten the history ({after} >= {before} tokens): left unchanged"
             ));
@@ -1494,6 +1497,51 @@ pub fn clip_text(
         s.push_str(st);
     }
     s.trim_end().to_string()
+}
+
+/// With an archive to recall from: write the recall handle of the clip's
+/// own stretch (what it `replaces`: the folded messages, or when system
+/// messages split the fold, those before the first of them) into the clip
+/// at `at`. The pipeline's rule for handles (none that makes a message
+/// longer than what it stands for) would leave it out when the clip is
+/// longer than its stretch; the clip and the notes together stand for the
+/// whole fold and, the compaction made sure, with room for the handle, are
+/// shorter.
+pub(crate) fn mark_clip(before: &Conversation, history: &mut Conversation, at: usize) {
+    let Some(m) = history.messages.get(at) else {
+        return;
+    };
+    let id = m.id().clone();
+    let ids = history
+        .ann(&id)
+        .map(|a| a.replaces.clone())
+        .unwrap_or_default();
+    let tagged = m.text().starts_with(&format!("{CLIP_WORD}#h"));
+    if ids.is_empty() || !m.text().starts_with(CLIP_WORD) || tagged {
+        return;
+    }
+    let h = ctxpress_core::handle::handle_of(before, &ids);
+    let text = m.text().replacen(CLIP_WORD, &format!("{CLIP_WORD}{h}"), 1);
+    history.messages[at].set_text(text);
+    ctxpress_core::handle::mark(history, &id, h, ids);
+}
+
+/// How a clip-archive message's text starts.
+const CLIP_WORD: &str = "[Context Summary";
+
+/// Write the recall handles of a compaction made outside a pipeline (which
+/// writes them after each stage): the clip's and its notes', so that the
+/// records [`ctxpress_core::archive::records`] makes of `before` and the
+/// result store each handle's originals. `before` is the history given to
+/// the compaction. What `ctxpress compact` does before archiving.
+pub fn write_handles(before: &Conversation, r: &mut CompactionResult, counter: &dyn TokenCounter) {
+    if !r.compacted {
+        return;
+    }
+    if let Some(at) = r.history.messages.iter().position(is_clip) {
+        mark_clip(before, &mut r.history, at);
+    }
+    ctxpress_core::handle::tag_markers(before, &mut r.history, counter);
 }
 
 #[cfg(test)]

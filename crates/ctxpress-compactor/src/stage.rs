@@ -185,39 +185,13 @@ impl CompactorStage {
         out.count("batches_resummarized", r.resummarized.len() as u64);
         out.count("fallbacks", r.fallbacks as u64);
         let mut history = r.history;
-        if recall && !r.continued.is_empty() {
-            mark_clip(conv, &mut history, lead);
+        if recall {
+            crate::mark_clip(conv, &mut history, lead);
         }
         *conv = history;
         Ok(out)
     }
 }
-
-/// With an archive to recall from, when system messages split the fold:
-/// write the recall handle of the clip's own stretch (the folded messages
-/// before the first of them) into the clip at `at`. The pipeline would
-/// leave it out, the clip being longer than that stretch; the clip and the
-/// notes together stand for the whole fold, and are shorter.
-fn mark_clip(before: &Conversation, history: &mut Conversation, at: usize) {
-    let Some(m) = history.messages.get(at) else {
-        return;
-    };
-    let id = m.id().clone();
-    let ids = history
-        .ann(&id)
-        .map(|a| a.replaces.clone())
-        .unwrap_or_default();
-    if ids.is_empty() || !m.text().starts_with(CLIP_WORD) {
-        return;
-    }
-    let h = ctxpress_core::handle::handle_of(before, &ids);
-    let text = m.text().replacen(CLIP_WORD, &format!("{CLIP_WORD}{h}"), 1);
-    history.messages[at].set_text(text);
-    ctxpress_core::handle::mark(history, &id, h, ids);
-}
-
-/// How a clip-archive message's text starts.
-const CLIP_WORD: &str = "[Context Summary";
 
 impl Strategy for CompactorStage {
     fn name(&self) -> &str {

@@ -103,6 +103,35 @@ fn compacts_a_batch_that_expands_back_and_is_searchable() {
         std::fs::read(&input).unwrap()
     );
 
+    // Each clip carries a recall handle; `recall` gives the folded
+    // originals: input messages, in input order.
+    for (x, y) in a.lines().zip(b.lines()) {
+        let y = Conversation::parse(y).unwrap();
+        if !compacted.contains(&y.id().unwrap()) {
+            continue;
+        }
+        let clip = after_system(&y);
+        assert!(clip.starts_with("[Context Summary#h"), "{clip:.120}");
+        let h = ctxpress::core::handle::find_all(&clip)[0].to_string();
+        let o = bin()
+            .args(["recall", &h, "--archive"])
+            .arg(&db)
+            .assert()
+            .success();
+        let got: Vec<serde_json::Value> = serde_json::from_slice(&o.get_output().stdout).unwrap();
+        let input: serde_json::Value = serde_json::from_str(x).unwrap();
+        let msgs = input["messages"].as_array().unwrap();
+        assert!(!got.is_empty());
+        let mut from = 0;
+        for m in &got {
+            let k = msgs[from..]
+                .iter()
+                .position(|x| x == m)
+                .expect("an input message, in order");
+            from += k + 1;
+        }
+    }
+
     // A word of a batch summary is found, with kind `batch`.
     let archive = ctxpress::store::SqliteArchive::open(&db).unwrap();
     let conv = &compacted[0];

@@ -658,7 +658,7 @@ fn created_tasks_stay_open_until_updated_across_compactions() {
         json!({"taskId": "1", "status": "completed"}),
     ));
     msgs.push(res("u1", "Updated task #1 status"));
-    for i in 0..6 {
+    for i in 0..7 {
         msgs.push(json!({"role": "user", "content": prose(i)}));
         msgs.push(json!({"role": "assistant", "content": prose(i + 50)}));
     }
