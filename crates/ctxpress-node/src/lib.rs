@@ -328,7 +328,8 @@ impl NativeCompressor {
 #[napi]
 pub fn expand(text: String, archive: &NativeArchive, positions: bool) -> napi::Result<Vec<String>> {
     let c = parse(&text, positions)?;
-    let e = ctxpress::expand(&c, archive.inner.as_ref()).map_err(|e| Fail::Archive(e.to_string()))?;
+    let e =
+        ctxpress::expand(&c, archive.inner.as_ref()).map_err(|e| Fail::Archive(e.to_string()))?;
     let left = ctxpress::unrestored(&e);
     Ok(vec![write(&e), json!(left).to_string()])
 }
