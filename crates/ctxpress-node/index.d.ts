@@ -74,6 +74,7 @@ export declare class ArchiveError extends CtxpressError {}
 
 /** A store of originals. */
 export declare abstract class Archive {
+  private readonly _native: unknown
   toString(): string
 }
 /** Originals kept in a SQLite file (created if missing), the CLI's `--archive`. */
