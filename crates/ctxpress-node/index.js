@@ -113,6 +113,9 @@ function decode(text, kind) {
 
 const positions = (kind) => kind !== OBJ
 
+// The file a configuration's text was read from, passed by compressorFor.
+const CONFIG_NAME = Symbol('ctxpress.configName')
+
 // The configuration's text, and the file it was read from (null for text or
 // an object). A one-line string naming an existing file is that file's path.
 function configSource(config) {
@@ -201,9 +204,9 @@ class Compressor {
     if (typeof options === 'string') options = { preset: options }
     const { preset, config, budget, window, tokenizer, archive, llm } = options
     if (llm !== undefined && llm !== null && typeof llm !== 'object') {
-      throw new TypeError('llm must be an object of [llm] settings (baseUrl as base_url, model, ...)')
+      throw new TypeError('llm must be an object of [llm] settings (base_url, model, ...)')
     }
-    const [configText, configName] = configSource(config)
+    const [configText, configName] = CONFIG_NAME in options ? [config, options[CONFIG_NAME]] : configSource(config)
     const chosen = configText !== null ? null : (preset ?? null)
     const a = nativeArchive(archive)
     try {
@@ -261,23 +264,19 @@ class Compressor {
   }
 }
 
-// Compressors for distinct option sets without an archive or LLM, most
-// recently used last.
+// Compressors for distinct option sets without an archive or LLM (keyed by
+// the configuration's text, a file's as read now), most recently used last.
 const cache = new Map()
 const CACHE_SIZE = 16
 
 function compressorFor(options = {}) {
-  const { archive, llm, config } = options
-  if (archive || llm || (config !== undefined && config !== null && typeof config !== 'string')) {
-    if (!archive && !llm) {
-      // An object config: key it by its text.
-      return compressorFor({ ...options, config: JSON.stringify(config) })
-    }
-    return new Compressor(options)
-  }
+  const { archive, llm } = options
+  if (archive || llm) return new Compressor(options)
+  const [text, name] = configSource(options.config)
   const key = JSON.stringify([
-    config === undefined || config === null ? (options.preset ?? null) : null,
-    config ?? null,
+    text === null ? (options.preset ?? null) : null,
+    text,
+    name,
     options.budget ?? null,
     options.window ?? null,
     options.tokenizer ?? null,
@@ -286,7 +285,7 @@ function compressorFor(options = {}) {
   if (c) {
     cache.delete(key)
   } else {
-    c = new Compressor(options)
+    c = new Compressor({ ...options, config: text, [CONFIG_NAME]: name })
     if (cache.size >= CACHE_SIZE) cache.delete(cache.keys().next().value)
   }
   cache.set(key, c)

@@ -127,6 +127,10 @@ test('a config file, text, or object', () => {
     assert.match(new Compressor({ config: 'version = 1\n[[stages]]\ntype = "dedup"\n' }).config, /dedup/)
     const conv = openaiSession(4, 10)
     assert.deepEqual(compressSync(conv, { config: { version: 1, stages: [{ type: 'dedup' }] } }).messages.length, conv.length)
+    // compress() keys its cached compressors by the file's text, read each call.
+    assert.equal(compressSync(conv, { config: path }).report.stages[0].name, 'dedup')
+    writeFileSync(path, 'version = 1\n[[stages]]\ntype = "classifier"\n')
+    assert.equal(compressSync(conv, { config: path }).report.stages[0].name, 'classifier')
     // A file's errors name it, with the line.
     writeFileSync(path, 'version = 1\n[[stages]\ntype = "dedup"\n')
     assert.throws(() => new Compressor({ config: path }), (e) => e instanceof ConfigError && e.message.includes('p.toml:2'))
