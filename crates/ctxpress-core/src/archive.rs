@@ -324,9 +324,17 @@ pub fn records(input: &Conversation, output: &Conversation) -> Vec<Record> {
     out
 }
 
+/// The archive key of the output message whose marker a handle is (what
+/// the model saw in the place of the originals: `n:` + the handle without
+/// `#`). Not searched; the MCP server's outline shows it.
+pub fn note_key(h: &Handle) -> String {
+    format!("n:{}", h.as_str())
+}
+
 /// One record per recall handle written in the output (`h:` + handle, see
 /// [`crate::handle`]): the input messages the marker's messages came from,
-/// in input order.
+/// in input order; and one per marker message, its output text under
+/// [`note_key`].
 fn handle_records(
     input: &Conversation,
     output: &Conversation,
@@ -354,7 +362,35 @@ fn handle_records(
         .collect();
     marks.sort_by(|a, b| a.handle.cmp(&b.handle));
     marks.dedup_by(|a, b| a.handle == b.handle);
-    marks
+    // Each marker message as the output has it, under its first handle
+    // (the marker's own); a later handle of its text (a ledger line's) gets
+    // the line it ends, as a message of the same role.
+    let mut notes: Vec<Record> = Vec::new();
+    for (m, t) in output.messages.iter().zip(out_texts) {
+        let found = crate::handle::find_all(t);
+        let Some(first) = found.first() else {
+            continue;
+        };
+        let text = m.text();
+        for h in &found {
+            if notes.iter().any(|n| n.key == note_key(h)) || !marks.iter().any(|m| m.handle == *h) {
+                continue;
+            }
+            let note = if h == first {
+                t.clone()
+            } else {
+                let Some(line) = text.lines().find(|l| l.contains(&h.to_string())) else {
+                    continue;
+                };
+                serde_json::json!({"role": m.role_str(), "content": line}).to_string()
+            };
+            notes.push(Record {
+                key: note_key(h),
+                originals: vec![note],
+            });
+        }
+    }
+    let recalls: Vec<Record> = marks
         .into_iter()
         .filter_map(|m| {
             let mut at = Vec::new();
@@ -369,7 +405,14 @@ fn handle_records(
                 originals: at.iter().map(|&j| in_texts[j].clone()).collect(),
             })
         })
-        .collect()
+        .collect();
+    // A note only for a handle that recalls something.
+    notes.retain(|n| {
+        recalls
+            .iter()
+            .any(|r| r.key.strip_prefix("h:") == n.key.strip_prefix("n:"))
+    });
+    recalls.into_iter().chain(notes).collect()
 }
 
 /// Store the records for `input` → `output`; returns how many were written.

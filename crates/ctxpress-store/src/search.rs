@@ -232,8 +232,9 @@ pub(crate) fn index_batch(
     let mut seen = HashSet::new();
     for (key, originals) in last {
         clear_key(tx, key)?;
-        // The separators of a document (core::archive) are not messages.
-        if key.starts_with("gaps:") {
+        // The separators of a document (core::archive) are not messages,
+        // and a marker's output text (`n:`) is no original.
+        if key.starts_with("gaps:") || key.starts_with("n:") {
             continue;
         }
         let handle = key.starts_with("h:");

@@ -251,7 +251,19 @@ fn stdio_round_trip() {
         .unwrap_or_else(|| panic!("{handle} in the outline: {outline}"));
     assert!(entry["messages"].as_u64().unwrap() >= 1, "{entry}");
     assert!(entry["roles"].is_object() && entry["preview"].is_string());
+    // What the compressed history showed in the handle's place.
+    let note = entry["note"].as_str().unwrap_or_else(|| panic!("{entry}"));
+    assert!(note.contains(&handle), "{note}");
     assert!(outline["batches"].is_array());
+    // The session ledger the 8,000-token budget wrote.
+    let ledger = outline["ledger"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{outline}"));
+    assert!(ledger.starts_with("[session ledger:"), "{ledger:.200}");
+    assert!(
+        ledger.contains("# files") || ledger.contains("# commands"),
+        "{ledger}"
+    );
 
     // Bad handles and requests over the bounds are tool errors that say why.
     let big = "x".repeat(10_000);

@@ -5,6 +5,7 @@
 //! error).
 
 use ctxpress::Handle;
+use ctxpress::core::Archive;
 use ctxpress::core::compaction::BatchArchive;
 use ctxpress::store::{HandleEntry, Hit, SqliteArchive};
 use serde::Deserialize;
@@ -86,12 +87,14 @@ pub fn definitions() -> Vec<(&'static str, &'static str, Value)> {
         ),
         (
             "history_outline",
-            "List what has been archived for one conversation: every recall handle (with \
-             how many original messages it stands for, their roles and a one-line preview \
-             of the first) in conversation order, and its compaction summary batches \
-             (label, time range, message count, first line of the summary), oldest \
-             first. Pass a handle or a batch label to `recall` to read the originals. \
-             Lists 100 handles per answer (`offset` pages on); at most 64 KiB.",
+            "List what has been archived for one conversation: the newest session ledger \
+             (what the archived messages held: files, commands, errors, open todos, \
+             decisions), every recall handle (with the note the history showed in its \
+             place, how many original messages it stands for, their roles and a one-line \
+             preview of the first) in conversation order, and its compaction summary \
+             batches (label, time range, message count, first line of the summary), \
+             oldest first. Pass a handle or a batch label to `recall` to read the \
+             originals. Lists 100 handles per answer (`offset` pages on); at most 64 KiB.",
             json!({
                 "type": "object",
                 "properties": {
@@ -359,14 +362,43 @@ fn preview(first: &str) -> String {
     }
 }
 
-fn handle_json(e: &HandleEntry) -> Value {
+fn handle_json(e: &HandleEntry, note: Option<&str>) -> Value {
     let roles: serde_json::Map<String, Value> =
         e.roles.iter().map(|(r, n)| (r.clone(), json!(n))).collect();
-    json!({
+    let mut v = json!({
         "handle": e.handle.to_string(),
         "messages": e.messages,
         "roles": roles,
         "preview": preview(&e.first),
+    });
+    if let Some(n) = note {
+        v["note"] = json!(one_line(n, 300));
+    }
+    v
+}
+
+/// The text of the message whose marker `h` is, as the compressed history
+/// showed it (the archive's `n:` record), when archived.
+fn note_text(archive: &SqliteArchive, h: &Handle) -> Option<String> {
+    let texts = Archive::get(archive, &ctxpress::core::archive::note_key(h)).ok()??;
+    let c = ctxpress::Conversation::parse(&format!("[{}]", texts.first()?)).ok()?;
+    Some(c.messages.first()?.text().into_owned())
+}
+
+/// The characters of the session ledger an outline shows at most.
+const OUTLINE_LEDGER_CHARS: usize = 16_000;
+
+/// The newest session ledger among the notes of `handles` (newest last):
+/// an evict note's, or the one a compaction clip shows.
+fn newest_ledger(archive: &SqliteArchive, handles: &[HandleEntry]) -> Option<String> {
+    handles.iter().rev().find_map(|e| {
+        let t = note_text(archive, &e.handle)?;
+        let at = t.find(ctxpress::core::ledger::HEAD)?;
+        let t = &t[at..];
+        Some(match t.char_indices().nth(OUTLINE_LEDGER_CHARS) {
+            Some((cut, _)) => format!("{}…", &t[..cut]),
+            None => t.to_string(),
+        })
     })
 }
 
@@ -413,11 +445,23 @@ fn history_outline(archive: &SqliteArchive, a: OutlineArgs) -> ToolResult {
             })
         })
         .collect();
-    let mut shown: Vec<Value> = entries.iter().map(handle_json).collect();
+    let mut shown: Vec<Value> = entries
+        .iter()
+        .map(|e| handle_json(e, note_text(archive, &e.handle).as_deref()))
+        .collect();
+    let ledger = if total <= entries.len() + offset && offset == 0 {
+        newest_ledger(archive, &entries)
+    } else {
+        let (all, _) = archive
+            .handles(&a.conversation, 0, total)
+            .map_err(|e| read(&e))?;
+        newest_ledger(archive, &all)
+    };
     loop {
         let next = offset + shown.len();
         let mut v = json!({
             "conversation": a.conversation,
+            "ledger": ledger,
             "handles_total": total,
             "offset": offset,
             "handles": shown,
