@@ -69,29 +69,12 @@ fn parse(text: &str, positions: bool) -> Res<Conversation> {
 }
 
 fn write(c: &Conversation) -> String {
-    let mut out = Vec::new();
-    c.write_to(&mut out).expect("writing to a Vec cannot fail");
-    // The parser took UTF-8 text and every writer emits UTF-8.
-    String::from_utf8(out).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+    ctxpress::bindings::write(c)
 }
 
 /// The report as JSON text (the same fields as the Python `Result.report`).
 fn report_json(r: &Report) -> String {
-    json!({
-        "messages_before": r.messages_before,
-        "messages_after": r.messages_after,
-        "tokens_before": r.tokens_before,
-        "tokens_after": r.tokens_after,
-        "chars_before": r.chars_before,
-        "chars_after": r.chars_after,
-        "ratio": r.ratio(),
-        "fits": r.budget.as_ref().map(|b| b.fits),
-        "micros": r.micros as u64,
-        "stages": r.stages,
-        "budget": r.budget,
-        "statistics": ctxpress::statistics(r),
-    })
-    .to_string()
+    ctxpress::bindings::report_json(r).to_string()
 }
 
 /// A store of originals: what `compress` archives and `expand` reads.
@@ -193,53 +176,17 @@ fn load_config(
     tokenizer: Option<&str>,
     llm: Option<&str>,
 ) -> Res<(PipelineConfig, String)> {
-    let (mut cfg, text) = match (preset, config) {
-        (Some(_), Some(_)) => {
-            return Err(Fail::Config(
-                "give a preset or a config, not both".to_string(),
-            ));
-        }
-        (_, Some(text)) => (
-            // A file's errors name it, with the line and column.
-            match config_name {
-                Some(name) => PipelineConfig::parse_file(name, text),
-                None => PipelineConfig::parse(text),
-            }
-            .map_err(|e| Fail::Config(e.to_string()))?,
-            text.to_string(),
-        ),
-        (p, None) => {
-            let name = p.unwrap_or("agent");
-            let cfg = ctxpress::preset(name).map_err(|e| Fail::Config(e.to_string()))?;
-            let toml = ctxpress::PRESETS
-                .iter()
-                .find(|p| p.name == name)
-                .map_or(String::new(), |p| p.toml.to_string());
-            (cfg, toml)
-        }
-    };
-    if let Some(t) = tokenizer {
-        counter_named(t).map_err(|e| Fail::Config(format!("tokenizer: {e}")))?;
-        cfg.tokenizer = Some(t.to_string());
+    ctxpress::bindings::Options {
+        preset,
+        config,
+        config_name,
+        budget: budget.map(|b| b as usize),
+        window: window.map(|w| w as usize),
+        tokenizer,
+        llm,
     }
-    if let Some(b) = budget {
-        cfg.window.budget = Some(b as usize);
-    }
-    if let Some(w) = window {
-        cfg.window.size = Some(w as usize);
-    }
-    cfg.window
-        .validate()
-        .map_err(|e| Fail::Config(e.to_string()))?;
-    if let Some(l) = llm {
-        let Ok(Value::Object(fields)) = serde_json::from_str::<Value>(l) else {
-            return Err(Fail::Config(
-                "llm: expected a table of [llm] settings (base_url, model, ...)".into(),
-            ));
-        };
-        cfg.llm.get_or_insert_with(Default::default).extend(fields);
-    }
-    Ok((cfg, text))
+    .load()
+    .map_err(|e| Fail::Config(e.to_string()))
 }
 
 #[napi]
@@ -358,18 +305,7 @@ pub fn recall(handle: String, archive: &NativeArchive) -> napi::Result<Option<St
 #[napi]
 pub fn validate(text: String, positions: bool) -> napi::Result<String> {
     let c = parse(&text, positions)?;
-    let v: Vec<Value> = ctxpress::validate(&c)
-        .iter()
-        .map(|v| {
-            json!({
-                "index": v.index,
-                "kind": v.kind,
-                "detail": v.detail,
-                "message": v.to_string(),
-            })
-        })
-        .collect();
-    Ok(Value::Array(v).to_string())
+    Ok(ctxpress::bindings::violations_json(&c).to_string())
 }
 
 /// Messages and tokens by role and the tool-output share, as JSON.

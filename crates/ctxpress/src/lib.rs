@@ -14,6 +14,7 @@
 //! assert_eq!(report.messages_after, 1);
 //! ```
 
+pub mod bindings;
 pub mod config;
 pub mod presets;
 pub mod recall;
