@@ -984,7 +984,7 @@ mod tests {
                 .map(|(i, l)| format!("{}\t{l}\n", i + from))
                 .collect()
         };
-        let lines_rs = include_str!("lines.rs");
+        let lines_rs = include_str!("lines/outline.rs");
         let part: String = lines_rs
             .lines()
             .skip(600)
