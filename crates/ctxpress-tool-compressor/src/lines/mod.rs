@@ -3,13 +3,13 @@
 //!
 //! The code is split by what it does; every item is re-exported here, so
 //! the paths stay `lines::…`:
-//! - [`prefixes`]: line-number prefixes (`12→`, `  7\t`) and splitting a
+//! - `prefixes.rs`: line-number prefixes (`12→`, `  7\t`) and splitting a
 //!   read's text into numbered lines, with the byte-level trims they use;
-//! - [`outline`]: languages by path, and the declarations of a file (its
+//! - `outline.rs`: languages by path, and the declarations of a file (its
 //!   outline) with their ranks, remembered per distinct line;
-//! - [`errors`]: error, diagnostic and count lines;
-//! - [`references`]: the paths, URLs and exception names a text mentions;
-//! - [`terms`]: the term scan (64-byte blocks read as byte-class bit masks)
+//! - `errors.rs`: error, diagnostic and count lines;
+//! - `references.rs`: the paths, URLs and exception names a text mentions;
+//! - `terms.rs`: the term scan (64-byte blocks read as byte-class bit masks)
 //!   that finds the identifiers, paths and versions of a text;
 //! - here: cutting a line to a length ([`clip`]) and its shape ([`shape`]).
 //!

@@ -1,4 +1,5 @@
-//! Tests of the outline: declarations, ranks and their prefilters against the regexes.
+//! Tests of the outline: declarations and their ranks, and the cheap
+//! prefilters against the regexes they stand in front of.
 
 use super::reference::*;
 use super::*;

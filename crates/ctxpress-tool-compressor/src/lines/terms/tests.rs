@@ -1,4 +1,6 @@
-//! Tests of the term scan: the block scan against the walk and the reference scan, the identifier automaton, JSON-escaped text.
+//! Tests of the term scan: the block scan against the byte walk and the
+//! reference scan, the identifier automaton against its patterns, and
+//! JSON-escaped text.
 
 use super::reference::*;
 use super::*;
