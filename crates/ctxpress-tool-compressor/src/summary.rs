@@ -984,7 +984,7 @@ mod tests {
                 .map(|(i, l)| format!("{}\t{l}\n", i + from))
                 .collect()
         };
-        let lines_rs = include_str!("lines.rs");
+        let lines_rs = include_str!("lines/outline.rs");
         let part: String = lines_rs
             .lines()
             .skip(600)
@@ -993,10 +993,10 @@ mod tests {
             .join("\n");
         let edited = part.replace("fn ", "pub fn ");
         let texts: Vec<(bool, &str, String)> = vec![
-            (false, "src/lines.rs", numbered(lines_rs, 1)),
-            (false, "src/lines.rs", numbered(&part, 601)),
-            (true, "src/lines.rs", edited.clone()),
-            (false, "src/lines.rs", numbered(&edited, 601)),
+            (false, "src/lines/outline.rs", numbered(lines_rs, 1)),
+            (false, "src/lines/outline.rs", numbered(&part, 601)),
+            (true, "src/lines/outline.rs", edited.clone()),
+            (false, "src/lines/outline.rs", numbered(&edited, 601)),
             (false, "notes.md", "# A\ntext\n## B\n".into()),
             (false, "c.yml", "a: 1\n  b: 2\n# c\n".into()),
             (
