@@ -15,7 +15,7 @@ from _support import openai_session
 
 def _work():
     # Text in, text out: the Python side of each call is negligible.
-    return [json.dumps(openai_session(30 + i, 150)) for i in range(8)]
+    return [json.dumps(openai_session(60 + i, 150)) for i in range(8)]
 
 
 def _best(f, runs=3):
@@ -27,7 +27,12 @@ def _best(f, runs=3):
     return best
 
 
-def test_four_threads_beat_one_thread_on_the_same_work():
+def test_four_threads_compress_at_once_on_the_same_work():
+    """Four threads' calls overlap in time: each holds the interpreter lock
+    only to enter and leave Rust. (Were it held throughout, no call could
+    start while another runs: the calls' times would add up to the wall
+    time.) Measured by overlap, not by speed, which a shared machine's load
+    decides; the speed-up is printed."""
     c = ctxpress.Compressor("agent")
     convs = _work()
     expected = [c.compress(x).messages for x in convs]
@@ -36,19 +41,31 @@ def test_four_threads_beat_one_thread_on_the_same_work():
         for x in convs:
             c.compress(x)
 
+    spans = []
     results = {}
 
+    def timed(x):
+        t = time.perf_counter()
+        r = c.compress(x)
+        spans.append(time.perf_counter() - t)
+        return r.messages
+
     def threaded():
+        spans.clear()
         with ThreadPoolExecutor(4) as ex:
-            results["out"] = [r.messages for r in ex.map(c.compress, convs)]
+            results["out"] = list(ex.map(timed, convs))
 
     t1 = _best(sequential)
-    t4 = _best(threaded)
+    wall = time.perf_counter()
+    threaded()
+    wall = time.perf_counter() - wall
     assert results["out"] == expected, "the same output on 4 threads"
-    cores = os.cpu_count() or 1
-    print(f"\n1 thread {t1:.3f}s, 4 threads {t4:.3f}s: {t1 / t4:.2f}x on {cores} cores")
-    if cores >= 2:
-        assert t4 < t1, f"4 threads {t4:.3f}s, 1 thread {t1:.3f}s"
+    overlap = sum(spans) / wall
+    print(
+        f"\n1 thread {t1:.3f}s, 4 threads {wall:.3f}s ({t1 / wall:.2f}x on "
+        f"{os.cpu_count()} cores); the calls' times add up to {overlap:.2f}x the wall time"
+    )
+    assert overlap > 1.5, f"the calls ran one after another: {overlap:.2f}x"
 
 
 def test_other_python_threads_run_while_one_compresses():
