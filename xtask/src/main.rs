@@ -763,14 +763,14 @@ fn compare(base: &[Measurement], cur: &[Measurement]) -> bool {
 const SEARCH_DOCS: &str = "\n\
 ## Search\n\
 \n\
-Measured on 2026-11-29 (session 28) by `cargo bench -p ctxpress-benches --bench search` (release build, an idle 2-core machine): every corpus conversation (509 in 5 files) compressed by `agent` at 8,000 tokens into one SQLite archive (88.4 MB, 243 recall handles), then each query timed alone through `SqliteArchive::search` (10 hits): words drawn from the middle third of every conversation. 629 of the 729 one-word queries find something (the rest are words the budget left in the output, which is not archived).\n\
+Measured on 2026-11-29 (session 29) by `cargo bench -p ctxpress-benches --bench search` (release build, an idle 2-core machine): every corpus conversation (509 in 5 files) compressed by `agent` at 8,000 tokens into one SQLite archive (88.8 MB, 322 recall handles: the session ledgers' lines carry their own), then each query timed alone through `SqliteArchive::search` (10 hits): words drawn from the middle third of every conversation. 629 of the 729 one-word queries find something (the rest are words the budget left in the output, which is not archived).\n\
 \n\
 | what | n | median | p90 | p99 | max |\n\
 |---|---|---|---|---|---|\n\
-| one word, all conversations | 729 | 3.58 ms | 8.73 ms | 13.71 ms | 23.28 ms |\n\
-| two words, all conversations | 436 | 0.80 ms | 6.38 ms | 12.76 ms | 14.92 ms |\n\
-| one word within its conversation | 729 | 0.16 ms | 0.96 ms | 5.00 ms | 23.63 ms |\n\
-| `recall` of every handle in the outputs | 243 | 0.02 ms | 0.98 ms | 3.85 ms | 4.90 ms |\n\
+| one word, all conversations | 729 | 3.67 ms | 10.30 ms | 15.54 ms | 26.46 ms |\n\
+| two words, all conversations | 436 | 0.79 ms | 6.40 ms | 14.64 ms | 16.90 ms |\n\
+| one word within its conversation | 729 | 0.16 ms | 1.24 ms | 4.33 ms | 14.37 ms |\n\
+| `recall` of every handle in the outputs | 322 | 0.02 ms | 0.86 ms | 4.58 ms | 7.61 ms |\n\
 \n\
 The whole `ctxpress search` command (process start, open, query, print) took 2.9-4.2 ms median and 10-16 ms p99 when measured by hand on 2026-11-24 (a busy machine, a 77 MB archive).\n\
 ";
