@@ -232,10 +232,6 @@ pub struct CompactionResult {
     pub notes: Vec<String>,
     /// The error, when the history was left unchanged because of one.
     pub error: Option<CompactionError>,
-    /// The notes after system messages inside the folded range, each
-    /// standing for the folded messages after its system message (the clip
-    /// then stands for those before the first): by id, in order.
-    pub continued: Vec<MessageId>,
 }
 
 impl CompactionResult {
@@ -251,7 +247,6 @@ impl CompactionResult {
             tokens_after: tokens,
             notes: Vec::new(),
             error: None,
-            continued: Vec::new(),
         }
     }
 }
@@ -821,7 +816,7 @@ impl Compactor {
         }
         // Room for the clip's recall handle, written when the run archives
         // the originals (the same with or without: one output either way).
-        let handle_room = counter.count("#h0123456789");
+        let handle_room = counter.count(ctxpress_core::handle::PROBE);
         if after + handle_room >= before {
             res.notes.push(format!(
                 "compaction would not shorten the history ({after} >= {before} tokens): left unchanged"
@@ -839,7 +834,6 @@ impl Compactor {
         out.ann_mut(&cid).replaces = replaces;
         for (nid, ids) in continued {
             out.ann_mut(&nid).replaces = ids;
-            res.continued.push(nid);
         }
         res.history = out;
         res.compacted = true;

@@ -32,6 +32,11 @@ use std::fmt;
 /// Hex digits in a handle.
 pub const DIGITS: usize = 10;
 
+/// A text as long as a handle written in a marker (`#h` and [`DIGITS`]
+/// digits): what a stage measures to leave room for the handle the
+/// pipeline may write.
+pub const PROBE: &str = "#h0123456789";
+
 /// A recall handle: `h` and [`DIGITS`] lowercase hex digits (written with a
 /// leading `#` in markers; see [`fmt::Display`]).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -815,7 +815,11 @@ fn note_fits(conv: &Conversation, run: &[usize], text: &str, counter: &dyn Token
     let chars: usize = olds().map(Message::size).sum();
     let tokens: usize = olds().map(|m| count_message(counter, m)).sum();
     let id = conv.messages[first].id().clone();
-    let probe = Message::text_message(id, "assistant", &format!("{text}#h0123456789"));
+    let probe = Message::text_message(
+        id,
+        "assistant",
+        &format!("{text}{}", ctxpress_core::handle::PROBE),
+    );
     probe.size() < chars && count_message(counter, &probe) < tokens
 }
 
@@ -996,7 +1000,11 @@ fn stub(op: &Operation, rule: Rule) -> &'static str {
 /// Whether `stub`, with the recall handle the pipeline writes into it, is
 /// shorter than `result` in characters and tokens.
 fn stub_fits(result: &str, stub: &str, counter: &dyn TokenCounter) -> bool {
-    let probe = stub.replacen("ctxpress", "ctxpress#h0123456789", 1);
+    let probe = stub.replacen(
+        "ctxpress",
+        &format!("ctxpress{}", ctxpress_core::handle::PROBE),
+        1,
+    );
     // The probe is ASCII: its characters are its bytes.
     !fewer_chars_than(result, probe.len() + 1) && counter.count(&probe) < counter.count(result)
 }
