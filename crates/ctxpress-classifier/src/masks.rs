@@ -559,7 +559,7 @@ mod sse2 {
     /// the block lower-cased to `lower`.
     #[inline(always)]
     pub(super) fn block_classes(c: &[u8; 64], lower: &mut [u8; 64]) -> Block {
-        use ctxpress_core::text::sse2::{eq, in_range as range, splat};
+        use ctxpress_text::sse2::{eq, in_range as range, splat};
         use safe_arch::{
             bitand_m128i, bitor_m128i, cmp_lt_mask_i8_m128i, load_unaligned_m128i, m128i,
             move_mask_i8_m128i, store_unaligned_m128i, sub_i8_m128i, zeroed_m128i,

@@ -19,8 +19,8 @@ use crate::classify::soft::{SOFT_PATTERNS, SOFT_REASONS, inside_longer_dotted};
 use crate::classify::sql::{SQL_OTHER, SQL_STATEMENT_SHAPES, SQL_STRONG_PATTERN, SQL_WEAK};
 use crate::classify::traceback::{TRACE_FRAME, TRACE_HEADER};
 use crate::classify::verse::{VerseRun, verse_line};
-use ctxpress_core::text::bytes::{char_count, is_word_byte};
-use ctxpress_core::text::split_code_and_prose;
+use ctxpress_text::bytes::{char_count, is_word_byte};
+use ctxpress_text::split_code_and_prose;
 use std::sync::LazyLock;
 
 /// Prose with fewer words than this is T2, otherwise T3.
@@ -56,7 +56,7 @@ pub fn classify(text: &str) -> Classification {
     if lines.high_variance() {
         hard.push(Reason::HighLineLengthVariance);
     }
-    if ctxpress_core::secrets::has_secret(text) {
+    if ctxpress_text::secrets::has_secret(text) {
         hard.push(Reason::ApiKey);
     }
     if stats.dollar_or_backslash && has_latex(text) {

@@ -2,11 +2,12 @@
 //! and the `classifier` strategy that records them as annotations.
 
 use crate::classify::{classify, is_valid_json, prose_chars};
-use ctxpress_core::text::bytes::fewer_chars_than;
 use ctxpress_core::{
     Classification, ConfigError, Conversation, Decision, DecisionRule, Message, Role, StageContext,
     StageOutcome, Strategy, StrategyError,
 };
+use ctxpress_dialect::Turns;
+use ctxpress_text::bytes::fewer_chars_than;
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
 
@@ -123,7 +124,7 @@ fn rule_without_text(
     if index >= tail {
         return Some((Decision::Preserve, DecisionRule::RecencyWindow));
     }
-    if m.has_tool_calls() || ctxpress_core::dialect::text_results::has_text_call(m) {
+    if m.has_tool_calls() || ctxpress_dialect::text_results::has_text_call(m) {
         return Some((Decision::Preserve, DecisionRule::HasToolCalls));
     }
     if conv.ann(m.id()).is_some_and(|a| a.dup.is_some()) {

@@ -48,7 +48,7 @@
 //!   [`state::TaskState`] block built from the messages themselves: first and
 //!   latest request, files read and modified, commands with their last
 //!   status, unresolved errors, open plan items, kept credentials. The clip
-//!   shows the session ledger instead (`ctxpress_core::ledger`, the same note
+//!   shows the session ledger instead (`ctxpress_budget::ledger`, the same note
 //!   the budget's evict rung writes; a tenth of the folded tokens, 160 to
 //!   1,500, under a budget at least the budget's ledger floor), built from the folded messages and seeded from the previous
 //!   clip, so the next compaction updates it (anchored) rather than
@@ -80,12 +80,12 @@ pub use stage::{CompactorStage, NAME};
 pub use state::TaskState;
 pub use stored::expand_stored;
 
+use ctxpress_budget::ledger::{self, Ledger};
 use ctxpress_core::archive::ArchiveError;
 use ctxpress_core::compaction::{
     BatchArchive, SummaryBatch, batch_header, batch_label, format_iso, message_time, now_millis,
     parse_header, parse_iso,
 };
-use ctxpress_core::ledger::{self, Ledger};
 use ctxpress_core::summarize::{
     Backend, Summarize, SummarizeAsync, SummaryKind, SummaryRequest, build_backend,
 };
@@ -410,7 +410,7 @@ impl Compactor {
     ) -> CompactionResult {
         let before = total_tokens(history, counter);
         let run = catch_unwind(AssertUnwindSafe(|| {
-            ctxpress_core::window::ready(self.run(
+            ctxpress_budget::window::ready(self.run(
                 history,
                 conversation_id,
                 archive,
@@ -566,7 +566,7 @@ impl Compactor {
             }
         }
         // Where folding stops: the first protected message (never inside an exchange).
-        let protected = ctxpress_core::window::protected_ids(history, self.cfg.protected_tail);
+        let protected = ctxpress_budget::window::protected_ids(history, self.cfg.protected_tail);
         let mut limit = (lead..n)
             .find(|&i| {
                 !msgs[i].role().is_system()
@@ -794,7 +794,7 @@ impl Compactor {
             // lost everything folded.
             let allowed = b
                 .saturating_sub(after - clip_t)
-                .max(ctxpress_core::window::ledger_floor(b));
+                .max(ctxpress_budget::window::ledger_floor(b));
             let small = fit_clip(
                 &clip,
                 &plan.all,
@@ -1071,7 +1071,7 @@ pub fn clip_position(conv: &Conversation, protected_tail: usize) -> usize {
     if let Some(c) = conv.messages[lead..].iter().position(is_clip) {
         return lead + c;
     }
-    let protected = ctxpress_core::window::protected_ids(conv, protected_tail);
+    let protected = ctxpress_budget::window::protected_ids(conv, protected_tail);
     let mut at = lead;
     while let Some(m) = conv.messages.get(at) {
         if is_clip(m) || m.is_tool_result() || m.has_tool_calls() || !protected.contains(m.id()) {
@@ -1112,7 +1112,7 @@ const LEDGER_TOKENS: usize = 1_500;
 fn ledger_room(folded: usize, budget: Option<usize>) -> usize {
     let room = (folded / 10).clamp(160, LEDGER_TOKENS);
     match budget {
-        Some(b) => room.max(ctxpress_core::window::ledger_floor(b).min(folded / 2)),
+        Some(b) => room.max(ctxpress_budget::window::ledger_floor(b).min(folded / 2)),
         None => room,
     }
 }
@@ -1240,14 +1240,14 @@ pub fn digest(msgs: &[Message], max: usize) -> String {
     for m in msgs {
         if m.is_tool_result() {
             for r in m.tool_results() {
-                let st = ctxpress_core::dialect::result_status(
-                    ctxpress_core::dialect::ExitReport::Unknown,
+                let st = ctxpress_dialect::result_status(
+                    ctxpress_dialect::ExitReport::Unknown,
                     &r.text,
                     r.is_error,
                 );
                 let first = r.text.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
                 let word = match st {
-                    ctxpress_core::dialect::Status::Failure => "failed",
+                    ctxpress_dialect::Status::Failure => "failed",
                     _ => "result",
                 };
                 lines.push(format!("- {word}: {}", state::clip_line(first, 100)));
@@ -1260,7 +1260,7 @@ pub fn digest(msgs: &[Message], max: usize) -> String {
             lines.push(format!("- {}: {}", m.role_str(), state::clip_line(&t, n)));
         }
         for c in m.tool_calls() {
-            let what = match ctxpress_core::dialect::extract(&c) {
+            let what = match ctxpress_dialect::extract(&c) {
                 Some(op) => op.command.clone().unwrap_or_else(|| op.paths.join(", ")),
                 None => c.arguments.to_string(),
             };

@@ -29,12 +29,14 @@
 //! (TaskCreate) is added with the id its result reports; an update of that
 //! id to completed (TaskUpdate) closes it.
 
-use ctxpress_core::dialect::{self, ExitReport, OpKind, Status, result_payload, result_status};
-use ctxpress_core::ledger::{PlanOp, created_id, plan_op, push_unique, set_pair};
+use ctxpress_budget::ledger::{PlanOp, created_id, plan_op, push_unique, set_pair};
 /// The plan-tool test and the line clip the task state shares with the
-/// session ledger (`ctxpress_core::ledger`).
-pub use ctxpress_core::ledger::{clip_line, is_plan_tool};
+/// session ledger (`ctxpress_budget::ledger`).
+pub use ctxpress_budget::ledger::{clip_line, is_plan_tool};
 use ctxpress_core::{Message, Role};
+use ctxpress_dialect::{
+    self as dialect, ExitReport, OpKind, Status, result_payload, result_status,
+};
 use serde_json::Value;
 use std::collections::HashMap;
 
@@ -120,7 +122,9 @@ impl TaskState {
             {
                 let t = m.text();
                 let t = t.trim();
-                if !t.is_empty() && !is_clip_text(t) && !ctxpress_core::window::is_generated_note(t)
+                if !t.is_empty()
+                    && !is_clip_text(t)
+                    && !ctxpress_budget::window::is_generated_note(t)
                 {
                     let r = clip_line(t, REQUEST_CHARS);
                     if s.first_request.is_none() {
@@ -194,7 +198,7 @@ impl TaskState {
         }
         texts.extend(m.tool_calls().into_iter().map(|c| c.arguments.to_string()));
         for t in &texts {
-            for sp in ctxpress_core::secrets::find_sensitive(t) {
+            for sp in ctxpress_text::secrets::find_sensitive(t) {
                 if let Some(ctx) = t.get(sp.context_start..sp.context_end) {
                     push_unique(&mut self.kept, ctx);
                 }

@@ -10,8 +10,10 @@ use crate::message::{Message, MessageId, Role};
 use serde::ser::Serialize;
 use serde_json::value::RawValue;
 use serde_json::{Map, Value};
+use std::any::Any;
 use std::collections::{HashMap, HashSet};
 use std::io;
+use std::sync::{Arc, Mutex};
 
 /// Provider shape of a conversation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
@@ -85,6 +87,17 @@ impl Envelope {
 /// ids the input cannot use to attack a map it never iterates).
 pub type AnnotationMap = foldhash::HashMap<MessageId, Annotations>;
 
+/// The caches behind [`Conversation::cache`], one per type.
+#[derive(Clone, Default)]
+struct Caches(Arc<Mutex<Vec<Arc<dyn Any + Send + Sync>>>>);
+
+impl std::fmt::Debug for Caches {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let n = self.0.lock().map_or(0, |c| c.len());
+        write!(f, "Caches({n})")
+    }
+}
+
 /// A conversation being compressed.
 #[derive(Debug, Clone)]
 pub struct Conversation {
@@ -96,8 +109,8 @@ pub struct Conversation {
     pub format: Format,
     annotations: AnnotationMap,
     next_id: u64,
-    /// Parsed tool calls by message (see `traffic`); clones share it.
-    traffic: crate::traffic::Cache,
+    /// Caches of crates built on core, one per type; clones share them.
+    caches: Caches,
 }
 
 /// Where and why a document failed to parse.
@@ -190,7 +203,7 @@ impl Conversation {
             format,
             annotations: AnnotationMap::default(),
             next_id,
-            traffic: Default::default(),
+            caches: Default::default(),
         }
     }
 
@@ -372,7 +385,7 @@ impl Conversation {
             format,
             annotations: AnnotationMap::default(),
             next_id,
-            traffic: Default::default(),
+            caches: Default::default(),
         })
     }
 
@@ -469,9 +482,23 @@ impl Conversation {
             .is_some_and(|m| self.ann(m.id()).is_some_and(|a| a.protected))
     }
 
-    /// The cache of parsed tool calls behind `traffic::Traffic::of`.
-    pub(crate) fn traffic_cache(&self) -> &crate::traffic::Cache {
-        &self.traffic
+    /// The conversation's cache of type `T`, made with `T::default()` the
+    /// first time it is asked for, shared by the conversation's clones and
+    /// never serialized: where a crate built on core keeps what it derived
+    /// from the messages (the tool-traffic index keeps its parsed calls
+    /// here). The cache must key its entries by what they were derived from
+    /// ([`Message::share_key`]), since the messages may change between two
+    /// asks.
+    pub fn cache<T: Any + Send + Sync + Default>(&self) -> Arc<T> {
+        let mut all = self.caches.0.lock().unwrap_or_else(|e| e.into_inner());
+        for c in all.iter() {
+            if let Ok(t) = Arc::clone(c).downcast::<T>() {
+                return t;
+            }
+        }
+        let t = Arc::new(T::default());
+        all.push(t.clone());
+        t
     }
 
     /// A fresh id for a message a stage creates, unique in this conversation.
@@ -514,43 +541,6 @@ impl Conversation {
             }
         }
         out
-    }
-
-    /// Index where the protected tail starts: the `n`-th last user or assistant
-    /// message (tool-result carriers, and user messages that only carry
-    /// results as text, do not count). `messages.len()` when `n` is 0.
-    pub fn tail_start(&self, n: usize) -> usize {
-        if n == 0 {
-            return self.messages.len();
-        }
-        let mut count = 0;
-        for (i, m) in self.messages.iter().enumerate().rev() {
-            if matches!(m.role(), Role::User | Role::Assistant)
-                && !m.is_tool_result_carrier()
-                && !crate::dialect::text_results::is_text_result_carrier(m)
-            {
-                count += 1;
-                if count == n {
-                    return i;
-                }
-            }
-        }
-        0
-    }
-
-    /// Indices of messages that open a user turn (user messages that are not
-    /// tool-result carriers, in blocks or as text).
-    pub fn turn_starts(&self) -> Vec<usize> {
-        self.messages
-            .iter()
-            .enumerate()
-            .filter(|(_, m)| {
-                m.role() == Role::User
-                    && !m.is_tool_result_carrier()
-                    && !crate::dialect::text_results::is_text_result_carrier(m)
-            })
-            .map(|(i, _)| i)
-            .collect()
     }
 }
 
@@ -843,8 +833,6 @@ mod tests {
                 call_ids: vec!["t".into()]
             }]
         );
-        assert_eq!(c.tail_start(2), 1);
-        assert_eq!(c.turn_starts(), vec![0]);
         let o = Conversation::parse(r#"[{"role":"assistant","content":"","tool_calls":[{"id":"a","function":{"name":"x","arguments":"{}"}},{"id":"b","function":{"name":"x","arguments":"{}"}}]},{"role":"tool","tool_call_id":"a","content":"1"},{"role":"tool","tool_call_id":"b","content":"2"}]"#).unwrap();
         assert_eq!(o.format, Format::OpenAi);
         assert_eq!(o.exchanges()[0].results, vec![1, 2]);

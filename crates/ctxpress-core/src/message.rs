@@ -172,7 +172,7 @@ impl PartialEq for Message {
 /// `map.get(key)`: a scan of the keys for the few-field objects messages
 /// and their blocks are made of (cheaper than hashing the key), a lookup
 /// for larger ones.
-pub(crate) fn get_small<'a>(map: &'a Map<String, Value>, key: &str) -> Option<&'a Value> {
+pub fn get_small<'a>(map: &'a Map<String, Value>, key: &str) -> Option<&'a Value> {
     if map.len() <= 8 {
         map.iter().find(|(k, _)| k.as_str() == key).map(|(_, v)| v)
     } else {
@@ -181,7 +181,7 @@ pub(crate) fn get_small<'a>(map: &'a Map<String, Value>, key: &str) -> Option<&'
 }
 
 /// `v.get(key)` for an object `v` (see [`get_small`]); `None` otherwise.
-pub(crate) fn vget<'a>(v: &'a Value, key: &str) -> Option<&'a Value> {
+pub fn vget<'a>(v: &'a Value, key: &str) -> Option<&'a Value> {
     match v {
         Value::Object(m) => get_small(m, key),
         _ => None,

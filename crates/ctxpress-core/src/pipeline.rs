@@ -8,6 +8,7 @@ use crate::message::{Message, MessageId};
 use crate::strategy::{BuiltStrategy, StageContext, StageOutcome};
 use crate::tokens::count_message;
 use crate::validate::{introduces_violations, same_violations, validate};
+use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::time::Instant;
@@ -72,7 +73,96 @@ pub struct Report {
     pub micros: u128,
     /// With a window or budget: what fit and what it cost.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub budget: Option<crate::window::BudgetReport>,
+    pub budget: Option<BudgetReport>,
+}
+
+/// What one rung of the ladder did.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RungReport {
+    /// Rung name (`tool_results`, `assistant_prose`, `user_prose`, `evict`).
+    pub name: String,
+    /// Conversations the rung ran on.
+    pub conversations: usize,
+    /// Messages the rung rewrote.
+    pub messages_changed: usize,
+    /// Messages the rung removed (net).
+    pub messages_removed: usize,
+    /// Tokens the rung removed.
+    pub tokens_removed: usize,
+    /// Wall time in microseconds.
+    pub micros: u128,
+}
+
+/// What fit and what it cost (summed over a batch).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct BudgetReport {
+    /// Tokens above which a conversation is compressed.
+    pub trigger: usize,
+    /// Tokens a conversation is compressed down to.
+    pub target: usize,
+    /// Token counter the decisions were made with.
+    pub counter: String,
+    /// True when every conversation ends at or under the target (or was
+    /// at or under the trigger).
+    pub fits: bool,
+    /// Conversations.
+    pub conversations: usize,
+    /// Conversations over the trigger (the others were left unchanged).
+    pub triggered: usize,
+    /// Conversations that fit.
+    pub fitting: usize,
+    /// Tokens in.
+    pub tokens_before: usize,
+    /// Tokens out.
+    pub tokens_after: usize,
+    /// Tokens over the target, summed over the conversations that do not fit.
+    pub over_by: usize,
+    /// Messages never touched: system, the last user message, the tail.
+    pub protected_messages: usize,
+    /// Tokens that cannot go, as the run ends: the protected messages plus
+    /// the results of their tool calls (summarized as far as they could be,
+    /// never separated from the call).
+    pub protected_tokens: usize,
+    /// Rungs of the ladder that ran, in order.
+    pub rungs: Vec<RungReport>,
+}
+
+impl BudgetReport {
+    /// Add another conversation's figures.
+    pub fn merge(&mut self, o: &BudgetReport) {
+        self.fits &= o.fits;
+        self.conversations += o.conversations;
+        self.triggered += o.triggered;
+        self.fitting += o.fitting;
+        self.tokens_before += o.tokens_before;
+        self.tokens_after += o.tokens_after;
+        self.over_by += o.over_by;
+        self.protected_messages += o.protected_messages;
+        self.protected_tokens += o.protected_tokens;
+        for r in &o.rungs {
+            match self.rungs.iter_mut().find(|x| x.name == r.name) {
+                Some(x) => {
+                    x.conversations += r.conversations;
+                    x.messages_changed += r.messages_changed;
+                    x.messages_removed += r.messages_removed;
+                    x.tokens_removed += r.tokens_removed;
+                    x.micros += r.micros;
+                }
+                None => self.rungs.push(r.clone()),
+            }
+        }
+    }
+}
+
+/// Drive a future whose every step is ready at once (a pipeline of sync
+/// stages run through the async driver); `None` if it ever waits.
+pub fn ready<F: Future>(f: F) -> Option<F::Output> {
+    let mut f = std::pin::pin!(f);
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    match f.as_mut().poll(&mut cx) {
+        std::task::Poll::Ready(v) => Some(v),
+        std::task::Poll::Pending => None,
+    }
 }
 
 /// The notes a merged [`Report`] keeps per stage (see [`Report::merge`]).
@@ -343,8 +433,7 @@ impl Pipeline {
     /// [`Pipeline::run_async`] for pipelines that have them.
     pub fn run(&self, conv: &mut Conversation, ctx: &StageContext) -> Report {
         // Nothing awaits when async stages are skipped: ready at the first poll.
-        crate::window::ready(self.drive(conv, ctx, false))
-            .expect("a run without async stages never waits")
+        ready(self.drive(conv, ctx, false)).expect("a run without async stages never waits")
     }
 
     /// Run, awaiting async stages.

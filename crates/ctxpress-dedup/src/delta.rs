@@ -2,7 +2,7 @@
 //! stripping the common prefix and suffix, giving up beyond a bound on D so the
 //! cost stays linear in the text size.
 
-use ctxpress_core::text::lines::count_newlines;
+use ctxpress_text::lines::count_newlines;
 
 /// One edit of a line diff. Line numbers are 1-based: a deletion numbers the
 /// line in the keep target, an insertion numbers it in the replaced text.

@@ -128,7 +128,7 @@ impl LineHasher {
 /// and its newline and non-ASCII bits are taken as masks.
 #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
 fn lower_lines(b: &[u8], lower: &mut Vec<u8>, mut f: impl FnMut(&[u8], usize, usize, bool)) {
-    use ctxpress_core::text::sse2::{eq, in_range, lanes, splat};
+    use ctxpress_text::sse2::{eq, in_range, lanes, splat};
     use safe_arch::{bitand_m128i, bitor_m128i, load_unaligned_m128i, m128i, move_mask_i8_m128i};
     // Grown, never shrunk: only the new part is zeroed before it is
     // written over.

@@ -53,7 +53,7 @@
 //! the conversation (`[cce:dup of call_7 — 345 chars]`), any other text by
 //! its message's role and first words (`[cce:dup of the user message "Fix
 //! the failing test in src/app.py" — 272 chars]`, see
-//! [`ctxpress_core::text::message_ref`]).
+//! [`ctxpress_text::message_ref`]).
 
 pub mod config;
 pub mod delta;
@@ -244,14 +244,14 @@ impl Dedup {
             if role.is_system()
                 || self.cfg.preserve.iter().any(|r| r == m.role_str())
                 || m.has_tool_calls()
-                || ctxpress_core::dialect::text_results::has_text_call(m)
+                || ctxpress_dialect::text_results::has_text_call(m)
                 || conv.ann(m.id()).is_some_and(|a| a.protected)
             {
                 continue;
             }
             let replaceable = i < window_start;
             let mut push = |slot: UnitSlot<'a>, text: Cow<'a, str>| {
-                if !ctxpress_core::text::bytes::fewer_chars_than(&text, self.cfg.min_chars)
+                if !ctxpress_text::bytes::fewer_chars_than(&text, self.cfg.min_chars)
                     && !self.already_compressed(&text)
                 {
                     out.push(Unit {
@@ -429,7 +429,7 @@ impl Dedup {
             // conversation), else the kept message's role and first words.
             let label = match &ku.slot {
                 UnitSlot::ToolResult(id) => id.to_string(),
-                UnitSlot::Text => ctxpress_core::text::message_ref(keep_msg.role_str(), &ku.text),
+                UnitSlot::Text => ctxpress_text::message_ref(keep_msg.role_str(), &ku.text),
             };
             for &u in g {
                 let Some(unit) = units.get(u) else { continue };

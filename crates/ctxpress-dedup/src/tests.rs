@@ -35,7 +35,7 @@ fn filler(n: usize) -> Vec<(&'static str, String)> {
 
 /// How a reference names message `i` of `c` (its role and first words).
 fn r(c: &Conversation, i: usize) -> String {
-    ctxpress_core::text::message_ref(c.messages[i].role_str(), &c.messages[i].text())
+    ctxpress_text::message_ref(c.messages[i].role_str(), &c.messages[i].text())
 }
 
 fn dedup(cfg: DedupConfig) -> Dedup {

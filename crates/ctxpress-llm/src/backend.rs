@@ -123,7 +123,7 @@ impl Inner {
         let cfg = self.cfg();
         let redact = |s: String| {
             if cfg.redact_secrets {
-                ctxpress_core::secrets::redact(&s)
+                ctxpress_text::secrets::redact(&s)
             } else {
                 s
             }

@@ -19,7 +19,7 @@ pub const ENV_MODEL: &str = "CTXPRESS_LLM_MODEL";
 /// Credentials are guarded:
 /// - every request's text (prompt, context, system message) has its secrets
 ///   replaced by `[REDACTED:kind]` placeholders first
-///   ([`ctxpress_core::secrets::redact`]: provider keys, JWTs, password /
+///   ([`ctxpress_text::secrets::redact`]: provider keys, JWTs, password /
 ///   token / secret assignments, passwords in URLs, private keys, ...), unless
 ///   `redact_secrets = false`;
 /// - an API key is never sent over plain `http://` to a host that is not
@@ -450,7 +450,7 @@ impl LlmConfig {
 /// `url` as it may be shown: user information (`user:pass@`) replaced by
 /// `***` (`https://***@host/v1`).
 pub fn display_url(url: &str) -> String {
-    ctxpress_core::secrets::mask_url_credentials(url)
+    ctxpress_text::secrets::mask_url_credentials(url)
 }
 
 /// The host of an `http(s)://` URL, without port, brackets or user information.

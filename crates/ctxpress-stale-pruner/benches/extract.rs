@@ -3,8 +3,8 @@
 #![allow(missing_docs)]
 
 use criterion::{Criterion, black_box, criterion_group, criterion_main};
-use ctxpress_core::dialect::{DialectTable, parse_shell};
 use ctxpress_core::{Conversation, ToolCall};
+use ctxpress_dialect::{DialectTable, parse_shell};
 use ctxpress_stale_pruner::StalePruner;
 use serde_json::{Value, json};
 use std::borrow::Cow;

@@ -68,16 +68,17 @@
 //! are not for the model, so the tail does not keep them; a display-only
 //! message carrying tool calls or results stays, for the pairing).
 
-use ctxpress_core::dialect::{
-    DialectTable, OpKind, Operation, Status, command_family, content_fingerprint,
-    content_line_count,
-};
-use ctxpress_core::text::bytes::fewer_chars_than;
 use ctxpress_core::tokens::{TokenCounter, count_message};
-use ctxpress_core::traffic::{self, CallRef, Traffic};
 use ctxpress_core::{
     ConfigError, Conversation, Message, Role, StageContext, StageOutcome, Strategy, StrategyError,
 };
+use ctxpress_dialect::Turns;
+use ctxpress_dialect::traffic::{self, CallRef, Traffic};
+use ctxpress_dialect::{
+    DialectTable, OpKind, Operation, Status, command_family, content_fingerprint,
+    content_line_count,
+};
+use ctxpress_text::bytes::fewer_chars_than;
 use foldhash::{HashMap, HashMapExt, HashSet, HashSetExt};
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
@@ -1334,12 +1335,12 @@ impl StalePruner {
     /// protected tail (and not protected) when a later user message has one;
     /// returns how many.
     fn prune_environments(&self, conv: &mut Conversation) -> u64 {
-        use ctxpress_core::dialect::text_results::{environment_blocks, text_parts};
+        use ctxpress_dialect::text_results::{environment_blocks, text_parts};
         let has_env = |m: &ctxpress_core::Message| {
             m.role() == Role::User
                 && text_parts(m)
                     .iter()
-                    .any(|(_, t)| t.contains(ctxpress_core::dialect::text_results::ENV_OPEN))
+                    .any(|(_, t)| t.contains(ctxpress_dialect::text_results::ENV_OPEN))
         };
         let Some(newest) = conv.messages.iter().rposition(has_env) else {
             return 0;

@@ -8,12 +8,12 @@ use crate::text::{Budget, extract_entities_where, format_summary, summary_id};
 use async_trait::async_trait;
 use ctxpress_core::archive::content_hash;
 use ctxpress_core::summarize::{SummarizeAsync, SummaryKind, SummaryRequest, build_backend};
-use ctxpress_core::text::terms::{for_each_term, term_counts};
 use ctxpress_core::{
     Annotations, AsyncStrategy, BuiltStrategy, ConfigError, Conversation, Decision, DecisionRule,
     Message, MessageId, Role, StageContext, StageOutcome, Strategy, StrategyError, StrategyFactory,
     parse_params,
 };
+use ctxpress_text::terms::{for_each_term, term_counts};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use std::collections::{BTreeMap, HashMap};
@@ -241,7 +241,7 @@ fn touch_annotated(
 ) -> Option<(Target, String)> {
     if m.has_tool_calls()
         || ann.is_some_and(|a| a.protected)
-        || ctxpress_core::dialect::text_results::has_text_call(m)
+        || ctxpress_dialect::text_results::has_text_call(m)
     {
         return None;
     }
@@ -358,7 +358,7 @@ fn plan(conv: &Conversation, cfg: &SummarizerConfig) -> Plan {
             }
             Some(Decision::CodeSplit) => {
                 let original = text;
-                let split = ctxpress_core::text::CodeSplit::of(&original);
+                let split = ctxpress_text::CodeSplit::of(&original);
                 if !split.prose.is_empty() && !split.fences.is_empty() {
                     let fences = split.fences.iter().map(|f| f.to_string()).collect();
                     p.units.push(Unit {
@@ -382,7 +382,7 @@ fn plan(conv: &Conversation, cfg: &SummarizerConfig) -> Plan {
 
 /// Render a unit's final text from its bare summary. Secrets of the
 /// summarized text (provider keys, passwords, credentials in URLs, ... as
-/// [`ctxpress_core::secrets::find_sensitive`] finds them) that the summary
+/// [`ctxpress_text::secrets::find_sensitive`] finds them) that the summary
 /// does not hold verbatim are kept after it, one `keep: {key = value}` line
 /// each (before the fences of a code-split message): a summary, above all an
 /// LLM's, which never sees them, must not lose them from the output.
@@ -422,7 +422,7 @@ fn render(unit: &Unit, summary: &str, cfg: &SummarizerConfig) -> String {
 /// The secrets of `text` as (value, context) pairs, in order: the context is
 /// the assignment, the URL, the PEM block, or the token itself.
 fn secrets_of(text: &str) -> Vec<(&str, &str)> {
-    ctxpress_core::secrets::find_sensitive(text)
+    ctxpress_text::secrets::find_sensitive(text)
         .into_iter()
         .filter_map(|s| {
             Some((
@@ -858,7 +858,7 @@ impl AsyncSummarizer {
     /// Summarize one unit's input through the backend with fallback and cache.
     async fn one(&self, unit: &Unit, ctx: &StageContext) -> (FallbackSummary, bool) {
         let sent = if self.cfg.redact_secrets {
-            ctxpress_core::secrets::redact(&unit.input)
+            ctxpress_text::secrets::redact(&unit.input)
         } else {
             unit.input.clone()
         };

@@ -68,13 +68,14 @@ pub mod lines;
 mod structured;
 pub mod summary;
 
-use ctxpress_core::dialect::{self, DialectTable, OpKind, Operation, Status, command_family};
-use ctxpress_core::text::bytes::{char_count, fewer_chars_than};
 use ctxpress_core::tokens::count_message;
-use ctxpress_core::traffic::{self, MessageCalls, Traffic};
 use ctxpress_core::{
     ConfigError, Conversation, Message, Role, StageContext, StageOutcome, Strategy, StrategyError,
 };
+use ctxpress_dialect::Turns;
+use ctxpress_dialect::traffic::{self, MessageCalls, Traffic};
+use ctxpress_dialect::{self as dialect, DialectTable, OpKind, Operation, Status, command_family};
+use ctxpress_text::bytes::{char_count, fewer_chars_than};
 use foldhash::{HashMap, HashMapExt, HashSet};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;

@@ -18,7 +18,7 @@
 
 use crate::lines::{is_blank, is_error_line, push_clip, shape, trim};
 use crate::summary::{Kind, Limits, Subject};
-use ctxpress_core::text::bytes::char_count;
+use ctxpress_text::bytes::char_count;
 use foldhash::{HashMap, HashMapExt};
 use serde_json::{Map, Value};
 use std::fmt::Write as _;
@@ -957,7 +957,7 @@ fn push_string(out: &mut String, s: &str, clip: usize) {
 /// the columns equal in every row, and the first and last rows (distinct
 /// ones: runs of equal rows folded).
 fn csv(t: &str, room: usize, limits: &Limits) -> Option<String> {
-    let mut lines = ctxpress_core::text::lines::lines(t).filter(|l| !is_blank(l));
+    let mut lines = ctxpress_text::lines::lines(t).filter(|l| !is_blank(l));
     let header = lines.next()?;
     let delim = if header.contains('\t') {
         '\t'
@@ -1234,7 +1234,7 @@ fn yaml_child(lines: &[YLine<'_>], i: &mut usize, indent: usize, depth: usize) -
 /// consistent throughout.
 fn yaml(t: &str) -> Option<Value> {
     let mut lines = Vec::new();
-    for (k, raw) in ctxpress_core::text::lines::lines(t).enumerate() {
+    for (k, raw) in ctxpress_text::lines::lines(t).enumerate() {
         let body = raw.trim_start_matches(' ');
         if body.trim().is_empty() || body.starts_with('#') || (k == 0 && body.trim_end() == "---") {
             continue;
@@ -1328,7 +1328,7 @@ fn log(t: &str, _room: usize, limits: &Limits) -> Option<String> {
     // Most lines of the first 200 start with a timestamp: looked at before
     // anything else is done.
     let (mut sample, mut stamped) = (0usize, 0usize);
-    for l in ctxpress_core::text::lines::lines(t)
+    for l in ctxpress_text::lines::lines(t)
         .filter(|l| !is_blank(l))
         .take(200)
     {
@@ -1341,7 +1341,7 @@ fn log(t: &str, _room: usize, limits: &Limits) -> Option<String> {
     if sample < 6 || stamped * 10 < sample * 7 {
         return None;
     }
-    let lines: Vec<&str> = ctxpress_core::text::lines::lines(t)
+    let lines: Vec<&str> = ctxpress_text::lines::lines(t)
         .filter(|l| !is_blank(l))
         .collect();
     // Distinct shapes in order of first appearance, with counts.

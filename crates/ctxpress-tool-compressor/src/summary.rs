@@ -709,7 +709,7 @@ fn output(kind: Kind, subject: &Subject, text: &str, limits: &Limits) -> String 
 /// `None` when less than `share` of the non-empty lines name a file (not
 /// search output), or fewer than three do.
 fn search(subject: &Subject, text: &str, limits: &Limits, share: f64) -> Option<String> {
-    let lines: Vec<&str> = ctxpress_core::text::lines::lines(text)
+    let lines: Vec<&str> = ctxpress_text::lines::lines(text)
         .filter(|l| !is_blank(l))
         .collect();
     // file -> matches, in order of first appearance

@@ -18,9 +18,10 @@
 //! target = 0.40
 //! ```
 
+use ctxpress_budget::WindowConfig;
 use ctxpress_core::config::closest;
 use ctxpress_core::tokens::{COUNTERS, counter_by_name};
-use ctxpress_core::{ConfigError, Pipeline, Stage, WindowConfig, registry};
+use ctxpress_core::{ConfigError, Pipeline, Stage, registry};
 use serde::de::Error as _;
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Map, Value};
@@ -733,7 +734,7 @@ fn redacted(v: &Value) -> Value {
     match v {
         Value::Object(m) => Value::Object(redacted_map(m)),
         Value::Array(a) => Value::Array(a.iter().map(redacted).collect()),
-        Value::String(s) => Value::String(ctxpress_core::secrets::mask_url_credentials(s)),
+        Value::String(s) => Value::String(ctxpress_text::secrets::mask_url_credentials(s)),
         other => other.clone(),
     }
 }

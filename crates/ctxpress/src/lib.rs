@@ -35,12 +35,30 @@ pub struct ReadmeDoctests;
 pub struct LibraryDoctests;
 
 pub use config::{PipelineConfig, StageConfig};
-pub use ctxpress_core as core;
+pub use ctxpress_budget as budget;
+pub use ctxpress_budget::{Limits, WindowConfig};
 pub use ctxpress_core::handle::Handle;
 pub use ctxpress_core::{
-    Archive, BudgetReport, Conversation, Limits, MemoryArchive, Pipeline, Report, StageContext,
-    WindowConfig, expand, validate,
+    Archive, BudgetReport, Conversation, MemoryArchive, Pipeline, Report, StageContext, expand,
+    validate,
 };
+pub use ctxpress_dialect as dialect;
+pub use ctxpress_text as text;
+
+/// `ctxpress-core`, with the modules that were part of it before session 30
+/// split it by concern (`text` and `secrets` are now `ctxpress-text`,
+/// `dialect` and `traffic` `ctxpress-dialect`, `window` and `ledger`
+/// `ctxpress-budget`) at their old paths, so `ctxpress::core::dialect::...`
+/// keeps working. New code can name the crates ([`text`], [`dialect`],
+/// [`budget`]).
+pub mod core {
+    pub use ctxpress_budget::{Limits, WindowConfig, ledger, window};
+    pub use ctxpress_core::*;
+    pub use ctxpress_dialect as dialect;
+    pub use ctxpress_dialect::traffic;
+    pub use ctxpress_text as text;
+    pub use ctxpress_text::secrets;
+}
 pub use presets::{PRESETS, Preset, preset};
 pub use recall::{Recalled, recall};
 pub use restore::{looks_generated, unrestored};
@@ -56,8 +74,8 @@ pub use ctxpress_store as store;
 pub use ctxpress_summarizer as summarizer;
 pub use ctxpress_tool_compressor as tool_compressor;
 
+use ctxpress_budget::window::{EvictOldest, Rung, fit, ready};
 use ctxpress_core::strategy::BuiltStrategy;
-use ctxpress_core::window::{EvictOldest, Rung, fit, ready};
 use ctxpress_core::{ConfigError, Strategy, TokenCounter};
 use serde_json::{Map, Value};
 use std::sync::Arc;
@@ -104,7 +122,7 @@ pub const LADDER: &[(&str, Option<&str>)] = &[
         ),
     ),
     // The oldest whole exchanges into the archive, behind one note.
-    (ctxpress_core::window::EVICT, None),
+    (ctxpress_budget::window::EVICT, None),
     // Last: tool results inside the recent tail (spec 004 compresses those
     // too), oldest first; the protected messages themselves still stay.
     (

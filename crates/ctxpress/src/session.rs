@@ -28,8 +28,8 @@
 //! sent, and the breakpoint the client asked for is where it put it.
 
 use crate::{Compressor, Error, PipelineConfig, Report};
+use ctxpress_budget::window::{envelope_tokens, ready};
 use ctxpress_core::tokens::count_message;
-use ctxpress_core::window::{envelope_tokens, ready};
 use ctxpress_core::{Archive, ConfigError, Conversation, Message};
 use serde_json::{Map, Value};
 use std::collections::HashMap;

@@ -7,11 +7,9 @@
 //! messages (an Anthropic top-level `system`, tool definitions) by
 //! `tokens::fixed_tokens`, the function `window::fit` uses.
 
-use ctxpress_core::dialect::text_results::{
-    environment_blocks, part_text, text_parts, text_results,
-};
 use ctxpress_core::tokens::{count_message, fixed_tokens};
 use ctxpress_core::{Conversation, Role, TokenCounter};
+use ctxpress_dialect::text_results::{environment_blocks, part_text, text_parts, text_results};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -216,7 +214,7 @@ mod tests {
         assert_eq!(s.tokens, messages + fixed.total());
         assert_eq!(
             s.tokens,
-            messages + ctxpress_core::window::envelope_tokens(&c, &h),
+            messages + ctxpress_budget::window::envelope_tokens(&c, &h),
             "what window::fit counts"
         );
         assert_eq!(

@@ -1,8 +1,8 @@
-//! Code fences: what a fence is is [`ctxpress_core::text::fence`]'s rule;
+//! Code fences: what a fence is is [`ctxpress_text::fence`]'s rule;
 //! here the prose around the fences is measured for the code-split rule.
 
-use ctxpress_core::text::bytes::char_count;
-use ctxpress_core::text::split_code_and_prose;
+use ctxpress_text::bytes::char_count;
+use ctxpress_text::split_code_and_prose;
 
 /// Characters of prose outside fenced code blocks (each piece trimmed).
 pub fn prose_chars(text: &str) -> usize {

@@ -1,7 +1,7 @@
 //! Math: LaTeX (`$...$`, `$$`, `\\begin{...}`, commands) matched by hand at
 //! each `$` and `\\`, and runs of Unicode math symbols.
 
-use ctxpress_core::text::bytes::is_word_byte;
+use ctxpress_text::bytes::is_word_byte;
 
 /// A command name of the `\\name` alternative of the reference's LaTeX
 /// pattern.

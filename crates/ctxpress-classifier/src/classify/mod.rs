@@ -34,7 +34,7 @@
 //!   [`tokens`] (long token runs), [`keywords`] (the lower-case keyword
 //!   pass);
 //! - the hard-reason detectors: [`fences`] (prose around code fences; the
-//!   fence rule is [`ctxpress_core::text::fence`]'s), [`json`], [`math`],
+//!   fence rule is [`ctxpress_text::fence`]'s), [`json`], [`math`],
 //!   [`sql`], [`verse`], [`traceback`];
 //! - the soft reasons: [`soft`], with [`paths`] (the `file_path` pattern).
 
@@ -61,7 +61,7 @@ pub use self::json::is_valid_json;
 use ctxpress_core::Classification;
 use ctxpress_core::Reason;
 use ctxpress_core::Tier;
-use ctxpress_core::text::has_code_fence;
+use ctxpress_text::has_code_fence;
 use regex::Regex;
 
 use self::json::is_json_structure;

@@ -4,7 +4,7 @@
 
 use crate::masks;
 use crate::masks::Masks;
-use ctxpress_core::text::bytes::is_word_byte;
+use ctxpress_text::bytes::is_word_byte;
 
 use super::scan::{Scan, mark_line};
 

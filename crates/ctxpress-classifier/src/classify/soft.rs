@@ -3,7 +3,7 @@
 //! by hand.
 
 use ctxpress_core::Reason;
-use ctxpress_core::text::bytes::is_word_byte;
+use ctxpress_text::bytes::is_word_byte;
 use regex::Regex;
 use std::sync::LazyLock;
 use std::sync::OnceLock;

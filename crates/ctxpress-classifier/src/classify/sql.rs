@@ -3,7 +3,7 @@
 //! keyword pass found.
 
 use crate::masks;
-use ctxpress_core::text::bytes::is_word_byte;
+use ctxpress_text::bytes::is_word_byte;
 use regex::Regex;
 use std::sync::LazyLock;
 

@@ -21,7 +21,7 @@ impl TokenRuns {
             let Some(run) = text.get(a..e) else {
                 continue;
             };
-            r.secret = r.secret || ctxpress_core::secrets::run_has_secret(run);
+            r.secret = r.secret || ctxpress_text::secrets::run_has_secret(run);
             r.hash = r.hash || (e - a >= 40 && is_hash(run));
             if r.secret && r.hash {
                 break;

@@ -1,6 +1,6 @@
 //! Verse: runs of short capitalized lines without code or key-value syntax.
 
-use ctxpress_core::text::bytes::char_count;
+use ctxpress_text::bytes::char_count;
 
 /// A line that could be a line of verse: capitalized, a few words, no code or
 /// key-value syntax, first word not an all-caps log level.

@@ -4,7 +4,7 @@
 
 use ctxpress_classifier::{classify, prose_chars};
 use ctxpress_core::Tier;
-use ctxpress_core::text::split_code_and_prose;
+use ctxpress_text::split_code_and_prose;
 use proptest::prelude::*;
 
 /// Fragments that exercise every detector, mixed with multibyte characters.
@@ -73,7 +73,7 @@ proptest! {
         let (a, z) = s.split_at(b);
         let _ = classify(a);
         let _ = classify(z);
-        let _ = ctxpress_core::secrets::redact(&format!("{a}sk-{z}"));
+        let _ = ctxpress_text::secrets::redact(&format!("{a}sk-{z}"));
     }
 }
 

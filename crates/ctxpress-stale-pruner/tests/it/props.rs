@@ -7,6 +7,7 @@ use ctxpress_core::archive::archive;
 use ctxpress_core::{
     Conversation, MemoryArchive, Pipeline, Role, StageContext, StageStatus, expand, validate,
 };
+use ctxpress_dialect::Turns;
 use ctxpress_stale_pruner::{PartialEdits, StalePruner, StalePrunerConfig};
 use proptest::prelude::*;
 use serde_json::{Value, json};

@@ -1,5 +1,5 @@
 //! Entity extraction (spec 000 section 5): the key entities of a text in
-//! priority order, from the recognizers of [`ctxpress_core::text::entities`]
+//! priority order, from the recognizers of [`ctxpress_text::entities`]
 //! and the summarizer's own (codes, dates, numbers with units, proper nouns,
 //! vowelless abbreviations).
 
@@ -8,8 +8,8 @@ use std::collections::HashSet;
 use std::ops::Range;
 use std::sync::LazyLock;
 
-use ctxpress_core::text::ascii_regex as re;
-use ctxpress_core::text::entities as rec;
+use ctxpress_text::ascii_regex as re;
+use ctxpress_text::entities as rec;
 
 use super::scoring::NUM_UNIT;
 use super::words;

@@ -2,7 +2,7 @@
 //! entities and embedded id, the code-split rendering, and the bare
 //! deterministic summary of a text.
 
-use ctxpress_core::text::CodeSplit;
+use ctxpress_text::CodeSplit;
 
 use super::Budget;
 use super::chars;

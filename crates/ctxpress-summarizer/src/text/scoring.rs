@@ -5,8 +5,8 @@
 use regex::Regex;
 use std::sync::LazyLock;
 
-use ctxpress_core::text::ascii_regex as re;
-use ctxpress_core::text::entities::{camel_case, pascal_case, snake_case};
+use ctxpress_text::ascii_regex as re;
+use ctxpress_text::entities::{camel_case, pascal_case, snake_case};
 
 use super::chars;
 use super::sentences::{Sentence, sentences};

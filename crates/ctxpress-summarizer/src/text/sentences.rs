@@ -5,7 +5,7 @@
 use regex::Regex;
 use std::sync::LazyLock;
 
-use ctxpress_core::text::ascii_regex as re;
+use ctxpress_text::ascii_regex as re;
 
 /// A bullet or numbered list marker opening a line.
 pub(super) static BULLET: LazyLock<Regex> = LazyLock::new(|| re(r"^\s*(?:[-*+•]|\d+[.)])\s"));

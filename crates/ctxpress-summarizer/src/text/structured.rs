@@ -7,8 +7,8 @@ use std::collections::HashSet;
 use std::ops::Range;
 use std::sync::LazyLock;
 
-use ctxpress_core::text::ascii_regex as re;
-use ctxpress_core::text::entities as rec;
+use ctxpress_text::ascii_regex as re;
+use ctxpress_text::entities as rec;
 
 use super::chars;
 use super::scoring::truncate_words;

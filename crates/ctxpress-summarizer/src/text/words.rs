@@ -105,7 +105,7 @@ pub(crate) fn for_each_word(text: &str, mut f: impl FnMut(usize, usize, u8)) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ctxpress_core::text::entities as rec;
+    use ctxpress_text::entities as rec;
     use std::ops::Range;
 
     fn by_scan(text: &str, bit: u8) -> Vec<Range<usize>> {
@@ -135,7 +135,7 @@ mod tests {
     }
 
     fn regex_of(p: &str) -> regex::Regex {
-        ctxpress_core::text::ascii_regex(p)
+        ctxpress_text::ascii_regex(p)
     }
 
     fn check(text: &str) {

@@ -487,9 +487,9 @@ async fn async_sends_redacted_text_only() {
     )
     .await;
     let seen = fake.seen.lock().unwrap().clone();
-    assert_eq!(seen, vec![ctxpress_core::secrets::redact(&body)]);
+    assert_eq!(seen, vec![ctxpress_text::secrets::redact(&body)]);
     for s in &seen {
-        assert!(ctxpress_core::secrets::find_secrets(s).is_empty(), "{s}");
+        assert!(ctxpress_text::secrets::find_secrets(s).is_empty(), "{s}");
     }
     // With redaction off the text goes as is.
     let fake = Fake::new("good");

@@ -139,7 +139,7 @@ pub fn split_numbered(text: &str) -> Vec<Line<'_>> {
     let mut hits = 0usize;
     let mut nonempty = 0usize;
     let mut last: Option<u64> = None;
-    for l in ctxpress_core::text::lines::lines(text) {
+    for l in ctxpress_text::lines::lines(text) {
         // The leading white space, counted once for `is_blank` and the
         // number prefix.
         let ws = leading_space(l.as_bytes());
@@ -172,10 +172,7 @@ pub fn split_numbered(text: &str) -> Vec<Line<'_>> {
     }
     let numbered = nonempty > 0 && hits * 5 >= nonempty * 4;
     if prefixed && !numbered {
-        for (line, l) in lines
-            .iter_mut()
-            .zip(ctxpress_core::text::lines::lines(text))
-        {
+        for (line, l) in lines.iter_mut().zip(ctxpress_text::lines::lines(text)) {
             *line = Line {
                 number: None,
                 body: l,

@@ -296,7 +296,7 @@ impl Block {
     #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
     #[inline(always)]
     fn of<const JSON_ESCAPED: bool>(bytes: &[u8], at: usize) -> Block {
-        use ctxpress_core::text::sse2::{eq, in_range};
+        use ctxpress_text::sse2::{eq, in_range};
         use safe_arch::{load_unaligned_m128i, m128i, move_mask_i8_m128i};
         let mut buf = [0u8; 64];
         let rest = bytes.get(at..).unwrap_or(&[]);

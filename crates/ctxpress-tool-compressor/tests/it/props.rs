@@ -10,6 +10,7 @@ use ctxpress_core::archive::archive;
 use ctxpress_core::{
     Conversation, MemoryArchive, Pipeline, StageContext, StageStatus, expand, validate,
 };
+use ctxpress_dialect::Turns;
 use ctxpress_tool_compressor::{Kind, Limits, Subject, ToolCompressor, ToolCompressorConfig};
 use proptest::prelude::*;
 use serde_json::{Value, json};

@@ -16,6 +16,7 @@ use ctxpress::core::tokens::count_message;
 use ctxpress::core::validate::introduces_violations;
 use ctxpress::core::window::{envelope_tokens, protected_ids};
 use ctxpress::core::{Heuristic, Message, MessageId};
+use ctxpress::dialect::Turns;
 use ctxpress::{
     BudgetReport, Compressor, Conversation, Limits, MemoryArchive, Report, expand, validate,
 };

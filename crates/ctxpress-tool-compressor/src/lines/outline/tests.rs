@@ -17,7 +17,7 @@ fn declaration_prefilters_agree_with_the_regexes() {
         include_str!("../terms.rs"),
         include_str!("../../summary.rs"),
         include_str!("../../lib.rs"),
-        include_str!("../../../../ctxpress-core/src/dialect/shell.rs"),
+        include_str!("../../../../ctxpress-dialect/src/shell.rs"),
         include_str!("../../../../ctxpress-core/src/message.rs"),
     ];
     let extra = [

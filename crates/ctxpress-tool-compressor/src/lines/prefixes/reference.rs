@@ -26,7 +26,7 @@ pub(super) fn split_numbered_reference(text: &str) -> Vec<Line<'_>> {
     let mut hits = 0usize;
     let mut nonempty = 0usize;
     let mut last: Option<u64> = None;
-    for l in ctxpress_core::text::lines::lines(text) {
+    for l in ctxpress_text::lines::lines(text) {
         // The leading white space, counted once for `is_blank` and the
         // number prefix.
         let ws = l.bytes().take_while(|c| ascii_space(*c)).count();

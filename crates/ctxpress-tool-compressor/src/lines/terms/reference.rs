@@ -78,7 +78,7 @@ pub(super) fn is_camel_or_pascal(w: &[u8]) -> bool {
 #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
 #[inline(always)]
 pub(super) fn next_trigger<const JSON_ESCAPED: bool>(bytes: &[u8], from: usize) -> Option<usize> {
-    use ctxpress_core::text::sse2::{eq, in_range as range};
+    use ctxpress_text::sse2::{eq, in_range as range};
     use safe_arch::{
         bitand_m128i, bitor_m128i, byte_shl_imm_u128_m128i, load_unaligned_m128i, m128i,
         move_mask_i8_m128i,

@@ -20,7 +20,7 @@ fn member_string_span(json: &str, key: &str) -> Option<std::ops::Range<usize>> {
         {"id": "c", "type": "function", "function": {"name": "x", "arguments": json}}]}])
     .to_string();
     let conv = ctxpress_core::Conversation::parse(&text).expect("a conversation");
-    let calls = ctxpress_core::traffic::parse_calls(conv.messages.first()?);
+    let calls = ctxpress_dialect::traffic::parse_calls(conv.messages.first()?);
     calls.first()?.args.string_span(key)
 }
 

@@ -6,7 +6,7 @@
 
 use super::shell::{is_shell_program, parse_shell_in};
 use super::{ExitReport, OpKind, Operation, normalize_path, normalize_ws, parse_patch};
-use crate::message::ToolCall;
+use ctxpress_core::message::ToolCall;
 use serde_json::Value;
 use std::borrow::Cow;
 use std::collections::BTreeMap;

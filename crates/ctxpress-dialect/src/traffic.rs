@@ -18,9 +18,9 @@
 //! dropped and rebuilt when a stage asks with another dialect table or
 //! working directory.
 
-use crate::conversation::{Conversation, Exchange, exchange_results};
-use crate::dialect::{self, DialectTable, Operation, ResultFacts};
-use crate::message::{Message, Role};
+use crate::{self as dialect, DialectTable, Operation, ResultFacts};
+use ctxpress_core::conversation::{Conversation, Exchange, exchange_results};
+use ctxpress_core::message::{Message, Role};
 use foldhash::{HashMap, HashMapExt};
 use serde_json::Value;
 use std::sync::{Arc, Mutex};
@@ -60,7 +60,7 @@ fn string_of(v: Option<&Value>) -> String {
 
 /// OpenAI call `i` of `m`, the value `c` of its `tool_calls` (no operation yet).
 fn openai_call(m: &Message, i: usize, c: &Value, scratch: &mut args::Scratch) -> ParsedCall {
-    use crate::message::vget as get;
+    use ctxpress_core::message::vget as get;
     let f = get(c, "function");
     ParsedCall {
         id: string_of(get(c, "id")),
@@ -79,7 +79,7 @@ fn message_calls(
     scratch: &mut args::Scratch,
     mut op_of: impl FnMut(&ParsedCall) -> Option<Operation>,
 ) -> MessageCalls {
-    use crate::message::{get_small, vget as get};
+    use ctxpress_core::message::{get_small, vget as get};
     let blocky = matches!(m.content(), Some(Value::Array(blocks))
         if blocks.iter().any(|b| get(b, "type").and_then(Value::as_str) == Some("tool_use")));
     if !blocky {
@@ -106,7 +106,7 @@ fn message_calls(
 
 /// [`parse_calls`] with working space kept by a caller parsing many.
 fn parse_calls_with(m: &Message, scratch: &mut args::Scratch) -> Vec<ParsedCall> {
-    use crate::message::{get_small, vget as get};
+    use ctxpress_core::message::{get_small, vget as get};
     let s = string_of;
     let mut out = Vec::new();
     if let Some(Value::Array(calls)) = get_small(m.fields(), "tool_calls") {
@@ -166,9 +166,10 @@ struct CacheState {
 }
 
 /// The conversation's cache of parsed tool calls (see the module docs).
-/// Clones share it; it is never serialized.
-#[derive(Clone, Default)]
-pub struct Cache(Arc<Mutex<CacheState>>);
+/// It lives in the conversation ([`Conversation::cache`]): clones share it;
+/// it is never serialized.
+#[derive(Default)]
+pub struct Cache(Mutex<CacheState>);
 
 impl std::fmt::Debug for Cache {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -306,7 +307,7 @@ pub fn result_facts(conv: &Conversation, msg: usize, call_id: &str, text: &str) 
     let Some(m) = conv.messages.get(msg) else {
         return ResultFacts::of(text);
     };
-    let cache = conv.traffic_cache();
+    let cache = conv.cache::<Cache>();
     let mut guard = cache.0.lock().unwrap_or_else(|e| e.into_inner());
     // The result is named by the first position of its id among the
     // message's result ids (equal ids, one result: the first, as
@@ -349,7 +350,7 @@ fn cached_calls(
     table: &DialectTable,
     cwd: Option<&str>,
 ) -> Vec<Option<MessageCalls>> {
-    let cache = conv.traffic_cache();
+    let cache = conv.cache::<Cache>();
     let mut guard = cache.0.lock().unwrap_or_else(|e| e.into_inner());
     let state = &mut *guard;
     let same_key = state
@@ -441,7 +442,7 @@ fn exchanges(conv: &Conversation, per_msg: &[Option<MessageCalls>]) -> Vec<Excha
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::dialect::OpKind;
+    use crate::OpKind;
 
     const DOC: &str = r#"[{"role":"system","content":"Working directory: /repo"},
       {"role":"assistant","content":"","tool_calls":[
@@ -526,7 +527,7 @@ mod tests {
         assert_eq!(result_facts(&conv, 2, "a", "ok").exit_code, None);
         // Traffic::of keeps only the facts of messages still present.
         let _ = Traffic::of(&conv, dialect::builtin(), None);
-        let n = conv.traffic_cache().0.lock().unwrap().results.len();
+        let n = conv.cache::<Cache>().0.lock().unwrap().results.len();
         assert_eq!(n, 1);
     }
 

@@ -33,7 +33,7 @@ pub fn lines(t: &str) -> impl Iterator<Item = &str> {
 pub fn count_newlines(b: &[u8]) -> usize {
     #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
     {
-        use crate::text::sse2::{eq, lanes};
+        use crate::sse2::{eq, lanes};
         let full: usize = lanes(b)
             .map(|(_, v)| safe_arch::move_mask_i8_m128i(eq(v, b'\n')).count_ones() as usize)
             .sum();

@@ -2,7 +2,7 @@
 //! judgement of success or failure.
 
 use super::{ExitReport, Status};
-use crate::text::lines::next_line;
+use ctxpress_text::lines::next_line;
 use regex::Regex;
 use std::sync::LazyLock;
 
@@ -303,7 +303,7 @@ fn fail_words(b: &[u8]) -> FailWords {
 /// is passed over at once).
 #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
 fn each_anchor<T>(b: &[u8], mut f: impl FnMut(usize) -> Option<T>) -> Option<T> {
-    use crate::text::sse2::{eq, lanes, splat};
+    use ctxpress_text::sse2::{eq, lanes, splat};
     use safe_arch::{bitor_m128i, move_mask_i8_m128i};
     for (base, v) in lanes(b) {
         // ASCII letters lowered (and a few other bytes mapped onto the

@@ -1,7 +1,7 @@
 //! Paths and the session's working directory: normalization, detection.
 
-use crate::conversation::Conversation;
-use crate::message::Role;
+use ctxpress_core::conversation::Conversation;
+use ctxpress_core::message::Role;
 use regex::Regex;
 use serde_json::Value;
 use std::sync::LazyLock;
@@ -55,7 +55,7 @@ fn skip_ascii_blanks(b: &[u8], mut i: usize) -> usize {
 /// none. Sixteen bytes at a time (SSE2), each lane compared with the lane
 /// one byte on for the byte after a space.
 fn ws_break(b: &[u8], mut i: usize) -> usize {
-    use crate::text::sse2::{eq, in_range};
+    use ctxpress_text::sse2::{eq, in_range};
     use safe_arch::{load_unaligned_m128i, move_mask_i8_m128i};
     let lane = |at: usize| {
         b.get(at..at + 16)

@@ -12,8 +12,8 @@
 //! [`environment_blocks`] finds the environment blocks of a text.
 
 use super::{DialectTable, Operation, ToolKind};
-use crate::message::{Message, Role};
-use crate::text::entities::ascii_regex;
+use ctxpress_core::message::{Message, Role};
+use ctxpress_text::entities::ascii_regex;
 use regex::Regex;
 use serde_json::Value;
 use std::borrow::Cow;
@@ -241,7 +241,7 @@ pub fn part_text(m: &Message, part: Option<usize>) -> Option<&str> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Conversation;
+    use ctxpress_core::Conversation;
     use serde_json::json;
 
     fn msg(content: Value) -> Message {
@@ -266,8 +266,8 @@ mod tests {
         assert_eq!(r[0].part, Some(1));
         let t = part_text(&m, r[0].part).unwrap();
         assert_eq!(&t[r[0].body.clone()], "export const a = 1;\n");
-        let op = r[0].operation(crate::dialect::builtin(), None).unwrap();
-        assert_eq!(op.kind, crate::dialect::OpKind::Read);
+        let op = r[0].operation(crate::builtin(), None).unwrap();
+        assert_eq!(op.kind, crate::OpKind::Read);
         assert_eq!(op.paths, ["src/a.ts"]);
     }
 

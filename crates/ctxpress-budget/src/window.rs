@@ -31,15 +31,15 @@
 //! the protected messages alone exceed the target, the report says so
 //! (`fits = false`, `over_by`).
 
-use crate::config::ConfigError;
-use crate::conversation::Conversation;
-use crate::message::{Message, MessageId, Role};
-use crate::pipeline::{Pipeline, Report};
-use crate::strategy::{StageContext, StageOutcome, Strategy, StrategyError};
-use crate::tokens::{TokenCounter, count_message};
+use ctxpress_core::config::ConfigError;
+use ctxpress_core::conversation::Conversation;
+use ctxpress_core::message::{Message, MessageId, Role};
+pub use ctxpress_core::pipeline::{BudgetReport, RungReport, ready};
+use ctxpress_core::pipeline::{Pipeline, Report};
+use ctxpress_core::strategy::{StageContext, StageOutcome, Strategy, StrategyError};
+use ctxpress_core::tokens::{TokenCounter, count_message};
 use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, HashSet};
-use std::future::Future;
 use std::time::Instant;
 
 /// When to compress and how far: the `[window]` table of a pipeline config.
@@ -135,84 +135,6 @@ impl WindowConfig {
     }
 }
 
-/// What one rung of the ladder did.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct RungReport {
-    /// Rung name (`tool_results`, `assistant_prose`, `user_prose`, `evict`).
-    pub name: String,
-    /// Conversations the rung ran on.
-    pub conversations: usize,
-    /// Messages the rung rewrote.
-    pub messages_changed: usize,
-    /// Messages the rung removed (net).
-    pub messages_removed: usize,
-    /// Tokens the rung removed.
-    pub tokens_removed: usize,
-    /// Wall time in microseconds.
-    pub micros: u128,
-}
-
-/// What fit and what it cost (summed over a batch).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct BudgetReport {
-    /// Tokens above which a conversation is compressed.
-    pub trigger: usize,
-    /// Tokens a conversation is compressed down to.
-    pub target: usize,
-    /// Token counter the decisions were made with.
-    pub counter: String,
-    /// True when every conversation ends at or under the target (or was
-    /// at or under the trigger).
-    pub fits: bool,
-    /// Conversations.
-    pub conversations: usize,
-    /// Conversations over the trigger (the others were left unchanged).
-    pub triggered: usize,
-    /// Conversations that fit.
-    pub fitting: usize,
-    /// Tokens in.
-    pub tokens_before: usize,
-    /// Tokens out.
-    pub tokens_after: usize,
-    /// Tokens over the target, summed over the conversations that do not fit.
-    pub over_by: usize,
-    /// Messages never touched: system, the last user message, the tail.
-    pub protected_messages: usize,
-    /// Tokens that cannot go, as the run ends: the protected messages plus
-    /// the results of their tool calls (summarized as far as they could be,
-    /// never separated from the call).
-    pub protected_tokens: usize,
-    /// Rungs of the ladder that ran, in order.
-    pub rungs: Vec<RungReport>,
-}
-
-impl BudgetReport {
-    /// Add another conversation's figures.
-    pub fn merge(&mut self, o: &BudgetReport) {
-        self.fits &= o.fits;
-        self.conversations += o.conversations;
-        self.triggered += o.triggered;
-        self.fitting += o.fitting;
-        self.tokens_before += o.tokens_before;
-        self.tokens_after += o.tokens_after;
-        self.over_by += o.over_by;
-        self.protected_messages += o.protected_messages;
-        self.protected_tokens += o.protected_tokens;
-        for r in &o.rungs {
-            match self.rungs.iter_mut().find(|x| x.name == r.name) {
-                Some(x) => {
-                    x.conversations += r.conversations;
-                    x.messages_changed += r.messages_changed;
-                    x.messages_removed += r.messages_removed;
-                    x.tokens_removed += r.tokens_removed;
-                    x.micros += r.micros;
-                }
-                None => self.rungs.push(r.clone()),
-            }
-        }
-    }
-}
-
 /// One rung of the ladder: a pipeline run oldest first after the stages.
 #[derive(Debug)]
 pub struct Rung {
@@ -254,7 +176,7 @@ pub fn protected_ids(conv: &Conversation, tail: usize) -> HashSet<MessageId> {
     let conversational = |m: &Message| {
         matches!(m.role(), Role::User | Role::Assistant)
             && !m.is_tool_result_carrier()
-            && !crate::dialect::text_results::is_text_result_carrier(m)
+            && !ctxpress_dialect::text_results::is_text_result_carrier(m)
     };
     for m in &conv.messages {
         if m.role().is_system() {
@@ -794,8 +716,8 @@ fn allocate<'a>(
                     .collect();
                 // With an archive to recall from, the note names its handle.
                 let handle = ctx.archive.is_some().then(|| {
-                    let h = crate::handle::handle_of(whole, &ids);
-                    crate::handle::mark(&mut out, &id, h.clone(), ids.clone());
+                    let h = ctxpress_core::handle::handle_of(whole, &ids);
+                    ctxpress_core::handle::mark(&mut out, &id, h.clone(), ids.clone());
                     h
                 });
                 let text = if ledger_at.is_none() {
@@ -806,7 +728,7 @@ fn allocate<'a>(
                         ledger.set_line_handles(|line| {
                             line.iter()
                                 .all(|i| own.contains(i))
-                                .then(|| crate::handle::handle_of(whole, line))
+                                .then(|| ctxpress_core::handle::handle_of(whole, line))
                         });
                     }
                     ledger.set_handle(handle);
@@ -838,7 +760,12 @@ fn allocate<'a>(
                             && !a.handles.is_empty()
                         {
                             for h in a.handles.clone() {
-                                crate::handle::mark(&mut out, m2.id(), h.handle, h.stands_for);
+                                ctxpress_core::handle::mark(
+                                    &mut out,
+                                    m2.id(),
+                                    h.handle,
+                                    h.stands_for,
+                                );
                             }
                         }
                     }
@@ -863,7 +790,7 @@ fn allocate<'a>(
                     .extend(m.tool_calls().iter().map(|c| c.id.to_string()));
                 if !m.is_tool_result() {
                     gone.names
-                        .insert(crate::text::message_ref(m.role_str(), &m.text()));
+                        .insert(ctxpress_text::message_ref(m.role_str(), &m.text()));
                 }
             }
         }
@@ -893,7 +820,7 @@ fn allocate<'a>(
         let id = out.messages[at].id().clone();
         for (h, ids) in ledger.line_handles() {
             if text.contains(&h.to_string()) {
-                crate::handle::mark(&mut out, &id, h.clone(), ids.to_vec());
+                ctxpress_core::handle::mark(&mut out, &id, h.clone(), ids.to_vec());
             }
         }
         out.messages[at].set_text(text);
@@ -919,7 +846,7 @@ struct Gone {
     /// references named messages by their ids too).
     ids: HashSet<String>,
     /// Messages as dedup names them (`dup of the user message "..."`, see
-    /// [`crate::text::message_ref`]).
+    /// [`ctxpress_text::message_ref`]).
     names: HashSet<String>,
 }
 
@@ -934,7 +861,7 @@ fn mark_dangling(text: &str, gone: &Gone) -> Option<String> {
     while i < bytes.len() {
         let rest = &bytes[i..];
         // `dup of `, or `dup#h0123456789 of ` with a recall handle.
-        let tagged = 3 + 2 + crate::handle::DIGITS;
+        let tagged = 3 + 2 + ctxpress_core::handle::DIGITS;
         let (skip, dup) = if rest.starts_with(b"dup of ") {
             (7, true)
         } else if rest.starts_with(b"dup#h")
@@ -1004,7 +931,7 @@ fn rewrite_dangling(m: &mut Message, gone: &Gone) {
         return;
     }
     // Text blocks, each in its place.
-    let fixes: Vec<(Option<usize>, String)> = crate::dialect::text_results::text_parts(m)
+    let fixes: Vec<(Option<usize>, String)> = ctxpress_dialect::text_results::text_parts(m)
         .into_iter()
         .filter_map(|(part, t)| mark_dangling(t, gone).map(|t| (part, t)))
         .collect();
@@ -1018,7 +945,7 @@ fn rewrite_dangling(m: &mut Message, gone: &Gone) {
 /// tool definitions (`tokens::fixed_tokens`, which `ctxpress stats` adds
 /// too). 0 for a bare array.
 pub fn envelope_tokens(conv: &Conversation, counter: &dyn TokenCounter) -> usize {
-    crate::tokens::fixed_tokens(conv, counter).total()
+    ctxpress_core::tokens::fixed_tokens(conv, counter).total()
 }
 
 /// Tokens of the `protected` messages of `conv` and of the results that
@@ -1041,17 +968,6 @@ fn pinned_tokens(conv: &Conversation, protected: &HashSet<MessageId>, ctx: &Stag
         .filter_map(|i| conv.messages.get(i))
         .map(|m| count_message(ctx.counter.as_ref(), m))
         .sum()
-}
-
-/// Drive a future whose every step is ready at once (a pipeline of sync
-/// stages run through the async driver); `None` if it ever waits.
-pub fn ready<F: Future>(f: F) -> Option<F::Output> {
-    let mut f = std::pin::pin!(f);
-    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
-    match f.as_mut().poll(&mut cx) {
-        std::task::Poll::Ready(v) => Some(v),
-        std::task::Poll::Pending => None,
-    }
 }
 
 /// The last rung: moves the oldest whole exchanges (never a tool call
@@ -1237,7 +1153,11 @@ mod tests {
         let marked = mark(&mut c, p);
         assert_eq!(marked.len(), 2);
         let out = EvictOldest.apply(&mut c, &ctx).unwrap();
-        assert!(crate::validate(&c).is_empty(), "{:?}", crate::validate(&c));
+        assert!(
+            ctxpress_core::validate(&c).is_empty(),
+            "{:?}",
+            ctxpress_core::validate(&c)
+        );
         assert!(tokens_of(&c, &ctx).iter().sum::<usize>() <= budget);
         assert_eq!(c.messages[0].role(), Role::System);
         let note = c.messages[1].text().into_owned();
@@ -1276,7 +1196,7 @@ mod tests {
     fn dangling_references_are_marked_archived() {
         let gone = Gone {
             ids: ["m2-ab".to_string(), "toolu_1".to_string()].into(),
-            names: [crate::text::message_ref(
+            names: [ctxpress_text::message_ref(
                 "user",
                 "Fix the failing test\nin a.rs",
             )]
@@ -1371,7 +1291,11 @@ mod tests {
             b.tokens_after * 100 >= budget * 90,
             "lands close to the target: {b:?}"
         );
-        assert!(crate::validate(&c).is_empty(), "{:?}", crate::validate(&c));
+        assert!(
+            ctxpress_core::validate(&c).is_empty(),
+            "{:?}",
+            ctxpress_core::validate(&c)
+        );
         // System, the last request and the newest exchange, byte-identical.
         let last = &c.messages[c.messages.len() - 3..];
         let want = &input.messages[input.messages.len() - 3..];

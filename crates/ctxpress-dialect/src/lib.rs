@@ -1,6 +1,9 @@
-//! The table of agent tool dialects: which tool names and arguments mean read,
-//! write, edit or command. Shared by the stale-op pruner and the tool-result
-//! compressor.
+//! Agent tool semantics: what each tool call of a conversation did. The
+//! table of agent tool dialects says which tool names and arguments mean
+//! read, write, edit or command; the [`traffic`] index walks a conversation
+//! once and gives every call its operation, its result and the session's
+//! working directory. The stale-op pruner, the tool-result compressor, the
+//! classifier and the budget's ledger read it.
 //!
 //! The built-in [`DialectTable`] knows Claude Code, Codex CLI, OpenHands,
 //! SWE-agent, Cline/Roo, Gemini CLI and OpenCode tools; a table deserialized from
@@ -14,9 +17,13 @@
 //! extraction), [`shell`] (the shell lexer), [`patch`] (Codex patches),
 //! [`paths`] (path normalization, working directory), [`status`] (exit
 //! status and payload of results), [`fingerprint`] (file-content
-//! fingerprints; lines are cut by `core::text::lines`), [`text_results`]
-//! (tool results sent back as user text, Cline and Roo Code). Everything
-//! public is re-exported here.
+//! fingerprints), [`text_results`] (tool results sent back as user text,
+//! Cline and Roo Code), [`turns`] (where user turns start, counting those
+//! text results), [`traffic`] (the index). Everything public of the first
+//! ones is re-exported here.
+//!
+//! It depends on `ctxpress-core` (the message model) and `ctxpress-text`
+//! only: never on the budget, a strategy or the facade.
 
 pub mod fingerprint;
 pub mod op;
@@ -26,6 +33,8 @@ pub mod shell;
 pub mod status;
 pub mod table;
 pub mod text_results;
+pub mod traffic;
+pub mod turns;
 
 pub use fingerprint::{content_fingerprint, content_line_count};
 pub use op::{ExitReport, OpKind, Operation, Status};
@@ -35,6 +44,7 @@ pub use shell::{command_family, parse_shell};
 pub use status::{ResultFacts, exit_code, line_looks_failed, result_payload, result_status};
 pub use table::{CallArgs, DialectTable, ToolKind, ToolSpec, builtin, extract};
 pub use text_results::{TextResult, environment_blocks, strip_environment, text_results};
+pub use turns::Turns;
 
 #[cfg(test)]
 mod tests;

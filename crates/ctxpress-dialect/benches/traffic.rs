@@ -6,8 +6,8 @@
 #![allow(missing_docs)]
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use ctxpress_core::Conversation;
-use ctxpress_core::dialect;
-use ctxpress_core::traffic::Traffic;
+use ctxpress_dialect as dialect;
+use ctxpress_dialect::traffic::Traffic;
 
 fn conversations() -> (Vec<Conversation>, usize) {
     let dir = std::env::var("CTXPRESS_CORPUS")

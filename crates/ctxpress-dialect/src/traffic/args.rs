@@ -13,8 +13,8 @@
 //! invalid, unusual) is parsed at once, as before: the answers are those of
 //! the parsed value in every case.
 
-use crate::dialect::CallArgs;
-use crate::message::{Message, get_small, vget};
+use crate::CallArgs;
+use ctxpress_core::message::{Message, get_small, vget};
 use serde_json::{Map, Value};
 use std::borrow::Cow;
 use std::fmt;
@@ -496,7 +496,7 @@ fn special_bits(w: u64, ctrl: bool) -> u64 {
 /// control character; `b.len()` when there is none. Sixteen bytes at a time
 /// (SSE2), then eight ([`skip_plain_swar`]).
 fn skip_plain(b: &[u8], i: usize, ctrl: bool) -> usize {
-    use crate::text::sse2::{eq, first_marked, in_range};
+    use ctxpress_text::sse2::{eq, first_marked, in_range};
     let special = |v| {
         let m = eq(v, b'"') | eq(v, b'\\');
         if ctrl { m | in_range(v, 0, 0x20) } else { m }
@@ -622,7 +622,7 @@ fn decode_string(body: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::dialect::{self, DialectTable};
+    use crate::{self as dialect, DialectTable};
     use proptest::prelude::*;
 
     /// A message with one OpenAI call whose arguments are `text`.
@@ -639,7 +639,7 @@ mod tests {
         let Value::Object(fields) = v else {
             panic!("an object")
         };
-        Message::from_fields(crate::message::MessageId::new("m"), fields)
+        Message::from_fields(ctxpress_core::message::MessageId::new("m"), fields)
     }
 
     fn args_of(m: &Message) -> Args {

@@ -1,5 +1,5 @@
 use super::*;
-use crate::message::ToolCall;
+use ctxpress_core::message::ToolCall;
 use serde_json::Value;
 use serde_json::json;
 use std::borrow::Cow;

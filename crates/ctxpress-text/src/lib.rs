@@ -1,18 +1,22 @@
-//! Text rules the strategies share, one answer each: what a code fence is
-//! and how a text splits into prose and code ([`fence`]), which words are
+//! Text rules of ctxpress, one answer each: what a code fence is and how a
+//! text splits into prose and code ([`fence`]), which words are
 //! identifiers, paths and versions ([`ident`] for one token, [`entities`]
 //! for spans in running text, [`terms`] for the information-bearing terms
-//! of a text), and the byte classes those scans use ([`bytes`], with the
-//! SSE2 lane helpers in `sse2` on x86-64), and `str::lines` by `memchr`
-//! ([`lines`]). The
-//! classifier and the summarizer read them from here; dedup and the window
-//! name a message in a reference with [`message_ref`].
+//! of a text), the byte classes those scans use ([`bytes`], with SSE2 lane
+//! helpers on x86-64), `str::lines` by `memchr` ([`lines`]), how a
+//! reference names a message ([`message_ref`]), and the secret detector
+//! ([`secrets`]).
+//!
+//! It works on `&str` and bytes only: it must never depend on another
+//! ctxpress crate (the message model, the dialects and every strategy build
+//! on it).
 
 pub mod bytes;
 pub mod entities;
 pub mod fence;
 pub mod ident;
 pub mod lines;
+pub mod secrets;
 #[cfg(all(target_arch = "x86_64", target_feature = "sse2"))]
 pub mod sse2;
 pub mod terms;

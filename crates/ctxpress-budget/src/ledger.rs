@@ -30,10 +30,10 @@
 //! anchored update: a later success resolves a carried error, a carried file
 //! read again counts once more).
 
-use crate::dialect::{self, OpKind, Status, result_payload, result_status};
-use crate::message::{Message, MessageId, Role};
-use crate::text::entities::ascii_regex;
-use crate::tokens::{TokenCounter, count_message};
+use ctxpress_core::message::{Message, MessageId, Role};
+use ctxpress_core::tokens::{TokenCounter, count_message};
+use ctxpress_dialect::{self as dialect, OpKind, Status, result_payload, result_status};
+use ctxpress_text::entities::ascii_regex;
 use regex::Regex;
 use serde_json::Value;
 use std::collections::{HashMap, HashSet};
@@ -248,7 +248,7 @@ struct CommandEntry {
 #[derive(Debug, Clone, Default)]
 struct Detail {
     ids: Vec<MessageId>,
-    handle: Option<crate::handle::Handle>,
+    handle: Option<ctxpress_core::handle::Handle>,
 }
 
 /// A name, where it was seen most and how much it counts.
@@ -288,8 +288,8 @@ pub struct Ledger {
     /// Names the reader already sees elsewhere: not listed again.
     visible: HashSet<String>,
     /// The recall handle of the messages the note stands for, when the run
-    /// archives them (see [`crate::handle`]).
-    handle: Option<crate::handle::Handle>,
+    /// archives them (see [`ctxpress_core::handle`]).
+    handle: Option<ctxpress_core::handle::Handle>,
 }
 
 impl std::fmt::Debug for Ledger {
@@ -357,7 +357,7 @@ impl Ledger {
     /// Name the recall handle of the messages the note stands for: its
     /// first line then says `moved to the archive as #h...; recall #h...
     /// gives them back` instead of pointing at `ctxpress expand`.
-    pub fn set_handle(&mut self, handle: Option<crate::handle::Handle>) {
+    pub fn set_handle(&mut self, handle: Option<ctxpress_core::handle::Handle>) {
         self.handle = handle;
     }
 
@@ -368,7 +368,7 @@ impl Ledger {
     /// what they stand for.
     pub fn set_line_handles(
         &mut self,
-        handle_of: impl Fn(&[MessageId]) -> Option<crate::handle::Handle>,
+        handle_of: impl Fn(&[MessageId]) -> Option<ctxpress_core::handle::Handle>,
     ) {
         let details = self
             .files
@@ -385,7 +385,9 @@ impl Ledger {
     /// The line handles ([`Ledger::set_line_handles`]) with the messages
     /// each stands for: those a rendered note holds are to be registered
     /// (`handle::mark`) on its message.
-    pub fn line_handles(&self) -> impl Iterator<Item = (&crate::handle::Handle, &[MessageId])> {
+    pub fn line_handles(
+        &self,
+    ) -> impl Iterator<Item = (&ctxpress_core::handle::Handle, &[MessageId])> {
         self.files
             .values()
             .map(|e| &e.detail)
@@ -497,7 +499,7 @@ impl Ledger {
         } else if role == Role::Assistant && !text.trim().is_empty() {
             self.terms_of(&text, &Place::Assistant, 2.0, false);
             for s in text.split_inclusive(['.', '\n']) {
-                let s = crate::handle::without(s);
+                let s = ctxpress_core::handle::without(s);
                 let s = s.trim().trim_start_matches("[summary: ");
                 if s.len() > 24 && DECISION.is_match(s) && !s.contains("```") {
                     push_unique(&mut self.decisions, &clip_line(s, VALUE_CHARS * 2));
@@ -814,11 +816,11 @@ impl Ledger {
         for l in lines {
             // A line's own recall handle, at its end, is not carried.
             let l = l.trim();
-            let l = match l.len().checked_sub(crate::handle::DIGITS + 3) {
+            let l = match l.len().checked_sub(ctxpress_core::handle::DIGITS + 3) {
                 Some(at)
                     if l.is_char_boundary(at)
                         && l[at..].starts_with(" #h")
-                        && crate::handle::Handle::parse(&l[at + 1..]).is_some() =>
+                        && ctxpress_core::handle::Handle::parse(&l[at + 1..]).is_some() =>
                 {
                     &l[..at]
                 }
@@ -983,7 +985,7 @@ impl Ledger {
             else {
                 continue;
             };
-            if crate::secrets::find_secrets(t).is_empty() {
+            if ctxpress_text::secrets::find_secrets(t).is_empty() {
                 by_place.entry(p).or_default().push((t.as_str(), e.score));
             }
         }
@@ -1274,7 +1276,7 @@ impl Ledger {
         let n = order.len();
         let cost = |items: &[Item], k: usize| {
             let text = self.render(items, &order, k);
-            let probe = Message::text_message(crate::MessageId::new(""), "user", &text);
+            let probe = Message::text_message(ctxpress_core::MessageId::new(""), "user", &text);
             let t = count_message(counter, &probe);
             (text, t)
         };
@@ -1282,7 +1284,7 @@ impl Ledger {
         // written when they fit beside them, so they never cost a line.
         let handles = items.iter().any(|it| it.handle.is_some());
         let mut plain = items;
-        let with: Vec<Option<crate::handle::Handle>> =
+        let with: Vec<Option<ctxpress_core::handle::Handle>> =
             plain.iter_mut().map(|it| it.handle.take()).collect();
         let dress = |plain: &[Item], k: usize, best: (String, usize)| {
             if !handles {
@@ -1308,7 +1310,7 @@ impl Ledger {
         if best.1 > limit {
             // Not even the requests fit: the header alone.
             let text = self.render(&[], &[], 0);
-            let probe = Message::text_message(crate::MessageId::new(""), "user", &text);
+            let probe = Message::text_message(ctxpress_core::MessageId::new(""), "user", &text);
             let t = count_message(counter, &probe);
             return (text, t);
         }
@@ -1417,7 +1419,7 @@ fn action_word(s: &str) -> Option<&'static str> {
 /// with or without a recall handle.
 fn is_generated(text: &str) -> bool {
     let head = text.get(..text.len().min(80)).unwrap_or(text);
-    let head = crate::handle::without(head);
+    let head = ctxpress_core::handle::without(head);
     head.starts_with("[summary")
         || head.starts_with("[ctxpress: ")
         || (head.starts_with('[') && head.contains("dup of "))
@@ -1447,14 +1449,14 @@ struct Item {
     always: bool,
     slot: usize,
     /// The recall handle written at the line's end.
-    handle: Option<crate::handle::Handle>,
+    handle: Option<ctxpress_core::handle::Handle>,
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Conversation;
-    use crate::tokens::Heuristic;
+    use ctxpress_core::Conversation;
+    use ctxpress_core::tokens::Heuristic;
     use serde_json::json;
 
     /// A short coding session: a request, a read, a failing test run, an
@@ -1508,8 +1510,8 @@ mod tests {
     fn lines_carry_the_handle_of_their_latest_exchange() {
         let c = session();
         let mut l = ledger_of_all(&c);
-        l.set_line_handles(|ids| Some(crate::handle::handle_of(&c, ids)));
-        l.set_handle(Some(crate::handle::handle_of(
+        l.set_line_handles(|ids| Some(ctxpress_core::handle::handle_of(&c, ids)));
+        l.set_handle(Some(ctxpress_core::handle::handle_of(
             &c,
             &[c.messages[0].id().clone()],
         )));
@@ -1518,7 +1520,7 @@ mod tests {
             text.contains("a line's own handle its latest call and result"),
             "{text}"
         );
-        let lines: Vec<(&crate::handle::Handle, &[MessageId])> = l.line_handles().collect();
+        let lines: Vec<(&ctxpress_core::handle::Handle, &[MessageId])> = l.line_handles().collect();
         assert!(!lines.is_empty());
         for (h, ids) in &lines {
             // Each stands for a call and the message with its result.
@@ -1532,7 +1534,7 @@ mod tests {
         let mut again = Ledger::new(std::iter::empty::<&str>());
         again.add(&Message::text_message(MessageId::new("n"), "user", &text));
         let (back, _) = again.render_within(usize::MAX, &Heuristic);
-        assert!(crate::handle::find_all(&back).is_empty(), "{back}");
+        assert!(ctxpress_core::handle::find_all(&back).is_empty(), "{back}");
         let plain = ledger_of_all(&c).render_within(usize::MAX, &Heuristic).0;
         let files = |t: &str| t.lines().filter(|x| x.contains(".rs:")).count();
         assert_eq!(files(&back), files(&plain), "{back}");
@@ -1586,7 +1588,7 @@ mod tests {
         assert!(!text.contains("`MAX_DEPTH`"), "{text}");
         assert!(text.contains("`parse_array`"), "{text}");
         // A ledger moved out again is carried into the next one.
-        let note = Message::text_message(crate::MessageId::new("n"), "user", &text);
+        let note = Message::text_message(ctxpress_core::MessageId::new("n"), "user", &text);
         let mut again = Ledger::new(std::iter::empty::<&str>());
         again.add(&note);
         again.add(&c.messages[13]);
@@ -1609,7 +1611,7 @@ mod tests {
         }
         let (text, _) = l.render_within(usize::MAX, &Heuristic);
         assert!(text.contains("`cargo test -p parser`: failed"), "{text}");
-        let note = Message::text_message(crate::MessageId::new("n"), "user", &text);
+        let note = Message::text_message(ctxpress_core::MessageId::new("n"), "user", &text);
         // Read back alone, the note renders as itself: nothing lost, nothing
         // moved to a catch-all section.
         let mut back = Ledger::new(std::iter::empty::<&str>());
@@ -1718,12 +1720,12 @@ mod tests {
             open: #3 handle CRLF\nkeep: \"token ghp_abcdefghijklmnopqrstuvwxyz0123456789\"\n[/task state]";
         let mut l = Ledger::new(std::iter::empty::<&str>());
         l.add(&Message::text_message(
-            crate::MessageId::new("c"),
+            ctxpress_core::MessageId::new("c"),
             "user",
             clip,
         ));
         l.add(&Message::text_message(
-            crate::MessageId::new("u"),
+            ctxpress_core::MessageId::new("u"),
             "user",
             "And run the benches.",
         ));
@@ -1746,13 +1748,13 @@ mod tests {
     #[test]
     fn secrets_are_not_listed() {
         let m = Message::text_message(
-            crate::MessageId::new("u"),
+            ctxpress_core::MessageId::new("u"),
             "user",
             "use the key ghp_abcdefghijklmnopqrstuvwxyz0123456789 with api_client",
         );
         let mut l = Ledger::new(std::iter::empty::<&str>());
         l.add(&Message::text_message(
-            crate::MessageId::new("a"),
+            ctxpress_core::MessageId::new("a"),
             "assistant",
             "ok then",
         ));

@@ -41,14 +41,14 @@ pub fn content_line_count(text: &str) -> usize {
     if b.is_empty() {
         return 0;
     }
-    crate::text::lines::count_newlines(b) + 1
+    ctxpress_text::lines::count_newlines(b) + 1
 }
 
 /// The index of the first `\n` at or after `from` in `b`, else `b.len()`:
 /// sixteen bytes at a time (SSE2), inline (a `memchr` call costs more than
 /// the search on lines of a few dozen bytes).
 fn line_end(b: &[u8], from: usize) -> usize {
-    use crate::text::sse2::{eq, first_marked};
+    use ctxpress_text::sse2::{eq, first_marked};
     match first_marked(b, from, |v| eq(v, b'\n')) {
         Ok(nl) => nl,
         Err(tail) => b
@@ -110,7 +110,7 @@ fn push_lines(t: &str, buf: &mut Vec<u8>, numbered: bool) -> bool {
 /// it to).
 #[cfg(test)]
 fn content_fingerprint_by_line(text: &str) -> u64 {
-    use crate::text::lines::lines;
+    use ctxpress_text::lines::lines;
     let mut t = text;
     if let Some(p) = memchr::memmem::find(t.as_bytes(), b"<system-reminder>") {
         t = t.get(..p).unwrap_or(t);
