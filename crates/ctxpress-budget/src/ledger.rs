@@ -384,7 +384,7 @@ impl Ledger {
 
     /// The line handles ([`Ledger::set_line_handles`]) with the messages
     /// each stands for: those a rendered note holds are to be registered
-    /// (`handle::mark`) on its message.
+    /// (`markers::mark`) on its message.
     pub fn line_handles(
         &self,
     ) -> impl Iterator<Item = (&ctxpress_core::handle::Handle, &[MessageId])> {
@@ -488,7 +488,7 @@ impl Ledger {
             let t = text.trim();
             // ctxpress's own notes and references (a dedup reference that
             // took a message's place) are not requests.
-            if !t.is_empty() && !crate::window::is_generated_note(t) && !is_generated(t) {
+            if !t.is_empty() && !is_generated_note(t) && !is_generated(t) {
                 let r = clip_line(t, REQUEST_CHARS);
                 if self.first_request.is_none() {
                     self.first_request = Some(r.clone());
@@ -1414,6 +1414,16 @@ fn action_word(s: &str) -> Option<&'static str> {
     .find(|w| *w == s)
 }
 
+/// True for the user-role notes ctxpress writes in place of what it moved
+/// out (an evict note, a compaction's `[Context Summary`): they are not the
+/// user's requests, so the "last user message" rule looks past them.
+pub fn is_generated_note(text: &str) -> bool {
+    text.starts_with("[Context Summary")
+        || text.starts_with(HEAD)
+        || (text.starts_with('[') && text.contains(" earlier messages moved to the archive"))
+        || (text.starts_with('[') && text.contains(" earlier messages archived: "))
+}
+
 /// True for a text an earlier stage wrote in place of a result: a summary
 /// (`[summary`), a note (`[ctxpress: `) or a reference (`[LABEL:dup of `),
 /// with or without a recall handle.
@@ -1510,8 +1520,8 @@ mod tests {
     fn lines_carry_the_handle_of_their_latest_exchange() {
         let c = session();
         let mut l = ledger_of_all(&c);
-        l.set_line_handles(|ids| Some(ctxpress_core::handle::handle_of(&c, ids)));
-        l.set_handle(Some(ctxpress_core::handle::handle_of(
+        l.set_line_handles(|ids| Some(ctxpress_core::markers::handle_of(&c, ids)));
+        l.set_handle(Some(ctxpress_core::markers::handle_of(
             &c,
             &[c.messages[0].id().clone()],
         )));

@@ -184,7 +184,9 @@ pub fn protected_ids(conv: &Conversation, tail: usize) -> HashSet<MessageId> {
         }
     }
     if let Some(m) = conv.messages.iter().rev().find(|m| {
-        m.role() == Role::User && !m.is_tool_result_carrier() && !is_generated_note(&m.text())
+        m.role() == Role::User
+            && !m.is_tool_result_carrier()
+            && !crate::ledger::is_generated_note(&m.text())
     }) {
         out.insert(m.id().clone());
     }
@@ -198,16 +200,6 @@ pub fn protected_ids(conv: &Conversation, tail: usize) -> HashSet<MessageId> {
         out.insert(m.id().clone());
     }
     out
-}
-
-/// True for the user-role notes ctxpress writes in place of what it moved
-/// out (an evict note, a compaction's `[Context Summary`): they are not the
-/// user's requests, so the "last user message" rule looks past them.
-pub fn is_generated_note(text: &str) -> bool {
-    text.starts_with("[Context Summary")
-        || text.starts_with(crate::ledger::HEAD)
-        || (text.starts_with('[') && text.contains(" earlier messages moved to the archive"))
-        || (text.starts_with('[') && text.contains(" earlier messages archived: "))
 }
 
 /// Mark `ids` protected; returns the ids that were not already.
@@ -526,7 +518,9 @@ fn allocate<'a>(
     // (The one `fit` marked protected: a stage may have added user-role
     // notes after it that the note test does not know.)
     let request = |m: &Message| {
-        m.role() == Role::User && !m.is_tool_result_carrier() && !is_generated_note(&m.text())
+        m.role() == Role::User
+            && !m.is_tool_result_carrier()
+            && !crate::ledger::is_generated_note(&m.text())
     };
     let last_user = whole
         .messages
@@ -716,8 +710,8 @@ fn allocate<'a>(
                     .collect();
                 // With an archive to recall from, the note names its handle.
                 let handle = ctx.archive.is_some().then(|| {
-                    let h = ctxpress_core::handle::handle_of(whole, &ids);
-                    ctxpress_core::handle::mark(&mut out, &id, h.clone(), ids.clone());
+                    let h = ctxpress_core::markers::handle_of(whole, &ids);
+                    ctxpress_core::markers::mark(&mut out, &id, h.clone(), ids.clone());
                     h
                 });
                 let text = if ledger_at.is_none() {
@@ -728,7 +722,7 @@ fn allocate<'a>(
                         ledger.set_line_handles(|line| {
                             line.iter()
                                 .all(|i| own.contains(i))
-                                .then(|| ctxpress_core::handle::handle_of(whole, line))
+                                .then(|| ctxpress_core::markers::handle_of(whole, line))
                         });
                     }
                     ledger.set_handle(handle);
@@ -760,7 +754,7 @@ fn allocate<'a>(
                             && !a.handles.is_empty()
                         {
                             for h in a.handles.clone() {
-                                ctxpress_core::handle::mark(
+                                ctxpress_core::markers::mark(
                                     &mut out,
                                     m2.id(),
                                     h.handle,
@@ -820,7 +814,7 @@ fn allocate<'a>(
         let id = out.messages[at].id().clone();
         for (h, ids) in ledger.line_handles() {
             if text.contains(&h.to_string()) {
-                ctxpress_core::handle::mark(&mut out, &id, h.clone(), ids.to_vec());
+                ctxpress_core::markers::mark(&mut out, &id, h.clone(), ids.to_vec());
             }
         }
         out.messages[at].set_text(text);
@@ -1186,10 +1180,10 @@ mod tests {
         let p = protected_ids(&c, 0);
         assert!(p.contains(c.messages[1].id()), "{p:?}");
         assert!(!p.contains(c.messages[2].id()));
-        assert!(is_generated_note(
+        assert!(crate::ledger::is_generated_note(
             "[3 earlier messages archived: 1 user; ctxpress expand restores them]"
         ));
-        assert!(!is_generated_note("[WIP] fix the parser"));
+        assert!(!crate::ledger::is_generated_note("[WIP] fix the parser"));
     }
 
     #[test]

@@ -1514,10 +1514,10 @@ pub(crate) fn mark_clip(before: &Conversation, history: &mut Conversation, at: u
     if ids.is_empty() || !m.text().starts_with(CLIP_WORD) || tagged {
         return;
     }
-    let h = ctxpress_core::handle::handle_of(before, &ids);
+    let h = ctxpress_core::markers::handle_of(before, &ids);
     let text = m.text().replacen(CLIP_WORD, &format!("{CLIP_WORD}{h}"), 1);
     history.messages[at].set_text(text);
-    ctxpress_core::handle::mark(history, &id, h, ids);
+    ctxpress_core::markers::mark(history, &id, h, ids);
 }
 
 /// How a clip-archive message's text starts.
@@ -1535,7 +1535,7 @@ pub fn write_handles(before: &Conversation, r: &mut CompactionResult, counter: &
     if let Some(at) = r.history.messages.iter().position(is_clip) {
         mark_clip(before, &mut r.history, at);
     }
-    ctxpress_core::handle::tag_markers(before, &mut r.history, counter);
+    ctxpress_core::markers::tag_markers(before, &mut r.history, counter);
 }
 
 #[cfg(test)]

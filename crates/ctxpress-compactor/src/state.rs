@@ -124,7 +124,7 @@ impl TaskState {
                 let t = t.trim();
                 if !t.is_empty()
                     && !is_clip_text(t)
-                    && !ctxpress_budget::window::is_generated_note(t)
+                    && !ctxpress_budget::ledger::is_generated_note(t)
                 {
                     let r = clip_line(t, REQUEST_CHARS);
                     if s.first_request.is_none() {

@@ -16,6 +16,7 @@ pub mod conversation;
 #[cfg(any(test, feature = "fixtures"))]
 pub mod fixtures;
 pub mod handle;
+pub mod markers;
 pub mod message;
 pub mod pipeline;
 pub mod registry;

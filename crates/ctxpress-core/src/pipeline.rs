@@ -460,7 +460,7 @@ impl Pipeline {
             // With an archive to recall from, every marker the stage wrote
             // gets its recall handle before the guard measures the result.
             if ctx.archive.is_some() && matches!(result, Some(Ok(_))) {
-                crate::handle::tag_markers(&snapshot, conv, ctx.counter.as_ref());
+                crate::markers::tag_markers(&snapshot, conv, ctx.counter.as_ref());
             }
             let (r, m, v) = finish(stage, result, snapshot, conv, ctx, before, violations, t);
             stages.push(r);
