@@ -20,7 +20,7 @@
 //!
 //! [`Compactor::finish_interrupted`](crate::Compactor::finish_interrupted)
 //! finishes such a run. `tests/it/crash.rs` kills compactions with SIGKILL in a
-//! child process at each point and checks that nothing is lost.
+//! child process at each of their writes and checks that nothing is lost.
 
 use crate::{
     CompactionError, CompactionResult, Compactor, LEDGER_TOKENS, MAX_CONFLICTS, TaskState,
