@@ -6,6 +6,14 @@
 //!
 //! For a statistically sound comparison of presets and strategies on a corpus sample, run
 //! `cargo bench -p ctxpress-benches` (criterion; the `benches/` member).
+//!
+//! `bench` prints presets over corpus files (MB/s, ratio, violations) and the
+//! budget table: every preset on the agent files (those with tool calls) at 8k,
+//! 32k and 128k tokens by default, with the share that fit, ratio, fact
+//! retention and the rungs used. `needed` (`needed.rs`) prints every preset and
+//! a truncation baseline at 4k to 64k `o200k_base` tokens, and saves or
+//! compares its rows against `benches/baselines/NAME.needed.json` (`--save`,
+//! `--compare`).
 
 use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};

@@ -29,6 +29,14 @@
 //! todos, decisions and names, which the newer messages then update (the
 //! anchored update: a later success resolves a carried error, a carried file
 //! read again counts once more).
+//!
+//! Names the reader already sees (the text kept beside the note,
+//! [`Ledger::new`]) are left out, and secrets are never listed. With an
+//! archive, file and command lines end with the recall handle of their latest
+//! call and result when it fits ([`Ledger::set_line_handles`]), and the note
+//! with the handle of all it stands for ([`Ledger::set_handle`]). The plan-tool
+//! rules are here too ([`is_plan_tool`], [`plan_op`]), shared with the
+//! compactor's task state.
 
 use ctxpress_core::message::{Message, MessageId, Role};
 use ctxpress_core::tokens::{TokenCounter, count_message};

@@ -17,8 +17,8 @@
 //!   user prose; then its `evict` rung is the **allocation** (`allocate`):
 //!   the target is spent on the core (system messages, the last user
 //!   request, the newest exchange), a floor for the session ledger
-//!   ([`ledger_floor`], `core::ledger`), the newest messages whole (newest
-//!   first, up to a share of the room), then older messages as the
+//!   ([`ledger_floor`], [`ledger`](crate::ledger)), the newest messages
+//!   whole (newest first, up to a share of the room), then older messages as the
 //!   summarizing rungs left them, newest first; everything older moves into
 //!   the archive behind the ledger, rendered to fill the room left. A last
 //!   rung summarizes the tool results of the tail when the core alone is
@@ -30,6 +30,16 @@
 //! last user request byte-identical and may move the rest of the tail. When
 //! the protected messages alone exceed the target, the report says so
 //! (`fits = false`, `over_by`).
+//!
+//! [`WindowConfig`] is the `[window]` table: `size`, `trigger`, `target`,
+//! `budget`, `protected_tail`, `force_converge`. The allocation marks kept
+//! references to what it moved out as archived ([`ARCHIVED_REF`]); its ledger
+//! note's `replaces` names every message it stands for, so the archive keeps
+//! them for `expand`. [`EvictOldest`] is the `evict` strategy alone (oldest
+//! whole exchanges behind a ledger note). [`envelope_tokens`] is what a request
+//! sends outside its messages (`tokens::fixed_tokens`' total), counted against
+//! the limits. The reports ([`BudgetReport`], [`RungReport`]) and [`ready`]
+//! live in `ctxpress_core::pipeline` and are re-exported here.
 
 use ctxpress_core::config::ConfigError;
 use ctxpress_core::conversation::Conversation;
@@ -967,7 +977,7 @@ fn pinned_tokens(conv: &Conversation, protected: &HashSet<MessageId>, ctx: &Stag
 /// The last rung: moves the oldest whole exchanges (never a tool call
 /// without its results, never a protected or system message) out of the
 /// conversation, oldest first, until it fits `ctx.budget`, each contiguous
-/// run behind one user-role session ledger note (`core::ledger`) whose
+/// run behind one user-role session ledger note ([`crate::ledger`]) whose
 /// `replaces` names them, so the archive keeps them for `expand`. (Inside
 /// [`fit`], the ladder's `evict` rung is the allocation instead, which
 /// writes one ledger for everything it moves out.)

@@ -3,6 +3,12 @@
 //! tables or SSE2 compares on x86, a portable multiply-pack elsewhere). Bit
 //! `k` of word `w` stands for byte `64 * w + k`; padding past the end of the
 //! text is in no class.
+//!
+//! Which path runs is chosen at compile time: SSSE3 nibble-table lookups
+//! (`pshufb`) on x86-64-v2, which `.cargo/config.toml` targets; SSE2 compares
+//! on older x86-64; the portable multiply-pack elsewhere. The tests check all
+//! three give the same masks. `positions` lists the set bits of a mask (the
+//! line ends, from the newline mask) four per word without a branch per bit.
 
 /// The class masks of one text, its class counts and its lower-cased copy.
 #[derive(Default)]

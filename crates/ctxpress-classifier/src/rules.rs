@@ -1,5 +1,9 @@
 //! The ordered message-level preservation rules (spec 000 section 1, spec 001)
 //! and the `classifier` strategy that records them as annotations.
+//!
+//! As a stage it classifies lazily ([`decide_lazy`]): the message-level rules
+//! are decided first, and only a message that reaches the content rules has its
+//! text built and classified.
 
 use crate::classify::{classify, is_valid_json, prose_chars};
 use ctxpress_core::{

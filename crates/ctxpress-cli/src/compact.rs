@@ -13,6 +13,11 @@
 //! that is finished once the output is committed: a run that fails, or is
 //! killed before its output appears, is undone (by itself, or by the next
 //! `compact` on the archive), so a rerun compacts as if it never ran.
+//!
+//! The next `compact` undoes a killed run in `settle`: a run is undone when its
+//! output file did not appear, which is told by the output's temporary file's
+//! device and inode, noted in the run's mark before the rename, not being in
+//! place. The originals are recorded too, so `expand` restores the input.
 
 use crate::io::{BOM, Kind, Output, PathUse, Piece, Reader, check_paths, parse_item, write_piece};
 use crate::usage;

@@ -1,4 +1,18 @@
 //! `ctxpress`: compress, expand, validate and inspect LLM conversation histories.
+//!
+//! Commands: compress (default preset `agent`; `--budget`, `--window`,
+//! `--trigger`, `--target`, `--tokenizer` are one `LimitArgs`, shared with
+//! `serve`; exit 3 when a conversation cannot fit), expand, validate, stats,
+//! strategies (`--show NAME`: every parameter with its type and default as a
+//! `[[stages]]` table, each under its doc line), presets, serve (`serve.rs`),
+//! search (`search.rs`: ranked hits from the archive's FTS5 index, a hit under
+//! a recall handle shown with it; exit 1 with no match), recall (`recall.rs`;
+//! exit 1 when the handle is unknown), mcp (`mcp.rs`, cargo feature `mcp`),
+//! compact (`compact.rs`). The LLM flags (`--llm-url`, `--llm-model`,
+//! `--llm-allow-insecure-http`) are one `LlmArgs`. `batch.rs` streams a JSONL
+//! batch through `--jobs N` workers; `io.rs` reads byte-exact JSONL and writes
+//! through checked paths; `trace.rs` is `--trace`. `tests/it/readme.rs` runs
+//! the README's commands and checks the synopsis' flags.
 
 mod batch;
 mod compact;

@@ -17,6 +17,10 @@
 //! message after it in order, and [`expand_stored`] gives back exactly what
 //! was appended. The leading system messages and whatever precedes the clip
 //! stay as they are.
+//!
+//! [`Compactor::finish_interrupted`](crate::Compactor::finish_interrupted)
+//! finishes such a run. `tests/it/crash.rs` kills compactions with SIGKILL in a
+//! child process at each of their writes and checks that nothing is lost.
 
 use crate::{
     CompactionError, CompactionResult, Compactor, LEDGER_TOKENS, MAX_CONFLICTS, TaskState,

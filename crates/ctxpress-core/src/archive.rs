@@ -20,6 +20,11 @@
 //! hashing the source text before the first message and each message's
 //! bytes), which [`expand`] still tries first, so an output written back
 //! byte-identical expands from an old archive too.
+//!
+//! [`Archive`] is the store behind it (`put` of a batch of records, `get`, and
+//! `recall` of a handle's record); [`MemoryArchive`] keeps it in memory,
+//! `ctxpress-store` in SQLite. [`records`] also writes one `h:` record per
+//! recall handle in the output (see [`handle`](crate::handle)).
 
 use crate::canonical;
 use crate::conversation::Conversation;

@@ -14,6 +14,12 @@
 //! The live history a compactor folds may also be kept by the application:
 //! [`Persistence`] is what the compactor deletes from, after the batches that
 //! hold the messages are committed to the [`BatchArchive`].
+//!
+//! [`BatchArchive`]: atomic `put_batches` and `replace`, batches listed oldest
+//! first, `read` by label; [`Persistence`]: `load`, `append` and an atomic
+//! `fold` (delete the folded messages and insert the clip in their place).
+//! [`MemoryBatchArchive`] and [`MemoryPersistence`] implement them in memory;
+//! `ctxpress-store` on SQLite.
 
 use crate::archive::ArchiveError;
 use crate::message::Message;

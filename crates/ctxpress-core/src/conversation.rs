@@ -4,6 +4,18 @@
 //! Parsing keeps the exact source text around the messages array (the envelope)
 //! and of every message, so an unchanged conversation is written back
 //! byte-identical and `expand` can restore inputs byte for byte.
+//!
+//! [`Conversation::parse`] takes a JSON array of messages or an object with a
+//! `messages` array, keeping the envelope's prefix, suffix and separators. The
+//! provider format is detected from what only one dialect has: Anthropic
+//! content blocks, OpenAI's own roles and fields, the tool definitions' shape,
+//! an Anthropic top-level `system` (a `role: "system"` message says nothing:
+//! both take one); a caller that knows it uses [`Conversation::parse_as`].
+//! Messages without an id of their own get `m{pos}-{hash}`, and a stage's new
+//! message a [`Conversation::fresh_id`]. [`Conversation::cache`] holds one
+//! value per type beside the messages, shared by clones and never serialized:
+//! where crates built on core keep what they derive from the messages (the
+//! tool-traffic index of `ctxpress-dialect`).
 
 use crate::annotate::Annotations;
 use crate::message::{Message, MessageId, Role};

@@ -26,6 +26,11 @@
 //! [`records`](crate::archive::records) resolves those messages to the input
 //! messages they came from and writes them under the key `h:` + handle
 //! ([`record_key`]); `Archive::recall` reads them back.
+//!
+//! Invariants: the same input gives the same handles, and a handle never
+//! makes a message longer than what it stands for, in characters or tokens:
+//! where it would, [`tag_markers`] puts a message rewritten in place back as
+//! it was before the stage and leaves a message the stage made without one.
 
 use crate::message::MessageId;
 use std::fmt;

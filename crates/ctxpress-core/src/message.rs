@@ -3,6 +3,13 @@
 //!
 //! A message keeps the exact source text it was parsed from until it is changed,
 //! so untouched messages are written back byte-identical.
+//!
+//! A [`Message`] is cheap to clone (one shared allocation, copied on write, so
+//! a change to one clone never shows in another; [`Message::share_key`] names
+//! the allocation). [`ToolCall`] and [`ToolResult`] are typed views over OpenAI
+//! `tool_calls` / `tool` messages and Anthropic `tool_use` / `tool_result`
+//! blocks; [`Message::set_tool_call_arg_at`] edits one string argument of a
+//! call whose arguments are already parsed, without parsing them again.
 
 use serde_json::{Map, Value};
 use std::borrow::Cow;

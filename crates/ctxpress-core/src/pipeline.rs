@@ -2,6 +2,14 @@
 //! the conversation is validated and measured, and a stage that introduces a
 //! pairing or role violation, makes a message or the conversation longer, or
 //! fails, is reverted and reported as such.
+//!
+//! The guard, per stage: snapshot, apply, then validate (skipped when
+//! [`validate::same_violations`](crate::validate::same_violations) shows every
+//! message kept what validation reads) and measure; a new violation, a changed
+//! `protected` message, a longer message (same id) or conversation, or an error
+//! reverts the stage ([`StageStatus::Reverted`]). The budget's reports live
+//! here too ([`BudgetReport`], [`RungReport`]), with [`ready`], which drives a
+//! pipeline of sync stages through the async driver.
 
 use crate::conversation::Conversation;
 use crate::message::{Message, MessageId};

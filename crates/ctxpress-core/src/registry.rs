@@ -1,5 +1,13 @@
 //! The strategy registry: strategy crates submit a [`StrategyFactory`] with
 //! `inventory::submit!`, and pipelines look them up by name.
+//!
+//! A registration gives the name, a one-line summary, the default config, the
+//! builder, one doc line per parameter (exactly the default config's keys: a
+//! facade test checks every registration; `ctxpress strategies --show` prints
+//! them) and `takes_llm` (whether the facade fills its `llm` / `backend` from
+//! the pipeline's `[llm]` table).
+//! [`register_strategy!`](crate::register_strategy) submits one; [`strategies`]
+//! lists them sorted by name and fails when two share one.
 
 use crate::config::{ConfigError, closest};
 use crate::strategy::BuiltStrategy;

@@ -14,6 +14,15 @@
 //!   top-level `system` and the tool definitions (`tools`, legacy
 //!   `functions`) as JSON text. `window::fit` counts them against the
 //!   limits and `ctxpress stats` adds them, through this one function.
+//!
+//! Counters: [`Heuristic`], and [`Bpe`] (`o200k_base`, `cl100k_base`,
+//! vocabularies embedded) only with core's feature `bpe`, off by default so
+//! strategy crates do not compile the vocabularies, on in the facade and in
+//! core's own tests. [`TokenCounter::retained_bytes`] is the heap a counter
+//! grows (the BPE memo), which a session counts against its memory budget.
+//! [`counter_by_name`] / [`counter_named`] look one up, the latter with the
+//! error the CLI and Python show (without `bpe`, a BPE name's error says it is
+//! not compiled in).
 
 use crate::conversation::Conversation;
 use crate::message::{Message, Role, content_text, get_small, vget};

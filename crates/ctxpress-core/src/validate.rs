@@ -6,6 +6,12 @@
 //! inside `messages` too, anywhere, as Claude Code sends them (its
 //! environment, mid-conversation) to the API it talks to. Anything else is
 //! an [`ViolationKind::IllegalRole`].
+//!
+//! [`introduces_violations`] compares two lists of violations (a violation
+//! already in the input is tolerated, never added); [`same_violations`] tells,
+//! message for message ([`Message::same_shape`](crate::Message::same_shape):
+//! what [`validate`] reads is unchanged), that a stage cannot have changed the
+//! violations, so the pipeline skips a second walk.
 
 use crate::conversation::{Conversation, Format};
 use crate::message::Role;

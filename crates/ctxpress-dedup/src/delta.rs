@@ -1,6 +1,10 @@
 //! Compact line diffs for delta references: Myers' O((N+M)·D) algorithm after
 //! stripping the common prefix and suffix, giving up beyond a bound on D so the
 //! cost stays linear in the text size.
+//!
+//! [`line_diff`] finds the shared first and last lines on the bytes (lines
+//! counted with `ctxpress_text::lines::count_newlines`), then diffs only the
+//! middle.
 
 use ctxpress_text::lines::count_newlines;
 

@@ -54,6 +54,11 @@
 //! its message's role and first words (`[cce:dup of the user message "Fix
 //! the failing test in src/app.py" — 272 chars]`, see
 //! [`ctxpress_text::message_ref`]).
+//!
+//! Layout of the work: exact classes are chained through one array per hash
+//! bucket (no map of lists), and the groups of every kind are laid out by
+//! counting (each group a range of one array), so both are linear and allocate
+//! little.
 
 pub mod config;
 pub mod delta;

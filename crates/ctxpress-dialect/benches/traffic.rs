@@ -1,4 +1,4 @@
-//! Building the tool-traffic index (`core::traffic`) on the coding-agent
+//! Building the tool-traffic index (`dialect::traffic`) on the coding-agent
 //! sessions of the shared corpus: cold (every call parsed and its operation
 //! extracted) and warm (the conversation's cache already holds every
 //! message, as for the second stage of a run), against the walk the stages

@@ -1,5 +1,10 @@
 //! Fingerprints of file content, equal for a read and the write of the same
 //! file content.
+//!
+//! [`content_fingerprint`] hashes the content lines (their ends found with
+//! `ctxpress_text::lines`); [`content_line_count`] counts the lines it hashes,
+//! equal for equal fingerprints, so a caller comparing many texts fingerprints
+//! only those whose count another one shares.
 
 /// Fingerprint of file content as a read returns or a write writes it:
 /// line-number prefixes (`12\t`, `   12→`) removed when every line has one,

@@ -17,7 +17,7 @@
 //! extraction), [`shell`] (the shell lexer), [`patch`] (Codex patches),
 //! [`paths`] (path normalization, working directory), [`status`] (exit
 //! status and payload of results), [`fingerprint`] (file-content
-//! fingerprints), [`text_results`] (tool results sent back as user text,
+//! fingerprints), [`text_results`](mod@text_results) (tool results sent back as user text,
 //! Cline and Roo Code), [`turns`] (where user turns start, counting those
 //! text results), [`traffic`] (the index). Everything public of the first
 //! ones is re-exported here.

@@ -1,4 +1,8 @@
 //! Paths and the session's working directory: normalization, detection.
+//!
+//! [`normalize_path`] resolves a path against the working directory so the same
+//! file is named alike by every tool; [`detect_cwd`] finds the working
+//! directory a conversation states.
 
 use ctxpress_core::conversation::Conversation;
 use ctxpress_core::message::Role;

@@ -1,5 +1,11 @@
 //! The shell lexer: simple commands, redirects and heredocs, and what a
 //! command line reads, writes or edits; command families.
+//!
+//! [`parse_shell`] gives the [`Operation`] of a command line
+//! (reads such as `cat`, `sed -n`, `head`, `Get-Content`; writes by `>`, `tee`,
+//! heredocs; in-place edits by `sed -i`, `>>`); [`command_family`] names what a
+//! command runs, so a later run of the same family supersedes an earlier
+//! failure.
 
 use super::{OpKind, Operation, normalize_path, normalize_ws, parse_patch};
 

@@ -1,5 +1,11 @@
 //! Tool results: the exit status a result states, its payload, and the
 //! judgement of success or failure.
+//!
+//! [`exit_code`] reads the status a result states, [`result_payload`] strips
+//! the wrapper around the output, [`result_status`] judges success or failure
+//! from both (and the provider's `is_error`); [`ResultFacts::of`] reads all of
+//! them in one pass over a result's text, which the traffic index caches
+//! (`traffic::result_facts`).
 
 use super::{ExitReport, Status};
 use ctxpress_text::lines::next_line;

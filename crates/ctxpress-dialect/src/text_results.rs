@@ -10,6 +10,11 @@
 //! lies (the text part and the byte range of the output within it), so a
 //! stage can replace an output and keep the header that says what it is;
 //! [`environment_blocks`] finds the environment blocks of a text.
+//!
+//! [`TextResult::operation`] reads a result's header through the dialect table;
+//! [`is_text_result_carrier`] tells a user message that only carries results
+//! (not a user turn); [`has_text_call`] finds an XML call in assistant text,
+//! which stages leave as written, like a native call.
 
 use super::{DialectTable, Operation, ToolKind};
 use ctxpress_core::message::{Message, Role};

@@ -17,6 +17,17 @@
 //! stale entry can never be returned, whoever changed it. The cache is
 //! dropped and rebuilt when a stage asks with another dialect table or
 //! working directory.
+//!
+//! Each walk marks the cache entries of the messages it finds and drops the
+//! rest, so the cache holds only the conversation's current messages. The
+//! exchanges are walked in place ([`Traffic::exchanges`] builds their list only
+//! on demand). [`result_facts`] gives a tool result's [`ResultFacts`] (exit
+//! code, payload, failed first or last line), worked out the first time any
+//! stage asks and kept in the same cache while the result's message is
+//! unchanged. A write's content is fingerprinted only when compared
+//! ([`DialectTable::write_content`](crate::DialectTable::write_content)); a
+//! stage edits an argument without parsing it again with
+//! `Message::set_tool_call_arg_at`.
 
 use crate::{self as dialect, DialectTable, Operation, ResultFacts};
 use ctxpress_core::conversation::{Conversation, Exchange, exchange_results};

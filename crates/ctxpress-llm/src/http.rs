@@ -1,6 +1,9 @@
 //! JSON over HTTP with a per-attempt timeout and retries with exponential
 //! backoff and jitter, on a private Tokio runtime so that callers may use any
 //! executor (or a runtime without timers) without the client panicking.
+//!
+//! An answer's body is read up to 8 MiB: a longer one is a bad response (cut
+//! off, not held in memory until the timeout), so the caller falls back.
 
 use ctxpress_core::SummarizeError;
 use serde_json::Value;

@@ -10,6 +10,14 @@
 //! a JSON object (`kind`, `message`, and `line`/`column` for input errors);
 //! `index.js` rethrows it as `InputError`, `ConfigError`, `ArchiveError` or
 //! `CtxpressError`.
+//!
+//! Beside this crate: `index.js` / `index.d.ts` (the JavaScript half),
+//! `ai-sdk.js`, the Vercel AI SDK middleware `ctxpress/ai-sdk` (the prompt
+//! becomes an OpenAI or Anthropic conversation with a `ctxpress_ref` per
+//! message, is compressed, and is rebuilt from the original messages and
+//! parts), and `test/`, the `node --test` suite `.ci/run` runs (API, corpus
+//! round trip, threads, the middleware with the real `ai` package and its mock
+//! model, types by `tsc`, README blocks, `npm pack` installed offline).
 
 use ctxpress::core::tokens::counter_named;
 use ctxpress::{Archive, Compressor, Conversation, PipelineConfig, Report};

@@ -33,6 +33,9 @@
 //! mounted on the proxy (`ProxyConfig::mcp`, behind the admin token). Over
 //! HTTP the server is stateless: each POST is answered with JSON, no
 //! session is kept between requests.
+//!
+//! The handler is written by hand (`impl ServerHandler`), without `rmcp`'s
+//! macros.
 
 mod tools;
 

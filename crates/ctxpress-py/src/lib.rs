@@ -5,6 +5,16 @@
 //! output has the shape and types the caller gave. The interpreter lock is
 //! released while Rust works, so Python threads compress in parallel.
 //! Errors are raised as the exception classes of `ctxpress._errors`.
+//!
+//! Exposed: `Compressor` (its config parsed once; `compress_many` on scoped
+//! threads), `Session` (the facade's `Session` behind a mutex: one
+//! conversation's turns, the report of each as JSON), `expand`, `validate`,
+//! `stats`, `presets`, `strategies`, and the archives `SqliteArchive` /
+//! `MemoryArchive` over `Arc<dyn Archive>`. Beside this crate:
+//! `python/ctxpress/__init__.py` (the Python half, with the docstrings),
+//! `_native.pyi` (the stubs), `python/ctxpress/integrations/` (LiteLLM and
+//! LangChain hooks, each importing its framework only when imported itself),
+//! and `pytests/`, the pytest suite `.ci/run` runs in a venv it makes.
 
 use ctxpress::core::tokens::counter_named;
 use ctxpress::{Archive, Compressor, Conversation, PipelineConfig, Report, Session, TurnReport};

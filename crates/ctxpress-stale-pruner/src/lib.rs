@@ -38,7 +38,7 @@
 //! ```
 //!
 //! Operations are extracted from tool calls with the dialect table of
-//! `ctxpress_core::dialect`. Rules, each switchable and counted:
+//! `ctxpress_dialect`. Rules, each switchable and counted:
 //! 1. stale read: a read of a path that is later edited, written or created;
 //! 2. superseded edit: of several full-file writes of a path only the last
 //!    stays; partial edits follow [`PartialEdits`];

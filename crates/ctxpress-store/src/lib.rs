@@ -30,6 +30,16 @@
 //! one written before the batch archive (versions 1 and 2) gets the empty
 //! `batches` table, and every older one the tables added since (`messages` in
 //! version 4, `runs` in version 5).
+//!
+//! WAL handling: every commit is checkpointed into the file at once
+//! (`wal_autocheckpoint = 1`), and a new archive's schema is folded into the
+//! file before it is used (opening fails when it cannot be), so a write that
+//! fails on a full disk leaves no `-wal` / `-shm` files behind unless a commit
+//! already in the WAL could not be folded. A file that is refused (not an
+//! archive, a newer schema) is left as it was, and so is a WAL beside it, which
+//! may belong to another database: it is never checkpointed into a file that is
+//! not known to be an archive. The current schema version is
+//! [`SCHEMA_VERSION`].
 
 use ctxpress_core::archive::{Archive, ArchiveError, Record, content_hash};
 use rusqlite::config::DbConfig;

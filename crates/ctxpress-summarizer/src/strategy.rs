@@ -1,6 +1,15 @@
 //! The `summarizer` strategy: acts on the classifier's decisions, merges
 //! consecutive same-role messages, summarizes (deterministically, or through a
 //! backend with deterministic fallback), code-splits, and guards sizes.
+//!
+//! Budgets are by length (`short_budget`, `long_budget`) or per role
+//! (`user_budget`, `assistant_budget`). With a backend (an LLM) a summary goes
+//! through `with_fallback`: used only when non-empty and shorter than its
+//! input, else the extractive one. Opt-in `tool_results`: prose-like tool
+//! results summarized in place, never merged, under an information check
+//! (`chars_per_lost_term`, terms as `ctxpress_text::terms` finds them). A
+//! bounded cache of rendered summaries (`cache_entries`) lets a budget search's
+//! reruns summarize nothing twice.
 
 use crate::backend::{Extractive, FallbackSummary, SummarySource, accept};
 use crate::bounded::run_bounded;

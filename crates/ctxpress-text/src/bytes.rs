@@ -1,6 +1,9 @@
 //! Byte classes the text rules share: word bytes (what a regex's ASCII `\w`
 //! and `\b` see) and term bytes (what a path, dotted identifier or version
 //! is made of), one table lookup each.
+//!
+//! Also [`char_count`] and [`fewer_chars_than`]: a text's length in
+//! characters, counted without decoding.
 
 /// Bit of [`CLASS`]: `[A-Za-z0-9_]`.
 pub const WORD: u8 = 1;

@@ -2,6 +2,9 @@
 //! versions and compound identifiers, each an iterator over the byte spans
 //! of its matches in order. Word boundaries are ASCII ones (`\b` between
 //! `[A-Za-z0-9_]` and anything else).
+//!
+//! [`ascii_regex`] compiles a built-in pattern with `\b` as an ASCII word
+//! boundary (faster, and never a fallback on non-ASCII input).
 
 use std::ops::Range;
 use std::sync::LazyLock;

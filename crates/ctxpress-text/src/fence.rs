@@ -16,6 +16,10 @@
 //! unclosed block runs to the end of the text. Lines inside a block are not
 //! looked at for list items. Tabs are not indent (a tab-indented run of
 //! backticks is no fence), and lazy continuation lines end a list item.
+//!
+//! API: [`Fence`] (one fence line), [`split_code_and_prose`] (→ [`Segment`]s
+//! that tile the text), [`has_code_fence`], and [`CodeSplit`] (the trimmed
+//! prose and the fences of a code-split summary).
 
 use std::sync::LazyLock;
 

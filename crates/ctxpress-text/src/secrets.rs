@@ -21,6 +21,15 @@
 //!   webhook URLs. [`redact`] replaces all of them.
 //!
 //! Matching is linear in the length of the text.
+//!
+//! Users: the classifier (`api_key`), the summarizer and the compactor (each
+//! secret a summary or the compactor's task state replaces is kept verbatim on
+//! a `keep:` line, so nothing the agent needs is lost), and `ctxpress-llm`,
+//! which redacts every request body in one place. [`find_sensitive`] gives each
+//! span with the context worth keeping beside it; [`redact`] is idempotent;
+//! [`mask_url_credentials`] hides a URL's user information in errors and logs;
+//! [`token_runs`], [`token_byte`] and [`run_has_secret`] are the token-run scan
+//! the classifier's fast path shares.
 
 use regex::Regex;
 use std::sync::LazyLock;

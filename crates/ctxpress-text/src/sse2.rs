@@ -3,6 +3,13 @@
 //! every lane, an equality mask and an unsigned range mask, the walk over a
 //! text's full lanes, and the search for a text's first marked byte. Safe wrappers
 //! over `safe_arch`; x86-64 only (SSE2 is part of its baseline).
+//!
+//! Who uses what: [`splat`], [`eq`] and [`in_range`] build the masks of the
+//! classifier's byte classes, the tool compressor's term search and the
+//! dialect's path scan; [`lanes`], the walk over a text's full lanes, serves
+//! the exit-status anchor scan (`dialect::status`) and dedup's line hashing;
+//! [`first_marked`], the first marked byte of the full lanes from an offset,
+//! serves the traffic index's string scan and the fingerprints' line ends.
 
 use safe_arch::{
     cmp_eq_mask_i8_m128i, cmp_lt_mask_i8_m128i, load_unaligned_m128i, m128i, move_mask_i8_m128i,

@@ -17,6 +17,13 @@
 //! trigger = 0.70
 //! target = 0.40
 //! ```
+//!
+//! The text is read by serde into a typed file ([`PipelineConfig`]): unknown
+//! fields are refused with the closest known name, and errors name the field
+//! and the stage by path (`serde_path_to_error`). The `[llm]` table is applied
+//! only when it names an endpoint (`base_url`), and only to the stages whose
+//! registration `takes_llm` and that set neither `llm` nor `backend`;
+//! `[window]` is the budget's `WindowConfig`.
 
 use ctxpress_budget::WindowConfig;
 use ctxpress_core::config::closest;

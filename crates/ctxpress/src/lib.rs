@@ -13,6 +13,13 @@
 //! let report = c.compress(&mut conv).unwrap();
 //! assert_eq!(report.messages_after, 1);
 //! ```
+//!
+//! The budget's ladder: the rungs after a preset's stages are built from the
+//! registry ([`LADDER`]), and [`Compressor`] runs `budget::window::fit` when a
+//! window or budget is set. The README's Rust code blocks are doc tests of this
+//! crate. Every crate is re-exported, and the modules that moved out of core at
+//! their old paths too (`ctxpress::core::{text, secrets, dialect, traffic,
+//! window, ledger}`).
 
 pub mod bindings;
 pub mod config;

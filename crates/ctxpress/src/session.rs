@@ -26,6 +26,14 @@
 //! compaction turn). System messages are sent as the client sends them,
 //! markers included. So a request never has more markers than the client
 //! sent, and the breakpoint the client asked for is where it put it.
+//!
+//! After a compaction that cannot get under the trigger (the part no stage may
+//! touch is over it), the session compacts again only once the history has
+//! grown by `trigger - target` tokens. Each turn gives a [`TurnReport`]: tokens
+//! given and sent, the prefix tokens kept and changed (what the prompt cache
+//! can serve and what it gave up), whether it compacted, whether it started
+//! afresh. [`Session::retained_bytes`] is the memory a session holds, which the
+//! proxy's session budget counts.
 
 use crate::{Compressor, Error, PipelineConfig, Report};
 use ctxpress_budget::window::{envelope_tokens, ready};

@@ -11,7 +11,7 @@
 //!   status words) in one pass over the bytes.
 //!
 //! What a code fence is, and which words are identifiers, paths and
-//! versions, is [`ctxpress_core::text`]'s answer, shared with the classifier.
+//! versions, is [`ctxpress_text`]'s answer, shared with the classifier.
 
 pub mod entities;
 pub mod formats;

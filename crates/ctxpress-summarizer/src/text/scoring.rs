@@ -1,6 +1,9 @@
 //! Sentence scoring and packing (spec 000 sections 4 and 5): the weights
 //! of a sentence, the primary sentence of each paragraph, the greedy packing
 //! into a budget and the extractive summary of prose.
+//!
+//! [`score_all`] runs each counting pattern once over the whole text, not once
+//! per sentence, with the same scores as [`score_sentence`].
 
 use regex::Regex;
 use std::sync::LazyLock;

@@ -1,6 +1,9 @@
 //! Paragraph and sentence splitting (spec 000 section 3): paragraphs at
 //! blank lines, sentences at terminal punctuation followed by white space,
 //! except after abbreviations, initials and list numbers.
+//!
+//! The split walks the bytes of the text; the first splitter, over a vector of
+//! its characters, is kept in the tests as the reference it must agree with.
 
 use regex::Regex;
 use std::sync::LazyLock;

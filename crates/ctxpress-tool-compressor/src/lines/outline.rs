@@ -4,6 +4,10 @@
 //! their [`Rank`]. Cheap byte and word checks let most lines out before any
 //! regex runs; [`LineRanks`] remembers the rank of each distinct line met in
 //! a run.
+//!
+//! The summary builder of a conversation (`Summaries`) keeps one
+//! [`LineRanks`] for the run: each distinct line keyed by a 64-bit hash of
+//! its bytes, at most 65,536 lines, dropped with the run.
 
 use super::prefixes::{ascii_space, leading_space, trim_after};
 use super::re;
