@@ -469,7 +469,7 @@ pub async fn fit(
 /// go: 40% of the first 8,000 tokens of the target and 20% of the rest (at
 /// 8k, the newest messages hold less of what comes next than a ranked ledger
 /// of everything before them; at larger targets they hold more), at least
-/// [`LEDGER_MIN`].
+/// 120 tokens (`LEDGER_MIN`).
 pub fn ledger_floor(target: usize) -> usize {
     let first = target.min(8_000);
     (first * 2 / 5 + (target - first) / 5).max(LEDGER_MIN)

@@ -12,7 +12,7 @@
 //! until nothing matches, undoing several rounds.
 //!
 //! Keys hash what the messages *mean*, not how they are written
-//! ([`canonical`](crate::canonical)): an output parsed and written again by
+//! ([`crate::canonical`]): an output parsed and written again by
 //! another JSON library (keys sorted, `\u2026` for `…`, pretty-printed,
 //! fields added around the messages) still expands. The restored originals
 //! are the archived bytes. Keys of this kind start with `c:` (`doc:c:`,

@@ -29,7 +29,7 @@
 //!
 //! Invariants: the same input gives the same handles, and a handle never
 //! makes a message longer than what it stands for, in characters or tokens:
-//! where it would, [`tag_markers`] puts a message rewritten in place back as
+//! where it would, [`tag_markers`](crate::markers::tag_markers) puts a message rewritten in place back as
 //! it was before the stage and leaves a message the stage made without one.
 
 use crate::message::MessageId;

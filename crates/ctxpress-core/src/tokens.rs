@@ -15,7 +15,7 @@
 //!   `functions`) as JSON text. `window::fit` counts them against the
 //!   limits and `ctxpress stats` adds them, through this one function.
 //!
-//! Counters: [`Heuristic`], and [`Bpe`] (`o200k_base`, `cl100k_base`,
+//! Counters: [`Heuristic`], and `Bpe` (`o200k_base`, `cl100k_base`,
 //! vocabularies embedded) only with core's feature `bpe`, off by default so
 //! strategy crates do not compile the vocabularies, on in the facade and in
 //! core's own tests. [`TokenCounter::retained_bytes`] is the heap a counter

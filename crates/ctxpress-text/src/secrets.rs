@@ -266,7 +266,7 @@ pub fn token_runs(text: &str, min: usize) -> impl Iterator<Item = (usize, usize)
 
 /// Find secrets (API keys, tokens) in `text`, in order, non-overlapping.
 ///
-/// Only runs of token bytes at least [`MIN_TOKEN`] long are searched, so
+/// Only runs of token bytes at least 20 bytes long (`MIN_TOKEN`) are searched, so
 /// ordinary prose costs a look per word.
 pub fn find_secrets(text: &str) -> Vec<SecretSpan> {
     let mut out = Vec::new();
