@@ -68,6 +68,7 @@ mod candidates;
 mod config;
 pub mod lines;
 mod structured;
+mod subject;
 pub mod summary;
 mod term_counts;
 
