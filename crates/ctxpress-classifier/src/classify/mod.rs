@@ -47,6 +47,7 @@ mod numbers;
 mod paths;
 mod present;
 mod scan;
+mod scanned;
 pub(crate) mod soft;
 pub(crate) mod sql;
 #[cfg(test)]
@@ -68,7 +69,8 @@ use self::json::is_json_structure;
 use self::keywords::LowerWords;
 use self::math::{has_latex, has_unicode_math};
 use self::present::{P_E2, P_FENCE, P_MATH};
-use self::scan::{MASKS, SPARE, Spare, count_words, scan_reusing};
+use self::scan::{MASKS, SPARE, count_words, scan_reusing};
+use self::scanned::Spare;
 use self::soft::soft_reasons;
 use self::sql::is_sql;
 use self::tokens::TokenRuns;
