@@ -192,7 +192,7 @@ pub fn batches_from_clip(text: &str, conversation: &str) -> Vec<SummaryBatch> {
 }
 
 /// The omitted-middle line of a clip: messages, start, end, labels.
-pub(crate) fn parse_omitted(l: &str) -> Option<(usize, &str, &str, Vec<&str>)> {
+fn parse_omitted(l: &str) -> Option<(usize, &str, &str, Vec<&str>)> {
     let t = l.strip_prefix('[')?;
     let (_, after) = t.split_once(" batches omitted (")?;
     let (count, after) = after.split_once(" messages, ")?;
@@ -305,7 +305,7 @@ pub(crate) fn mark_clip(before: &Conversation, history: &mut Conversation, at: u
 }
 
 /// How a clip-archive message's text starts.
-pub(crate) const CLIP_WORD: &str = "[Context Summary";
+const CLIP_WORD: &str = "[Context Summary";
 
 /// Write the recall handles of a compaction made outside a pipeline (which
 /// writes them after each stage): the clip's and its notes', so that the

@@ -5,7 +5,7 @@ use ctxpress_core::{Message, Role};
 
 use crate::state;
 
-pub(crate) const MSG_CHARS: usize = 2000;
+const MSG_CHARS: usize = 2000;
 
 /// The messages of a chunk as text for a summarizer: one block a message.
 pub fn render_messages(msgs: &[Message]) -> String {
@@ -38,11 +38,11 @@ pub fn render_messages(msgs: &[Message]) -> String {
 }
 
 /// Lines of a tool result a summarizer sees, and characters.
-pub(crate) const RESULT_LINES: usize = 5;
-pub(crate) const RESULT_CHARS: usize = 400;
+const RESULT_LINES: usize = 5;
+const RESULT_CHARS: usize = 400;
 
 /// The head of a tool result: its first lines, with the count of the rest.
-pub(crate) fn result_head(text: &str) -> String {
+fn result_head(text: &str) -> String {
     let t = text.trim();
     let total = t.lines().count();
     let head: Vec<&str> = t.lines().take(RESULT_LINES).collect();
@@ -53,7 +53,7 @@ pub(crate) fn result_head(text: &str) -> String {
     out
 }
 
-pub(crate) fn clip_chars(s: &str, max: usize) -> String {
+fn clip_chars(s: &str, max: usize) -> String {
     if s.chars().count() <= max {
         return s.to_string();
     }

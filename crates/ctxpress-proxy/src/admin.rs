@@ -141,7 +141,7 @@ pub(crate) async fn metrics(State(app): State<Arc<App>>, headers: HeaderMap) -> 
 
 /// `GET /ctxpress/search` parameters.
 #[derive(Debug, serde::Deserialize)]
-pub(crate) struct SearchParams {
+struct SearchParams {
     q: String,
     /// The `x-ctxpress-conversation` header of its responses (a key salted
     /// per process from the client's credential and the conversation, so
@@ -163,7 +163,7 @@ pub(crate) fn same_secret(a: &[u8], b: &[u8]) -> bool {
 /// admin token, for requests that carry it (`authorization: Bearer
 /// TOKEN`, compared in constant time; 401 else); without one, on loopback
 /// only (403 beyond it). The refusal, if any.
-pub(crate) fn admin_refusal(app: &App, headers: &HeaderMap, what: &str) -> Option<Response<Body>> {
+fn admin_refusal(app: &App, headers: &HeaderMap, what: &str) -> Option<Response<Body>> {
     let Some(token) = app.s.cfg.admin_token.as_ref().filter(|t| !t.0.is_empty()) else {
         return app.beyond_loopback.then(|| {
             error_response(

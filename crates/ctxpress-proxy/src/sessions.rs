@@ -13,14 +13,76 @@ use std::time::{Duration, Instant};
 
 use crate::{SESSION_HEADER, Shared};
 
+/// Sessions by key, least recently used first; what each is estimated to
+/// hold and when it was last used.
+#[derive(Default)]
+pub(crate) struct Sessions {
+    pub(crate) map: HashMap<String, Arc<tokio::sync::Mutex<Session>>>,
+    order: VecDeque<String>,
+    bytes: HashMap<String, usize>,
+    used: HashMap<String, Instant>,
+    pub(crate) total: usize,
+}
+
+impl Sessions {
+    /// Drop `key`'s accounting (it left the table).
+    fn forget(&mut self, key: &str) {
+        if let Some(b) = self.bytes.remove(key) {
+            self.total -= b;
+        }
+        self.used.remove(key);
+    }
+
+    /// Drop the accounting of keys no longer in the table (the count cap
+    /// drops sessions without it).
+    fn sync(&mut self) {
+        if self.bytes.len() > self.map.len() {
+            let gone: Vec<String> = self
+                .bytes
+                .keys()
+                .filter(|k| !self.map.contains_key(*k))
+                .cloned()
+                .collect();
+            for k in gone {
+                self.forget(&k);
+            }
+        }
+    }
+
+    /// Drop the least recently used session; false when there is none.
+    fn drop_oldest(&mut self) -> bool {
+        let Some(old) = self.order.pop_front() else {
+            return false;
+        };
+        self.map.remove(&old);
+        self.forget(&old);
+        true
+    }
+
+    /// Drop the sessions unused for `idle` (the oldest are first in line);
+    /// how many went.
+    fn expire(&mut self, idle: Duration, now: Instant) -> u64 {
+        let mut n = 0;
+        while let Some(k) = self.order.front() {
+            // A session not yet accounted is being made: used now.
+            let used = self.used.get(k).copied().unwrap_or(now);
+            if now.saturating_duration_since(used) < idle {
+                break;
+            }
+            self.drop_oldest();
+            n += 1;
+        }
+        n
+    }
+}
+
 /// Headers that carry the client's credential.
-pub(crate) const CREDENTIALS: &[&str] =
-    &["authorization", "x-api-key", "api-key", "x-goog-api-key"];
+const CREDENTIALS: &[&str] = &["authorization", "x-api-key", "api-key", "x-goog-api-key"];
 
 /// Body fields by which a client names its user or conversation, the same
 /// on every turn: Anthropic `metadata.user_id` (Claude Code's holds its
 /// session id), OpenAI `prompt_cache_key`, `safety_identifier`, `user`.
-pub(crate) fn client_ids(conv: &Conversation) -> [Option<&serde_json::Value>; 4] {
+fn client_ids(conv: &Conversation) -> [Option<&serde_json::Value>; 4] {
     let f = &conv.envelope.fields;
     [
         f.get("metadata").and_then(|m| m.get("user_id")),
@@ -167,68 +229,5 @@ pub(crate) fn expire(s: &Shared) {
         g.sync();
         let n = g.expire(s.cfg.session_idle, Instant::now());
         s.metrics.sessions_dropped.fetch_add(n, Ordering::Relaxed);
-    }
-}
-
-/// Sessions by key, least recently used first; what each is estimated to
-/// hold and when it was last used.
-#[derive(Default)]
-pub(crate) struct Sessions {
-    pub(crate) map: HashMap<String, Arc<tokio::sync::Mutex<Session>>>,
-    order: VecDeque<String>,
-    bytes: HashMap<String, usize>,
-    used: HashMap<String, Instant>,
-    pub(crate) total: usize,
-}
-
-impl Sessions {
-    /// Drop `key`'s accounting (it left the table).
-    fn forget(&mut self, key: &str) {
-        if let Some(b) = self.bytes.remove(key) {
-            self.total -= b;
-        }
-        self.used.remove(key);
-    }
-
-    /// Drop the accounting of keys no longer in the table (the count cap
-    /// drops sessions without it).
-    fn sync(&mut self) {
-        if self.bytes.len() > self.map.len() {
-            let gone: Vec<String> = self
-                .bytes
-                .keys()
-                .filter(|k| !self.map.contains_key(*k))
-                .cloned()
-                .collect();
-            for k in gone {
-                self.forget(&k);
-            }
-        }
-    }
-
-    /// Drop the least recently used session; false when there is none.
-    fn drop_oldest(&mut self) -> bool {
-        let Some(old) = self.order.pop_front() else {
-            return false;
-        };
-        self.map.remove(&old);
-        self.forget(&old);
-        true
-    }
-
-    /// Drop the sessions unused for `idle` (the oldest are first in line);
-    /// how many went.
-    fn expire(&mut self, idle: Duration, now: Instant) -> u64 {
-        let mut n = 0;
-        while let Some(k) = self.order.front() {
-            // A session not yet accounted is being made: used now.
-            let used = self.used.get(k).copied().unwrap_or(now);
-            if now.saturating_duration_since(used) < idle {
-                break;
-            }
-            self.drop_oldest();
-            n += 1;
-        }
-        n
     }
 }

@@ -74,12 +74,12 @@ impl Upstream {
 }
 
 /// The decoded name of a `name=value` query parameter.
-pub(crate) fn param_name(pair: &str) -> String {
+fn param_name(pair: &str) -> String {
     let name = pair.split('=').next().unwrap_or("").replace('+', " ");
     String::from_utf8_lossy(&percent_decode(name.as_bytes()).unwrap_or_default()).into_owned()
 }
 
-pub(crate) fn percent_decode(raw: &[u8]) -> Option<Vec<u8>> {
+fn percent_decode(raw: &[u8]) -> Option<Vec<u8>> {
     let hex = |b: u8| (b as char).to_digit(16).map(|d| d as u8);
     let mut out = Vec::with_capacity(raw.len());
     let mut i = 0;

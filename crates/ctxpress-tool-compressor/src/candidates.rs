@@ -59,7 +59,7 @@ pub(crate) const DONE_PREFIXES: &[&str] = &[
     "[ctxpress#",
     "[cce:",
 ];
-pub(crate) const PATH_KEYS: &[&str] = &[
+const PATH_KEYS: &[&str] = &[
     "file_path",
     "filePath",
     "path",
@@ -73,7 +73,7 @@ pub(crate) const PATH_KEYS: &[&str] = &[
 
 /// True when the result answering `call_id` in `m` holds text only (no
 /// images or other blocks a summary would drop).
-pub(crate) fn text_only(m: &Message, call_id: &str) -> bool {
+fn text_only(m: &Message, call_id: &str) -> bool {
     fn parts_are_text(v: Option<&Value>) -> bool {
         match v {
             None | Some(Value::Null) | Some(Value::String(_)) => true,
@@ -100,7 +100,7 @@ pub(crate) fn text_only(m: &Message, call_id: &str) -> bool {
     }
 }
 
-pub(crate) fn display_paths(
+fn display_paths(
     table: &DialectTable,
     name: &str,
     args: &traffic::Args,
@@ -130,7 +130,7 @@ pub(crate) fn display_paths(
 }
 
 /// The command a call runs, with its working directory.
-pub(crate) fn command_of(op: Option<&Operation>) -> Option<(&str, &str)> {
+fn command_of(op: Option<&Operation>) -> Option<(&str, &str)> {
     let op = op?;
     Some((op.cwd.as_deref().unwrap_or(""), op.command.as_deref()?))
 }
@@ -138,7 +138,7 @@ pub(crate) fn command_of(op: Option<&Operation>) -> Option<(&str, &str)> {
 /// Keys a failure is resolved by (a later call sharing one acted on it),
 /// but for the command's: its paths, or its tool when it has neither a
 /// command nor a path.
-pub(crate) fn act_keys(name: &str, op: Option<&Operation>) -> Vec<String> {
+fn act_keys(name: &str, op: Option<&Operation>) -> Vec<String> {
     let mut keys: Vec<String> = op
         .into_iter()
         .flat_map(|op| op.paths.iter().chain(op.writes.iter()))
@@ -155,14 +155,14 @@ pub(crate) fn act_keys(name: &str, op: Option<&Operation>) -> Vec<String> {
 /// is found only when a failure needs it: finding a family parses the
 /// command.
 #[derive(Default)]
-pub(crate) struct LaterKeys<'r> {
-    pub(crate) keys: HashSet<String>,
+struct LaterKeys<'r> {
+    keys: HashSet<String>,
     /// Every command seen, with its working directory.
-    pub(crate) commands: HashSet<(&'r str, &'r str)>,
+    commands: HashSet<(&'r str, &'r str)>,
     /// The commands whose key is not in `keys` yet.
-    pub(crate) pending: Vec<(&'r str, &'r str)>,
+    pending: Vec<(&'r str, &'r str)>,
     /// The key of each command whose key was found.
-    pub(crate) families: HashMap<(&'r str, &'r str), String>,
+    families: HashMap<(&'r str, &'r str), String>,
 }
 
 impl<'r> LaterKeys<'r> {

@@ -54,7 +54,7 @@ impl TermCounts {
     }
     /// Count every occurrence of the terms of `local` (a look-up per
     /// distinct term, not per occurrence).
-    pub(crate) fn add_local(&mut self, local: &Local) {
+    fn add_local(&mut self, local: &Local) {
         for lt in &local.terms {
             self.add_key(lt.key, lt.n);
         }
@@ -141,7 +141,7 @@ pub(crate) struct Terms<'c> {
 }
 
 /// Count the terms of `text` into `counts`.
-pub(crate) fn count_terms(counts: &mut TermCounts, text: &str, escaped: bool) {
+fn count_terms(counts: &mut TermCounts, text: &str, escaped: bool) {
     lines::for_each_term(text, escaped, |t| counts.add_key(term_key(t), 1));
 }
 
