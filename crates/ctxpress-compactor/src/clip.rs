@@ -1,5 +1,6 @@
-//! The clip-archive message: where it goes, its text (the batches, the
-//! session ledger, the latest summary) within its allowance, read back into batches, and marked.
+//! The clip-archive message: where it goes, its text (the batches, the session
+//! ledger, the latest summary) within its allowance, read back into batches,
+//! and marked.
 
 use ctxpress_core::compaction::{SummaryBatch, batch_header, batch_label, parse_header, parse_iso};
 use ctxpress_core::ledger::{self, Ledger};

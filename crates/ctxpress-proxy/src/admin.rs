@@ -1,5 +1,6 @@
-//! The admin routes: `/metrics`, `/ctxpress/search` and the MCP guard, the admin token
-//! check they share, and the `Host` check every route but health passes.
+//! The admin routes: `/metrics`, `/ctxpress/search` and the MCP guard, the
+//! admin token check they share, and the `Host` check every route but health
+//! passes.
 
 use axum::body::Body;
 use axum::extract::{Query, Request, State};

@@ -1,5 +1,6 @@
 //! The session table: the key a request's conversation is kept under, the
-//! sessions by key with their memory and idle accounting, and the archive as one session sees it.
+//! sessions by key with their memory and idle accounting, and the archive as
+//! one session sees it.
 
 use axum::http::HeaderMap;
 use ctxpress::session::{content_read_hash, read_hash};

@@ -1,5 +1,6 @@
 //! The results and write inputs that may be summarized: what a candidate is,
-//! the tests a call must pass to become one, and the later calls that act on a failure.
+//! the tests a call must pass to become one, and the later calls that act on a
+//! failure.
 
 use ctxpress_core::dialect::{self, DialectTable, OpKind, Operation, Status, command_family};
 use ctxpress_core::text::bytes::fewer_chars_than;

@@ -28,9 +28,11 @@
 //!
 //! The modules, around the shared scan:
 //!
-//! - the scan: [`scan`] (masks, line pass, gates, word count), [`present`]
-//!   (anchor bytes of short texts), [`lines`] (line statistics, indented
-//!   code, key-value runs), [`numbers`] (digit runs and units),
+//! - the scan: [`scan`] (masks, line pass, gates, word count), [`scanned`]
+//!   (what it found: [`scanned::Scan`], which `numbers` and `tokens` fill
+//!   in), [`present`] (anchor bytes of short texts), [`lines`] (line
+//!   statistics, indented code, key-value runs), [`numbers`] (digit runs
+//!   and units),
 //!   [`tokens`] (long token runs), [`keywords`] (the lower-case keyword
 //!   pass);
 //! - the hard-reason detectors: [`fences`] (prose around code fences; the
