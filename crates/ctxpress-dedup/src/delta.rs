@@ -153,38 +153,6 @@ fn word(b: &[u8]) -> u64 {
     u64::from_le_bytes(b.get(..8).and_then(|w| w.try_into().ok()).unwrap_or([0; 8]))
 }
 
-/// [`line_diff`] as first written: both texts split into lines and the
-/// common lines at the start and the end compared line by line.
-#[cfg(test)]
-fn line_diff_by_lines<'a>(old: &'a str, new: &'a str, max_edits: usize) -> Option<Vec<Edit<'a>>> {
-    let a = split_lines(old);
-    let b = split_lines(new);
-    let pre = a.iter().zip(&b).take_while(|(x, y)| x == y).count();
-    let a_rest = a.get(pre..).unwrap_or(&[]);
-    let b_rest = b.get(pre..).unwrap_or(&[]);
-    let suf = a_rest
-        .iter()
-        .rev()
-        .zip(b_rest.iter().rev())
-        .take_while(|(x, y)| x == y)
-        .count();
-    let am = a_rest.get(..a_rest.len() - suf).unwrap_or(&[]);
-    let bm = b_rest.get(..b_rest.len() - suf).unwrap_or(&[]);
-    if am.len().abs_diff(bm.len()) > max_edits {
-        return None;
-    }
-    let script = myers(am, bm, max_edits)?;
-    Some(
-        script
-            .into_iter()
-            .map(|e| match e {
-                Op::Del(i) => Edit::Del(pre + i + 1, am.get(i).copied().unwrap_or("")),
-                Op::Ins(j) => Edit::Ins(pre + j + 1, bm.get(j).copied().unwrap_or("")),
-            })
-            .collect(),
-    )
-}
-
 /// `text.split('\n').collect()`, with the newlines found by `memchr`
 /// ([`crate::fuzzy::for_each_line`]).
 fn split_lines(text: &str) -> Vec<&str> {
@@ -318,7 +286,11 @@ pub fn apply(old: &str, edits: &[Edit<'_>]) -> String {
 }
 
 #[cfg(test)]
+mod reference;
+
+#[cfg(test)]
 mod tests {
+    use super::reference::line_diff_by_lines;
     use super::*;
     use proptest::prelude::*;
 

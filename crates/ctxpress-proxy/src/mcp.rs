@@ -44,7 +44,9 @@ pub use tools::{
     MAX_PAGE_CHARS, OUTLINE_BATCHES, OUTLINE_HANDLES,
 };
 
-use crate::{Hosts, Secret, same_secret};
+use crate::Secret;
+use crate::admin::same_secret;
+use crate::hosts::Hosts;
 use axum::Router;
 use axum::body::Body;
 use axum::extract::{Request, State};

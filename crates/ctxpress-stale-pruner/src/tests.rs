@@ -1,3 +1,4 @@
+use super::reference::{plan_refs_by_path, plan_refs_every_hash};
 use super::*;
 use serde_json::{Value, json};
 

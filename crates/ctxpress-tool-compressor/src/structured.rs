@@ -17,7 +17,7 @@
 //! parse. Only texts whose first and last bytes look like JSON are parsed.
 
 use crate::lines::{is_blank, is_error_line, push_clip, shape, trim};
-use crate::summary::{Kind, Limits, Subject};
+use crate::subject::{Kind, Limits, Subject};
 use ctxpress_text::bytes::char_count;
 use foldhash::{HashMap, HashMapExt};
 use serde_json::{Map, Value};
@@ -152,7 +152,7 @@ fn finish(kind: Kind, subject: &Subject, body: String, chars: usize) -> Option<S
 /// The head of a summary, without its closing `]` (the body's first line
 /// ends it).
 fn subject_head(kind: Kind, subject: &Subject) -> String {
-    let mut h = crate::summary::head_of(kind, subject);
+    let mut h = crate::subject::head_of(kind, subject);
     h.push_str(": ");
     h
 }

@@ -8,153 +8,10 @@ use crate::lines::{
     references_outside, shape, split_numbered, trim,
 };
 use crate::structured;
+use crate::subject::{HEAD_ROOM, push_clip_one_line};
+pub use crate::subject::{Kind, Limits, PREFIX, Subject};
 use foldhash::HashSet;
 use std::fmt::Write as _;
-
-/// The prefix every summary starts with.
-pub const PREFIX: &str = "[summary: tool ";
-
-/// What a tool result is the result of.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
-    /// A file read (read tool, `cat`, `sed -n`, editor `view`).
-    Read,
-    /// A whole-file write or create.
-    Write,
-    /// A partial edit or patch.
-    Edit,
-    /// A shell command.
-    Command,
-    /// A search (grep, glob, find).
-    Search,
-    /// Any other tool.
-    Other,
-}
-
-/// How much of a result a summary keeps.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Limits {
-    /// Declarations listed in a read's outline.
-    pub max_outline: usize,
-    /// Characters of one kept line.
-    pub max_line_chars: usize,
-    /// First non-empty lines kept of command and other output.
-    pub head_lines: usize,
-    /// Last non-empty lines kept of command and other output.
-    pub tail_lines: usize,
-    /// Error lines kept.
-    pub max_error_lines: usize,
-    /// Count / outcome lines kept.
-    pub max_count_lines: usize,
-    /// Files or paths listed for searches and listings.
-    pub max_list: usize,
-    /// Paths, URLs and error names listed as `refs:`.
-    pub max_refs: usize,
-}
-
-impl Default for Limits {
-    fn default() -> Self {
-        Limits {
-            max_outline: 40,
-            max_line_chars: 160,
-            head_lines: 3,
-            tail_lines: 3,
-            max_error_lines: 8,
-            max_count_lines: 6,
-            max_list: 20,
-            max_refs: 12,
-        }
-    }
-}
-
-/// What the summary says about the call that produced the result.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Subject {
-    /// Tool name as called.
-    pub tool: String,
-    /// File paths the call names (as written in its arguments).
-    pub paths: Vec<String>,
-    /// The command or search pattern, when there is one.
-    pub command: Option<String>,
-    /// Exit code stated by the result.
-    pub exit: Option<i64>,
-}
-
-impl Subject {
-    fn head(&self, kind: Kind, max: usize) -> String {
-        // Room for most heads at once (the tool, a verb, a path or command
-        // and an exit code), not grown a part at a time.
-        let mut h = String::with_capacity(HEAD_ROOM);
-        h.push_str(PREFIX);
-        push_clip_one_line(&mut h, &self.tool, 40);
-        let file_op = matches!(kind, Kind::Read | Kind::Write | Kind::Edit);
-        if let (true, None) = (file_op, &self.command) {
-            let lower = self.tool.to_lowercase();
-            let (verb, stems): (&str, &[&str]) = match kind {
-                Kind::Read => ("read", &["read", "view", "open", "cat"]),
-                Kind::Write => ("wrote", &["write", "create"]),
-                _ => ("edited", &["edit", "replace", "patch", "insert"]),
-            };
-            if !stems.iter().any(|s| lower.contains(s)) {
-                h.push(' ');
-                h.push_str(verb);
-            }
-            for p in self.paths.iter().take(3) {
-                h.push(' ');
-                push_clip(&mut h, p, max);
-            }
-            if self.paths.len() > 3 {
-                let _ = write!(h, " (+{} more)", self.paths.len() - 3);
-            }
-        } else if let Some(c) = &self.command {
-            h.push_str(" `");
-            push_clip_one_line(&mut h, c, 80);
-            h.push('`');
-        }
-        if let Some(code) = self.exit {
-            let _ = write!(h, ", exit {code}");
-        }
-        h
-    }
-}
-
-/// The head of a summary of `kind` about `subject`, without its closing `]`.
-pub(crate) fn head_of(kind: Kind, subject: &Subject) -> String {
-    subject.head(kind, 200)
-}
-
-/// The capacity a summary's head starts with.
-const HEAD_ROOM: usize = 256;
-
-/// `s` on one line: its words joined by single spaces (the reference of
-/// [`push_clip_one_line`]).
-#[cfg(test)]
-fn one_line(s: &str) -> String {
-    s.split_whitespace().collect::<Vec<_>>().join(" ")
-}
-
-/// `push_clip(out, &one_line(s), max)`, joining only the words the clip
-/// can keep: once the joined words are over `max` characters, the clip is
-/// their first `max - 1` and `…` whatever follows (a command's heredoc, a
-/// long script), so the rest is not read.
-fn push_clip_one_line(out: &mut String, s: &str, max: usize) {
-    // The joined words are never longer than `s`, and rarely longer than
-    // `max` characters and a word: room for them at once.
-    let mut line = String::with_capacity(s.len().min(max.saturating_mul(4).saturating_add(64)));
-    let mut chars = 0usize;
-    for w in s.split_whitespace() {
-        if !line.is_empty() {
-            line.push(' ');
-            chars += 1;
-        }
-        line.push_str(w);
-        chars += w.chars().count();
-        if chars > max {
-            break;
-        }
-    }
-    push_clip(out, &line, max);
-}
 
 /// The summary of `text`, the result of a call described by `subject`.
 pub fn summarize(kind: Kind, subject: &Subject, text: &str, limits: &Limits) -> String {
@@ -547,58 +404,6 @@ fn push_grouped_refs(out: &mut String, refs: &[&str]) {
     }
 }
 
-/// References with three or more files of one directory written once as
-/// `dir/{a, b, c}`; others as they are, in order of first appearance (the
-/// reference of [`push_grouped_refs`]).
-#[cfg(test)]
-fn group_refs(refs: &[&str]) -> Vec<String> {
-    let split = |r: &str| -> Option<(usize, usize)> {
-        if r.contains("://") {
-            return None;
-        }
-        let cut = r.rfind(['/', '\\'])?;
-        Some((cut, r.len()))
-    };
-    let mut dirs: Vec<(&str, Vec<&str>)> = Vec::new();
-    let mut order: Vec<Result<usize, &str>> = Vec::new();
-    for r in refs {
-        match split(r) {
-            Some((cut, _)) => {
-                let (dir, name) = (r.get(..=cut).unwrap_or(r), r.get(cut + 1..).unwrap_or(""));
-                match dirs.iter().position(|(d, _)| *d == dir) {
-                    Some(k) => {
-                        if let Some((_, names)) = dirs.get_mut(k) {
-                            names.push(name);
-                        }
-                    }
-                    None => {
-                        order.push(Ok(dirs.len()));
-                        dirs.push((dir, vec![name]));
-                    }
-                }
-            }
-            None => order.push(Err(r)),
-        }
-    }
-    let mut out = Vec::new();
-    for o in order {
-        match o {
-            Err(r) => out.push(r.to_string()),
-            Ok(k) => {
-                let Some((dir, names)) = dirs.get(k) else {
-                    continue;
-                };
-                if names.len() >= 3 {
-                    out.push(format!("{dir}{{{}}}", names.join(", ")));
-                } else {
-                    out.extend(names.iter().map(|n| format!("{dir}{n}")));
-                }
-            }
-        }
-    }
-    out
-}
-
 /// A write or edit: what changed and the tool's own first line, plus errors.
 fn change(kind: Kind, subject: &Subject, text: &str, limits: &Limits) -> String {
     let lines = split_numbered(text);
@@ -868,7 +673,11 @@ fn has_extension(p: &str) -> bool {
 }
 
 #[cfg(test)]
+mod reference;
+
+#[cfg(test)]
 mod tests {
+    use super::reference::{group_refs, one_line};
     use super::*;
 
     fn subj(tool: &str, path: Option<&str>, cmd: Option<&str>, exit: Option<i64>) -> Subject {

@@ -28,9 +28,11 @@
 //!
 //! The modules, around the shared scan:
 //!
-//! - the scan: [`scan`] (masks, line pass, gates, word count), [`present`]
-//!   (anchor bytes of short texts), [`lines`] (line statistics, indented
-//!   code, key-value runs), [`numbers`] (digit runs and units),
+//! - the scan: [`scan`] (masks, line pass, gates, word count), [`scanned`]
+//!   (what it found: [`scanned::Scan`], which `numbers` and `tokens` fill
+//!   in), [`present`] (anchor bytes of short texts), [`lines`] (line
+//!   statistics, indented code, key-value runs), [`numbers`] (digit runs
+//!   and units),
 //!   [`tokens`] (long token runs), [`keywords`] (the lower-case keyword
 //!   pass);
 //! - the hard-reason detectors: [`fences`] (prose around code fences; the
@@ -47,6 +49,7 @@ mod numbers;
 mod paths;
 mod present;
 mod scan;
+mod scanned;
 pub(crate) mod soft;
 pub(crate) mod sql;
 #[cfg(test)]
@@ -68,7 +71,8 @@ use self::json::is_json_structure;
 use self::keywords::LowerWords;
 use self::math::{has_latex, has_unicode_math};
 use self::present::{P_E2, P_FENCE, P_MATH};
-use self::scan::{MASKS, SPARE, Spare, count_words, scan_reusing};
+use self::scan::{MASKS, SPARE, count_words, scan_reusing};
+use self::scanned::Spare;
 use self::soft::soft_reasons;
 use self::sql::is_sql;
 use self::tokens::TokenRuns;

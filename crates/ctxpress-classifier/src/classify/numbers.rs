@@ -6,7 +6,7 @@ use crate::masks;
 use crate::masks::Masks;
 use ctxpress_text::bytes::is_word_byte;
 
-use super::scan::{Scan, mark_line};
+use super::scanned::{Scan, mark_line};
 
 /// First bytes of a unit right after a number (`5ms`, `2h`, `3°C`).
 static UNIT_FIRST: [bool; 256] = unit_table(b"mnsdhwKMGTPkbHcprfgVWABe\xC2");

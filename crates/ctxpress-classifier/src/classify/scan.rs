@@ -9,6 +9,7 @@ use super::lines::{LineState, LineStats};
 use super::numbers::digit_runs;
 use super::paths::path_at;
 use super::present::{P_SLASH, P_STAR, Present};
+use super::scanned::{Scan, Spare};
 use super::sql::{SqlKeywords, sql_keywords};
 use super::tokens::long_token_runs_into;
 
@@ -18,77 +19,6 @@ thread_local! {
     /// The buffers of the last text's [`Scan`] and keywords, for the next
     /// text (a `Vec` per text was an allocation and a free each).
     pub(super) static SPARE: std::cell::RefCell<Spare> = std::cell::RefCell::new(Spare::default());
-}
-
-/// Buffers handed from one classification to the next (their contents are
-/// stale: each user clears its own).
-#[derive(Default)]
-pub(super) struct Spare {
-    pub(super) spans: [Vec<(usize, usize)>; GATES],
-    pub(super) long_runs: Vec<(usize, usize)>,
-    pub(super) statements: Vec<usize>,
-}
-
-/// Line gates: which lines a single-line pattern must look at.
-#[derive(Clone, Copy)]
-pub(super) enum Gate {
-    /// A 3-digit group, a separator and a digit, or `+` and a digit: phones.
-    Phone,
-    /// `v1.2` or `1.2.3`: version numbers, IPs and semvers.
-    DotNum,
-}
-
-const GATES: usize = 2;
-
-/// What the scan learned about a text.
-pub(super) struct Scan {
-    pub(super) chars: usize,
-    pub(super) special: usize,
-    pub(super) lines: LineStats,
-    /// Per gate: byte ranges of consecutive lines that passed it.
-    pub(super) spans: [Vec<(usize, usize)>; GATES],
-    /// A number with a unit (`numeric_with_units`).
-    pub(super) units: bool,
-    /// A file path (`file_path`).
-    pub(super) path: bool,
-    /// The text is all ASCII.
-    pub(super) ascii: bool,
-    /// Maximal runs of 20+ token bytes (`[A-Za-z0-9_.-]`): where secrets and
-    /// hashes can be.
-    pub(super) long_runs: Vec<(usize, usize)>,
-    /// Upper-case SQL keywords.
-    pub(super) sql: SqlKeywords,
-    /// Which anchor bytes occur.
-    pub(super) present: Present,
-}
-
-impl Scan {
-    /// True when `f` holds for one of the line runs of `gate`.
-    pub(super) fn any(&self, gate: Gate, text: &str, f: impl Fn(&str) -> bool) -> bool {
-        self.spans[gate as usize]
-            .iter()
-            .any(|&(a, b)| text.get(a..b).is_some_and(&f))
-    }
-}
-
-/// Records the line around byte `p` for `gate` (positions arrive in order).
-pub(super) fn mark_line(spans: &mut Vec<(usize, usize)>, b: &[u8], p: usize) {
-    if spans.last().is_some_and(|l| p < l.1) {
-        return;
-    }
-    let start = memchr::memrchr(b'\n', b.get(..p).unwrap_or(&[])).map_or(0, |q| q + 1);
-    let end = memchr::memchr(b'\n', b.get(p..).unwrap_or(&[])).map_or(b.len(), |q| p + q);
-    match spans.last_mut() {
-        Some(last) if last.1 + 1 == start => last.1 = end,
-        _ => spans.push((start, end)),
-    }
-}
-
-/// Line statistics, special characters net of Markdown formatting, and the
-/// lines each gate passes (filling `m` for the text on the way).
-#[cfg(test)]
-pub(super) fn scan_with(text: &str, m: &mut Masks) -> Scan {
-    scan_reusing(text, m, Spare::default())
 }
 
 /// [`scan_with`], with buffers for the [`Scan`] (see [`Spare`]).
@@ -216,3 +146,8 @@ pub(super) fn count_words(text: &str, limit: usize) -> usize {
     }
     words
 }
+
+#[cfg(test)]
+mod reference;
+#[cfg(test)]
+pub(super) use reference::scan_with;

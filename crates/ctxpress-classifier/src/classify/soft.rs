@@ -11,7 +11,7 @@ use std::sync::OnceLock;
 use super::keywords::LowerWords;
 use super::present::{P_AT, P_C2, P_COLON, P_E2, P_QUOTE, Present, has};
 use super::re;
-use super::scan::{Gate, Scan};
+use super::scanned::{Gate, Scan};
 use super::tokens::TokenRuns;
 
 /// Substring searchers built once (building one costs more than searching a

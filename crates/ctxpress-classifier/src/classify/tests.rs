@@ -4,7 +4,8 @@
 use super::classify;
 use super::fences::prose_chars;
 use super::lines::trim_start;
-use super::scan::{MASKS, Scan, count_words, scan_with};
+use super::scan::{MASKS, count_words, scan_with};
+use super::scanned::Scan;
 use super::tokens::long_token_runs;
 use ctxpress_core::Reason;
 

@@ -3,7 +3,7 @@
 
 use crate::masks;
 
-use super::scan::Scan;
+use super::scanned::Scan;
 
 /// Long token runs: the only places secrets and hashes can be.
 pub(super) struct TokenRuns {
@@ -52,14 +52,6 @@ fn runs_of_20(lo: u64, hi: u64) -> u64 {
     (d & (d >> 4)) as u64
 }
 
-/// Maximal runs of 20+ token bytes, from the token mask.
-#[cfg(test)]
-pub(super) fn long_token_runs(tok: &[u64]) -> Vec<(usize, usize)> {
-    let mut out = Vec::new();
-    long_token_runs_into(tok, &mut out);
-    out
-}
-
 /// [`long_token_runs`] into `out` (cleared first; a reused buffer).
 pub(super) fn long_token_runs_into(tok: &[u64], out: &mut Vec<(usize, usize)>) {
     out.clear();
@@ -79,3 +71,8 @@ pub(super) fn long_token_runs_into(tok: &[u64], out: &mut Vec<(usize, usize)>) {
         w = end / 64;
     }
 }
+
+#[cfg(test)]
+mod reference;
+#[cfg(test)]
+pub(super) use reference::long_token_runs;

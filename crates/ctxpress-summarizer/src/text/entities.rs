@@ -14,11 +14,6 @@ use ctxpress_text::entities as rec;
 use super::scoring::NUM_UNIT;
 use super::words;
 
-#[cfg(test)]
-static PROPER: LazyLock<Regex> = LazyLock::new(|| re(r"\b[A-Z][a-z]{2,}\b"));
-#[cfg(test)]
-static CODE: LazyLock<Regex> =
-    LazyLock::new(|| re(r"\b[A-Z][A-Z0-9]*[0-9][A-Z0-9]*\b|\b[A-Z]{2,5}\b"));
 static DATE: LazyLock<Regex> = LazyLock::new(|| re(r"\b\d{4}-\d{2}-\d{2}\b"));
 
 /// Words that start sentences often enough not to count as proper nouns.
@@ -400,7 +395,11 @@ impl<'t, F: FnMut(&str) -> bool> Taker<'t, F> {
 }
 
 #[cfg(test)]
+mod reference;
+
+#[cfg(test)]
 mod tests {
+    use super::reference::{CODE, PROPER};
     use super::*;
     use crate::text::scoring::{STATUS, VOWELLESS};
 

@@ -89,7 +89,11 @@ fn production_files() -> Vec<(PathBuf, String)> {
 #[test]
 fn no_production_file_is_over_the_limit() {
     let files = production_files();
-    assert!(files.len() > 50, "found only {} production files", files.len());
+    assert!(
+        files.len() > 50,
+        "found only {} production files",
+        files.len()
+    );
     let mut long = Vec::new();
     for (f, text) in &files {
         let n = production(text).lines().count();
@@ -377,7 +381,7 @@ mod tests {
     use crate::only_in_tests;
 }
 ";
-    let mut got: Vec<String> = references(&m, text).iter().map(|p| name(p)).collect();
+    let mut got: Vec<String> = references(&m, text).iter().map(name).collect();
     got.sort();
     assert_eq!(
         got,
@@ -392,13 +396,18 @@ mod tests {
     .into();
     assert_eq!(circles(&g).len(), 1);
     assert_eq!(circles(&g)[0].len(), 3);
-    assert_eq!(production("fn a() {}\n#[cfg(test)]\nmod tests {\n}\n"), "fn a() {}\n");
+    assert_eq!(
+        production("fn a() {}\n#[cfg(test)]\nmod tests {\n}\n"),
+        "fn a() {}\n"
+    );
 }
 
 /// The description cells of ARCHITECTURE.md's codemap table.
 fn codemap_rows() -> Vec<(String, usize)> {
     let doc = read(&root().join("ARCHITECTURE.md"));
-    let start = doc.find("\n## Codemap").expect("ARCHITECTURE.md has a Codemap section");
+    let start = doc
+        .find("\n## Codemap")
+        .expect("ARCHITECTURE.md has a Codemap section");
     let section = &doc[start + 1..];
     let end = section[3..].find("\n## ").map_or(section.len(), |e| e + 3);
     section[..end]

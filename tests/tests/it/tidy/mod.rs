@@ -216,7 +216,10 @@ fn check_table_against_prose(rules: &BTreeMap<String, Rule>) -> Vec<String> {
     require("backend", &["core", "text"]);
     require("library", &["core"]);
     // Never another strategy, the backend, the facade or the CLI.
-    require("strategy", &["core", "text", "dialect", "budget", "library"]);
+    require(
+        "strategy",
+        &["core", "text", "dialect", "budget", "library"],
+    );
     require("service", &["facade"]);
     require("binary", &["facade", "service"]);
     require("tool", &["facade"]);
