@@ -58,6 +58,29 @@ pub use ctxpress_text as text;
 /// `ctxpress-budget`) at their old paths, so `ctxpress::core::dialect::...`
 /// keeps working. New code can name the crates ([`text`], [`dialect`],
 /// [`budget`]).
+///
+/// Two more moves: `handle::{tag_markers, mark, handle_of}` are
+/// `markers::...` now (the deprecated forwards below keep the old paths),
+/// and `Conversation::tail_start` / `turn_starts` are methods of the trait
+/// [`dialect::Turns`] (import it: `use ctxpress::dialect::Turns;`).
+///
+/// ```
+/// // The paths from before the split still name the same items.
+/// #![allow(deprecated)]
+/// use ctxpress::core::dialect::{DialectTable, parse_shell};
+/// use ctxpress::core::handle::{Handle, mark};
+/// use ctxpress::core::ledger::Ledger;
+/// use ctxpress::core::secrets::redact;
+/// use ctxpress::core::text::message_ref;
+/// use ctxpress::core::traffic::Traffic;
+/// use ctxpress::core::window::{BudgetReport, fit};
+/// use ctxpress::core::{Conversation, Limits, WindowConfig};
+/// use ctxpress::dialect::Turns;
+///
+/// let conv = Conversation::parse(r#"[{"role":"user","content":"hi"}]"#).unwrap();
+/// assert_eq!(conv.turn_starts(), vec![0]);
+/// assert_eq!(redact("key sk-proj-abcdefghijklmnopqrstuvwxyz0123456789"), redact(&redact("key sk-proj-abcdefghijklmnopqrstuvwxyz0123456789")));
+/// ```
 pub mod core {
     pub use ctxpress_budget::{Limits, WindowConfig, ledger, window};
     pub use ctxpress_core::*;
@@ -65,6 +88,40 @@ pub mod core {
     pub use ctxpress_dialect::traffic;
     pub use ctxpress_text as text;
     pub use ctxpress_text::secrets;
+
+    /// `ctxpress_core::handle`, with forwards to what moved to
+    /// `ctxpress_core::markers`.
+    pub mod handle {
+        pub use ctxpress_core::handle::*;
+        use ctxpress_core::{Conversation, MessageId, TokenCounter};
+
+        /// Moved: [`ctxpress_core::markers::tag_markers`].
+        #[deprecated(since = "0.1.0", note = "moved to `core::markers::tag_markers`")]
+        pub fn tag_markers(
+            before: &Conversation,
+            conv: &mut Conversation,
+            counter: &dyn TokenCounter,
+        ) -> usize {
+            ctxpress_core::markers::tag_markers(before, conv, counter)
+        }
+
+        /// Moved: [`ctxpress_core::markers::mark`].
+        #[deprecated(since = "0.1.0", note = "moved to `core::markers::mark`")]
+        pub fn mark(
+            conv: &mut Conversation,
+            carrier: &MessageId,
+            handle: Handle,
+            stands_for: Vec<MessageId>,
+        ) {
+            ctxpress_core::markers::mark(conv, carrier, handle, stands_for)
+        }
+
+        /// Moved: [`ctxpress_core::markers::handle_of`].
+        #[deprecated(since = "0.1.0", note = "moved to `core::markers::handle_of`")]
+        pub fn handle_of(conv: &Conversation, ids: &[MessageId]) -> Handle {
+            ctxpress_core::markers::handle_of(conv, ids)
+        }
+    }
 }
 pub use presets::{PRESETS, Preset, preset};
 pub use recall::{Recalled, recall};
