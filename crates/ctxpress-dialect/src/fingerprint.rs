@@ -110,39 +110,6 @@ fn push_lines(t: &str, buf: &mut Vec<u8>, numbered: bool) -> bool {
     true
 }
 
-/// [`content_fingerprint`] as written before [`push_lines`]: each line
-/// found by [`lines`] and copied on its own (the reference the tests hold
-/// it to).
-#[cfg(test)]
-fn content_fingerprint_by_line(text: &str) -> u64 {
-    use ctxpress_text::lines::lines;
-    let mut t = text;
-    if let Some(p) = memchr::memmem::find(t.as_bytes(), b"<system-reminder>") {
-        t = t.get(..p).unwrap_or(t);
-    }
-    let t = t.trim_end();
-    let mut buf: Vec<u8> = Vec::with_capacity(t.len() + 1);
-    if !t.is_empty() {
-        let numbered = lines(t).all(|l| match strip_line_number(l) {
-            Some(body) => {
-                buf.extend_from_slice(trim_end(body).as_bytes());
-                buf.push(b'\n');
-                true
-            }
-            None => false,
-        });
-        if numbered {
-            return xxhash_rust::xxh3::xxh3_64(&buf);
-        }
-        buf.clear();
-    }
-    for l in lines(t) {
-        buf.extend_from_slice(trim_end(l).as_bytes());
-        buf.push(b'\n');
-    }
-    xxhash_rust::xxh3::xxh3_64(&buf)
-}
-
 /// True for the ASCII characters [`char::is_whitespace`] accepts.
 fn ascii_blank(c: u8) -> bool {
     matches!(c, b' ' | b'\t' | b'\n' | b'\x0b' | b'\x0c' | b'\r')
@@ -185,7 +152,11 @@ fn strip_line_number(l: &str) -> Option<&str> {
 }
 
 #[cfg(test)]
+mod reference;
+
+#[cfg(test)]
 mod tests {
+    use super::reference::content_fingerprint_by_line;
     use super::*;
     use proptest::prelude::*;
 
