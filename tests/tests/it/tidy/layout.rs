@@ -11,7 +11,10 @@
 //!    counted (a `mod.rs` uses its children, the children their parent's
 //!    items). Only production code counts (test modules and test-only files
 //!    may use anything).
-//! 3. No codemap row of ARCHITECTURE.md over [`MAX_ROW`] characters: the
+//! 3. No test oracle in production code: behind a `#[cfg(test)]` there
+//!    stands a module (`mod tests;`, `mod reference;`) or a `use` of one,
+//!    never a test-only function, type or impl.
+//! 4. No codemap row of ARCHITECTURE.md over [`MAX_ROW`] characters: the
 //!    map says what a module is and its invariant; details belong in the
 //!    module's own docs.
 //!
@@ -32,17 +35,13 @@ const MAX_ROW: usize = 400;
 const ALLOWED_LONG: &[&str] = &[];
 
 /// The production part of a file's text: everything before its trailing
-/// inline test module.
+/// inline test module (`#[cfg(test)]`, then maybe comments and attributes,
+/// then `mod NAME {` at the top level).
 fn production(text: &str) -> &str {
+    let lines: Vec<&str> = text.split_inclusive('\n').collect();
     let mut at = 0;
-    let mut lines = text.split_inclusive('\n').peekable();
-    while let Some(line) = lines.next() {
-        if line.trim_end() == "#[cfg(test)]"
-            && lines.peek().is_some_and(|next| {
-                let t = next.trim_start_matches("pub(crate) ").trim_start();
-                t.starts_with("mod ") && t.trim_end().ends_with('{')
-            })
-            && indentation(line) == 0
+    for (i, line) in lines.iter().enumerate() {
+        if line.trim_end() == "#[cfg(test)]" && test_item(&lines[i + 1..]).is_some_and(is_mod_block)
         {
             return &text[..at];
         }
@@ -51,8 +50,28 @@ fn production(text: &str) -> &str {
     text
 }
 
-fn indentation(line: &str) -> usize {
-    line.len() - line.trim_start().len()
+/// The item an attribute line stands before: the next line that is not a
+/// comment or another attribute.
+fn test_item<'a>(rest: &[&'a str]) -> Option<&'a str> {
+    rest.iter()
+        .map(|l| l.trim())
+        .find(|l| !l.starts_with("//") && !l.starts_with("#["))
+}
+
+/// `mod NAME {` at the top level (maybe `pub(crate)`).
+fn is_mod_block(item: &str) -> bool {
+    let t = item.trim_start_matches("pub(crate) ");
+    t.starts_with("mod ") && t.ends_with('{')
+}
+
+/// What may stand behind `#[cfg(test)]` in production code: a module (a
+/// `tests` or `reference` file or block) or a `use` of one. A test-only
+/// function, type or impl is an oracle in a production file.
+fn allowed_test_item(item: &str) -> bool {
+    let t = item
+        .trim_start_matches("pub(crate) ")
+        .trim_start_matches("pub(super) ");
+    t.starts_with("mod ") || t.starts_with("use ")
 }
 
 /// Every production source file of the workspace with its text: the files
@@ -110,6 +129,29 @@ fn no_production_file_is_over_the_limit() {
         "production files over {MAX_LINES} lines (split them by what the code does; \
          move test oracles into a `#[cfg(test)] mod reference;` beside them):\n{}",
         long.join("\n")
+    );
+}
+
+#[test]
+fn test_oracles_are_not_in_production_code() {
+    let mut found = Vec::new();
+    for (f, text) in production_files() {
+        let lines: Vec<&str> = production(&text).lines().collect();
+        for (i, line) in lines.iter().enumerate() {
+            if line.trim() != "#[cfg(test)]" {
+                continue;
+            }
+            let item = test_item(&lines[i + 1..]).unwrap_or("");
+            if !allowed_test_item(item) {
+                found.push(format!("{}:{}: {item}", rel(&f), i + 2));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "test-only code in production files (move it into a `#[cfg(test)] mod reference;` \
+         or the tests beside the code it checks):\n{}",
+        found.join("\n")
     );
 }
 
