@@ -36,7 +36,7 @@
 //! ```
 //!
 //! Each result is summarized by the kind of its call, found with the dialect
-//! table of `ctxpress_core::dialect`:
+//! table of `ctxpress_dialect`:
 //! - reads: path, line count and range, the outline of the file (its
 //!   declarations with line numbers: types, functions, methods, routes,
 //!   tests, fields, columns, keys, imports) and the paths, URLs and error
