@@ -677,7 +677,7 @@ mod reference;
 
 #[cfg(test)]
 mod tests {
-    use super::reference::{group_refs, one_line};
+    use super::reference::group_refs;
     use super::*;
 
     fn subj(tool: &str, path: Option<&str>, cmd: Option<&str>, exit: Option<i64>) -> Subject {
@@ -686,46 +686,6 @@ mod tests {
             paths: path.into_iter().map(String::from).collect(),
             command: cmd.map(String::from),
             exit,
-        }
-    }
-
-    /// [`push_clip_one_line`] and the clip of the whole joined line.
-    fn assert_clip_one_line_as_joined(s: &str, max: usize) {
-        let (mut new, mut old) = (String::from("x"), String::from("x"));
-        push_clip_one_line(&mut new, s, max);
-        push_clip(&mut old, &one_line(s), max);
-        assert_eq!(new, old, "{s:?} {max}");
-    }
-
-    #[test]
-    fn clipped_one_line_is_the_clip_of_the_joined_line() {
-        for s in [
-            "",
-            " ",
-            "a",
-            "  cargo   test \n -- --nocapture ",
-            "cat <<'EOF' > a.rs\nfn main() {}\nEOF",
-            "é é é é é é é é é é",
-            "\u{a0}a\u{2003}b\u{85}c",
-            "abcdefghijklmnopqrstuvwxyz0123456789",
-        ] {
-            for max in 0..40 {
-                assert_clip_one_line_as_joined(s, max);
-            }
-            assert_clip_one_line_as_joined(s, 80);
-        }
-    }
-
-    proptest::proptest! {
-        #[test]
-        fn clipped_one_line_on_random_texts(
-            s in "(a|é|→| |\t|\n|\u{a0}|\u{2003}|bc){0,30}",
-            max in 0usize..24,
-        ) {
-            let (mut new, mut old) = (String::new(), String::new());
-            push_clip_one_line(&mut new, &s, max);
-            push_clip(&mut old, &one_line(&s), max);
-            proptest::prop_assert_eq!(new, old);
         }
     }
 

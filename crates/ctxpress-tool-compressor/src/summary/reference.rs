@@ -1,13 +1,6 @@
 //! Reference implementations for the tests of the summaries (the plain
-//! forms the faster code is compared with): [`one_line`], which
-//! [`crate::subject::push_clip_one_line`] is held to, and [`group_refs`], which
-//! [`super::push_grouped_refs`] is.
-
-/// `s` on one line: its words joined by single spaces (the reference of
-/// [`crate::subject::push_clip_one_line`]).
-pub(super) fn one_line(s: &str) -> String {
-    s.split_whitespace().collect::<Vec<_>>().join(" ")
-}
+//! forms the faster code is compared with): [`group_refs`], which
+//! [`super::push_grouped_refs`] is held to.
 
 /// References with three or more files of one directory written once as
 /// `dir/{a, b, c}`; others as they are, in order of first appearance (the
