@@ -176,6 +176,15 @@ fn tokens_of(conv: &Conversation, ctx: &StageContext) -> Vec<usize> {
         .collect()
 }
 
+/// Whether `m` is a request: a user message that neither carries tool
+/// results in blocks nor is one of ctxpress's own notes. (A user message
+/// that carries results as text may be the request the agent acts on.)
+fn is_request(m: &Message) -> bool {
+    m.role() == Role::User
+        && !m.is_tool_result_carrier()
+        && !crate::ledger::is_generated_note(&m.text())
+}
+
 /// Ids of the messages the ladder never touches: system messages, the last
 /// user message (not counting ctxpress's own notes) and the last `tail`
 /// user/assistant messages (tool-result carriers do not count, as in spec 004,
@@ -185,19 +194,14 @@ pub fn protected_ids(conv: &Conversation, tail: usize) -> HashSet<MessageId> {
     let mut out = HashSet::new();
     let conversational = |m: &Message| {
         matches!(m.role(), Role::User | Role::Assistant)
-            && !m.is_tool_result_carrier()
-            && !ctxpress_dialect::text_results::is_text_result_carrier(m)
+            && !ctxpress_dialect::turns::carries_results(m)
     };
     for m in &conv.messages {
         if m.role().is_system() {
             out.insert(m.id().clone());
         }
     }
-    if let Some(m) = conv.messages.iter().rev().find(|m| {
-        m.role() == Role::User
-            && !m.is_tool_result_carrier()
-            && !crate::ledger::is_generated_note(&m.text())
-    }) {
+    if let Some(m) = conv.messages.iter().rev().find(|m| is_request(m)) {
         out.insert(m.id().clone());
     }
     for m in conv
@@ -527,16 +531,11 @@ fn allocate<'a>(
     // tail comes first among the newest messages kept whole.
     // (The one `fit` marked protected: a stage may have added user-role
     // notes after it that the note test does not know.)
-    let request = |m: &Message| {
-        m.role() == Role::User
-            && !m.is_tool_result_carrier()
-            && !crate::ledger::is_generated_note(&m.text())
-    };
     let last_user = whole
         .messages
         .iter()
-        .rposition(|m| request(m) && whole.ann(m.id()).is_some_and(|a| a.protected))
-        .or_else(|| whole.messages.iter().rposition(request));
+        .rposition(|m| is_request(m) && whole.ann(m.id()).is_some_and(|a| a.protected))
+        .or_else(|| whole.messages.iter().rposition(is_request));
     let locked = |i: usize| whole.messages[i].role().is_system() || Some(i) == last_user;
     let mut unit_locked: Vec<bool> = units.iter().map(|&(s, e)| (s..e).any(locked)).collect();
     if let Some(l) = unit_locked.last_mut() {

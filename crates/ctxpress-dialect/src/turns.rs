@@ -5,7 +5,7 @@
 
 use crate::text_results::is_text_result_carrier;
 use ctxpress_core::conversation::Conversation;
-use ctxpress_core::message::Role;
+use ctxpress_core::message::{Message, Role};
 
 /// Turn boundaries of a conversation (import the trait to call them as
 /// methods: `conv.tail_start(2)`).
@@ -27,10 +27,7 @@ impl Turns for Conversation {
         }
         let mut count = 0;
         for (i, m) in self.messages.iter().enumerate().rev() {
-            if matches!(m.role(), Role::User | Role::Assistant)
-                && !m.is_tool_result_carrier()
-                && !is_text_result_carrier(m)
-            {
+            if matches!(m.role(), Role::User | Role::Assistant) && !carries_results(m) {
                 count += 1;
                 if count == n {
                     return i;
@@ -44,12 +41,16 @@ impl Turns for Conversation {
         self.messages
             .iter()
             .enumerate()
-            .filter(|(_, m)| {
-                m.role() == Role::User && !m.is_tool_result_carrier() && !is_text_result_carrier(m)
-            })
+            .filter(|(_, m)| m.role() == Role::User && !carries_results(m))
             .map(|(i, _)| i)
             .collect()
     }
+}
+
+/// Whether `m` only sends tool results back, in blocks or as text: such a
+/// message neither opens a turn nor counts toward the tail.
+pub fn carries_results(m: &Message) -> bool {
+    m.is_tool_result_carrier() || is_text_result_carrier(m)
 }
 
 #[cfg(test)]
