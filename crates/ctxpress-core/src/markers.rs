@@ -41,20 +41,86 @@ fn marker_slots(text: &str) -> Vec<usize> {
     out
 }
 
+/// The kinds of text ctxpress writes in place of what it moved out or cut,
+/// told apart by how they start: see [`written`]. Every "is this ours?"
+/// test in the workspace asks this one function for the kinds it means.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Written {
+    /// `[summary: …]` or `[summary#ID: …]`: a stage's summary of a
+    /// message, a tool result or an argument.
+    Summary,
+    /// `[truncated …`: a text cut short.
+    Truncated,
+    /// `[ctxpress: …]`: a note in place of what a stage dropped.
+    Note,
+    /// `[LABEL:dup of …` or `[LABEL:near-dup of …`: dedup's reference to
+    /// an earlier copy (`LABEL` is the stage's prefix, `dup` or `cce`).
+    Reference,
+    /// `[Context Summary: …` or `[Context Summary]`: a compaction's summary.
+    ContextSummary,
+    /// `[session ledger: …`: the budget's session ledger.
+    Ledger,
+    /// `[N earlier messages archived: …` or `[N earlier messages moved to
+    /// the archive…`: the budget's note where it evicted messages.
+    Evicted,
+}
+
+/// What `text` is when ctxpress wrote it, read from how it starts (after
+/// blanks; recall handles such as `[summary#h0123456789: ` are read as if
+/// absent); `None` for any other text. Reads at most the first 200 bytes.
+pub fn written(text: &str) -> Option<Written> {
+    let head = &text[..text.floor_char_boundary(200)];
+    let head = crate::handle::without(head);
+    let t = head.trim_start();
+    let (kind, _) = marker_word(t)?;
+    // A person may write `[summary] …` or `[summary of …`: only the tagger,
+    // which reads just what a stage wrote, takes those for markers.
+    (kind != Written::Summary || t.starts_with("[summary:") || t.starts_with("[summary#"))
+        .then_some(kind)
+}
+
 /// For a text starting with a marker that has no handle, the offset right
-/// after the marker's word (`[summary` | `: ...`).
+/// after the marker's word (`[summary` | `: ...`), where a handle goes.
 fn word_end(t: &str) -> Option<usize> {
+    marker_word(t)?.1
+}
+
+/// The marker `t` starts with, and the offset right after its word when a
+/// handle goes there: not when it has one or an id already (`[summary#`),
+/// nor for the ledger and the evict note, which carry theirs elsewhere.
+fn marker_word(t: &str) -> Option<(Written, Option<usize>)> {
     let rest = t.strip_prefix('[')?;
-    let word = if let Some(r) = rest.strip_prefix("summary") {
-        // `[summary: `, `[summary]`, `[summary of`; not `[summary#id: `.
-        r.starts_with([':', ']', ' ']).then_some("summary".len())?
+    let at = |word: &str| Some(1 + word.len());
+    let found = if let Some(r) = rest.strip_prefix("summary") {
+        // `[summary: `, `[summary]`, `[summary of`; `[summary#id: ` (no slot).
+        if r.starts_with('#') {
+            (Written::Summary, None)
+        } else if r.starts_with([':', ']', ' ']) {
+            (Written::Summary, at("summary"))
+        } else {
+            return None;
+        }
     } else if rest.starts_with("ctxpress:") {
-        "ctxpress".len()
+        (Written::Note, at("ctxpress"))
     } else if let Some(r) = rest.strip_prefix("Context Summary") {
-        r.starts_with([':', ']'])
-            .then_some("Context Summary".len())?
+        if !r.starts_with([':', ']']) {
+            return None;
+        }
+        (Written::ContextSummary, at("Context Summary"))
     } else if let Some(r) = rest.strip_prefix("truncated") {
-        (!r.starts_with('#')).then_some("truncated".len())?
+        (
+            Written::Truncated,
+            if r.starts_with('#') {
+                None
+            } else {
+                at("truncated")
+            },
+        )
+    } else if rest.starts_with("session ledger:") {
+        (Written::Ledger, None)
+    } else if is_evict_note(rest) {
+        (Written::Evicted, None)
     } else {
         // Dedup's references: `[PREFIX:dup of ` and `[PREFIX:near-dup of `.
         let colon = rest.find(':')?;
@@ -63,15 +129,25 @@ fn word_end(t: &str) -> Option<usize> {
             return None;
         }
         let r = &rest[colon + 1..];
-        if r.starts_with("dup of ") {
+        let end = if r.starts_with("dup of ") {
             colon + 1 + "dup".len()
         } else if r.starts_with("near-dup of ") {
             colon + 1 + "near-dup".len()
         } else {
             return None;
-        }
+        };
+        (Written::Reference, Some(1 + end))
     };
-    Some(1 + word)
+    Some(found)
+}
+
+/// `N earlier messages archived: ` or `N earlier messages moved to the
+/// archive` at the start of `rest`.
+fn is_evict_note(rest: &str) -> bool {
+    let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+    digits > 0
+        && (rest[digits..].starts_with(" earlier messages archived: ")
+            || rest[digits..].starts_with(" earlier messages moved to the archive"))
 }
 
 /// Write `handle` into every marker without one among the strings of `v`
@@ -265,6 +341,44 @@ pub fn handle_of(conv: &Conversation, ids: &[MessageId]) -> Handle {
 mod tests {
     use super::*;
     use crate::handle::without;
+
+    #[test]
+    fn written_names_each_kind_handle_or_not() {
+        use Written::*;
+        for (text, kind) in [
+            ("[summary: tool bash `ls`: 3 lines]", Summary),
+            ("  [summary#h0123456789: a.rs, 40 lines]", Summary),
+            ("[summary#sum_1: t | entities: a]", Summary),
+            ("[truncated 1,200 chars]", Truncated),
+            ("[ctxpress: a.rs unchanged since the Read above]", Note),
+            ("[ctxpress#h0123456789: 4 earlier messages moved to the archive]", Note),
+            ("[cce:dup of call_7 — 345 chars]", Reference),
+            ("[dup#h0123456789:near-dup of m1 — 12 chars, ~82% match]", Reference),
+            ("[Context Summary: 9 earlier messages]", ContextSummary),
+            ("[Context Summary]\nwhat happened", ContextSummary),
+            ("[session ledger: 12 earlier messages moved", Ledger),
+            ("[16 earlier messages archived: 8 assistant; ...]", Evicted),
+            ("[3 earlier messages moved to the archive as #h0123456789; ...]", Evicted),
+        ] {
+            assert_eq!(written(text), Some(kind), "{text}");
+        }
+        for text in [
+            "[WIP] fix the parser",
+            "[summary] of the meeting",
+            "[summary of the call]",
+            "[1, 2, 3]",
+            "[x:dupe of y]",
+            "plain [summary: x]",
+            "[Context Summary of the week",
+            "[earlier messages archived: none]",
+            "",
+        ] {
+            assert_eq!(written(text), None, "{text}");
+        }
+        // Only the head is read, cut on a character boundary.
+        let long = format!("{}[summary: x]", "é".repeat(150));
+        assert_eq!(written(&long), None);
+    }
 
     fn conv(v: serde_json::Value) -> Conversation {
         Conversation::parse(&v.to_string()).unwrap()

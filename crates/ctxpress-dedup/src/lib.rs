@@ -66,6 +66,7 @@ pub mod fuzzy;
 
 pub use config::DedupConfig;
 
+use ctxpress_core::markers::{Written, written};
 use ctxpress_core::{
     ConfigError, Conversation, DupMark, MessageId, StageContext, StageOutcome, Strategy,
     StrategyError,
@@ -209,8 +210,6 @@ pub struct Dedup {
     hash: fn(&str) -> u32,
 }
 
-const COMPRESSED_PREFIXES: [&str; 3] = ["[summary:", "[summary#", "[truncated"];
-
 impl Dedup {
     /// Build from a config (value ranges are checked).
     pub fn new(cfg: DedupConfig) -> Result<Self, ConfigError> {
@@ -234,7 +233,7 @@ impl Dedup {
 
     fn already_compressed(&self, text: &str) -> bool {
         let t = text.trim_start();
-        COMPRESSED_PREFIXES.iter().any(|p| t.starts_with(p))
+        matches!(written(t), Some(Written::Summary | Written::Truncated))
             || t.strip_prefix('[')
                 .and_then(|r| r.strip_prefix(self.cfg.prefix.as_str()))
                 .is_some_and(|r| r.starts_with(':'))

@@ -2,6 +2,7 @@
 //! the tests a call must pass to become one, and the later calls that act on a
 //! failure.
 
+use ctxpress_core::markers::{Written, written};
 use ctxpress_core::{Conversation, Message, Role};
 use ctxpress_dialect::Turns;
 use ctxpress_dialect::traffic::{self, MessageCalls, Traffic};
@@ -54,13 +55,15 @@ pub(crate) struct TextCandidate {
 /// Longer terms are never listed in a summary's `names:` line.
 pub(crate) const MAX_NAME_BYTES: usize = 120;
 
-pub(crate) const DONE_PREFIXES: &[&str] = &[
-    "[summary",
-    "[truncated",
-    "[ctxpress:",
-    "[ctxpress#",
-    "[cce:",
-];
+/// Whether `text` is ctxpress's own already (a summary, a truncated text,
+/// a note or a dedup reference, handle or not): never compressed again.
+pub(crate) fn already_done(text: &str) -> bool {
+    matches!(
+        written(text),
+        Some(Written::Summary | Written::Truncated | Written::Note | Written::Reference)
+    )
+}
+
 const PATH_KEYS: &[&str] = &[
     "file_path",
     "filePath",
@@ -249,9 +252,7 @@ impl ToolCompressor {
             let eligible = unique
                 && r < tail
                 && !conv.is_protected(r)
-                && !DONE_PREFIXES
-                    .iter()
-                    .any(|p| res.text.trim_start().starts_with(p))
+                && !already_done(&res.text)
                 && !fewer_chars_than(&res.text, self.cfg.min_chars)
                 && !self.skipped_tool(&call.name)
                 && text_only(rm, &call.id);
@@ -410,9 +411,7 @@ impl ToolCompressor {
             else {
                 continue;
             };
-            if DONE_PREFIXES
-                .iter()
-                .any(|p| body.trim_start().starts_with(p))
+            if already_done(body)
                 || fewer_chars_than(body, self.cfg.min_chars)
                 || self.skipped_tool(&r.tool)
             {

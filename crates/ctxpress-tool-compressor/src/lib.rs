@@ -82,7 +82,7 @@ use ctxpress_text::bytes::{char_count, fewer_chars_than};
 use serde_json::Value;
 pub use summary::{Kind, Limits, PREFIX, Subject, Summaries, summarize, summarize_input};
 
-use candidates::{Candidate, DONE_PREFIXES, InputCandidate, MAX_NAME_BYTES, TextCandidate};
+use candidates::{Candidate, InputCandidate, MAX_NAME_BYTES, TextCandidate, already_done};
 pub use config::ToolCompressorConfig;
 use term_counts::{Local, LocalBuilder, TermCounts, Terms, term_counts, term_key};
 
@@ -280,10 +280,7 @@ impl ToolCompressor {
             call.args
                 .get(k.as_str())
                 .and_then(Value::as_str)
-                .is_some_and(|t| {
-                    !DONE_PREFIXES.iter().any(|p| t.trim_start().starts_with(p))
-                        && !fewer_chars_than(t, self.cfg.min_chars)
-                })
+                .is_some_and(|t| !already_done(t) && !fewer_chars_than(t, self.cfg.min_chars))
         })
     }
 

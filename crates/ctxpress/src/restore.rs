@@ -3,6 +3,7 @@
 //! messages the archive could not restore.
 
 use ctxpress_core::Conversation;
+use ctxpress_core::markers::{Written, written};
 use serde_json::Value;
 
 /// Positions of the messages ctxpress wrote in place of others: extractive
@@ -39,43 +40,11 @@ fn has_generated(v: &Value, depth: usize) -> bool {
     }
 }
 
-/// True for a text that starts the way ctxpress's generated texts do.
+/// True for a text that starts the way ctxpress's generated texts do
+/// ([`written`]: any kind but a truncated text, which still holds the
+/// original's start).
 pub fn looks_generated(s: &str) -> bool {
-    // Read as written before recall handles (`[summary#h0123456789: `).
-    let s = ctxpress_core::handle::without(s.get(..s.len().min(200)).unwrap_or(s));
-    let t = s.trim_start();
-    let Some(rest) = t.strip_prefix('[') else {
-        return false;
-    };
-    if [
-        "summary: ",
-        "summary#",
-        "ctxpress: ",
-        "Context Summary",
-        "session ledger:",
-    ]
-    .iter()
-    .any(|p| rest.starts_with(p))
-    {
-        return true;
-    }
-    // `[N earlier messages archived: `
-    let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
-    if digits > 0
-        && (rest[digits..].starts_with(" earlier messages archived: ")
-            || rest[digits..].starts_with(" earlier messages moved to the archive"))
-    {
-        return true;
-    }
-    // `[LABEL:dup of ` / `[LABEL:near-dup of `
-    let label = rest
-        .bytes()
-        .take_while(|b| b.is_ascii_alphanumeric() || *b == b'_' || *b == b'-')
-        .count();
-    label > 0
-        && rest[label..]
-            .strip_prefix(':')
-            .is_some_and(|r| r.starts_with("dup of ") || r.starts_with("near-dup of "))
+    written(s).is_some_and(|k| k != Written::Truncated)
 }
 
 #[cfg(test)]

@@ -38,6 +38,7 @@
 //! rules are here too ([`is_plan_tool`], [`plan_op`]), shared with the
 //! compactor's task state.
 
+use ctxpress_core::markers::{Written, written};
 use ctxpress_core::message::{Message, MessageId, Role};
 use ctxpress_core::tokens::{TokenCounter, count_message};
 use ctxpress_dialect::{self as dialect, OpKind, Status, result_payload, result_status};
@@ -655,24 +656,24 @@ fn action_word(s: &str) -> Option<&'static str> {
 }
 
 /// True for the user-role notes ctxpress writes in place of what it moved
-/// out (an evict note, a compaction's `[Context Summary`): they are not the
-/// user's requests, so the "last user message" rule looks past them.
+/// out (an evict note, a compaction's `[Context Summary`, the ledger, a
+/// compactor's `[ctxpress: ` note): they are not the user's requests, so
+/// the "last user message" rule looks past them.
 pub fn is_generated_note(text: &str) -> bool {
-    text.starts_with("[Context Summary")
-        || text.starts_with(HEAD)
-        || (text.starts_with('[') && text.contains(" earlier messages moved to the archive"))
-        || (text.starts_with('[') && text.contains(" earlier messages archived: "))
+    matches!(
+        written(text),
+        Some(Written::ContextSummary | Written::Ledger | Written::Evicted | Written::Note)
+    )
 }
 
 /// True for a text an earlier stage wrote in place of a result: a summary
 /// (`[summary`), a note (`[ctxpress: `) or a reference (`[LABEL:dup of `),
 /// with or without a recall handle.
 fn is_generated(text: &str) -> bool {
-    let head = text.get(..text.len().min(80)).unwrap_or(text);
-    let head = ctxpress_core::handle::without(head);
-    head.starts_with("[summary")
-        || head.starts_with("[ctxpress: ")
-        || (head.starts_with('[') && head.contains("dup of "))
+    matches!(
+        written(text),
+        Some(Written::Summary | Written::Note | Written::Reference)
+    )
 }
 
 /// The strings in a JSON value (keys left out), depth-bounded.

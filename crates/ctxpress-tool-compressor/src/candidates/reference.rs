@@ -37,7 +37,7 @@ impl ToolCompressor {
                 continue;
             };
             let lead = res.text.trim_start();
-            let done = DONE_PREFIXES.iter().any(|p| lead.starts_with(p));
+            let done = already_done(lead);
             let long_enough = !fewer_chars_than(&res.text, self.cfg.min_chars);
             let args = &call.args;
             let op = call.op.clone();
@@ -66,8 +66,7 @@ impl ToolCompressor {
                     args.get(k.as_str())
                         .and_then(Value::as_str)
                         .is_some_and(|t| {
-                            !DONE_PREFIXES.iter().any(|p| t.trim_start().starts_with(p))
-                                && !fewer_chars_than(t, self.cfg.min_chars)
+                            !already_done(t) && !fewer_chars_than(t, self.cfg.min_chars)
                         })
                 })
             })
