@@ -11,6 +11,7 @@
 //! ```
 
 use ctxpress::Conversation;
+use ctxpress::core::markers::{Written, written};
 use ctxpress::core::{Decision, DecisionRule, Message, MessageId};
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -71,7 +72,7 @@ pub fn decision_of(conv: &Conversation, id: &MessageId) -> (String, String) {
 }
 
 fn starts_summary(m: &Message) -> bool {
-    let lead = |t: &str| t.trim_start().starts_with("[summary");
+    let lead = |t: &str| written(t) == Some(Written::Summary);
     lead(&m.text()) || m.tool_results().iter().any(|r| lead(&r.text))
 }
 

@@ -90,7 +90,7 @@ fn status_word(s: Status) -> &'static str {
 
 /// True for the text of a clip-archive message.
 pub fn is_clip_text(t: &str) -> bool {
-    t.trim_start().starts_with("[Context Summary")
+    ctxpress_core::markers::written(t) == Some(ctxpress_core::markers::Written::ContextSummary)
 }
 
 impl TaskState {

@@ -7,6 +7,11 @@
 //! that writes a marker outside a stage (the budget's evict note) computes
 //! its handle with [`handle_of`] and registers it with [`mark`].
 //!
+//! [`written`] tells what kind of marker a text starts with ([`Written`]):
+//! the one answer to "did ctxpress write this?" that the strategies, the
+//! budget, the tagger and `expand`'s check of what it could not restore
+//! share, each asking for the kinds it means.
+//!
 //! (These were `core::handle::{tag_markers, mark, handle_of}` before
 //! session 30; they moved here so the handle's name and the conversation
 //! do not import each other.)
@@ -70,7 +75,11 @@ pub enum Written {
 /// blanks; recall handles such as `[summary#h0123456789: ` are read as if
 /// absent); `None` for any other text. Reads at most the first 200 bytes.
 pub fn written(text: &str) -> Option<Written> {
-    let head = &text[..text.floor_char_boundary(200)];
+    let mut cut = text.len().min(200);
+    while !text.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    let head = &text[..cut];
     let head = crate::handle::without(head);
     let t = head.trim_start();
     let (kind, _) = marker_word(t)?;
@@ -351,14 +360,23 @@ mod tests {
             ("[summary#sum_1: t | entities: a]", Summary),
             ("[truncated 1,200 chars]", Truncated),
             ("[ctxpress: a.rs unchanged since the Read above]", Note),
-            ("[ctxpress#h0123456789: 4 earlier messages moved to the archive]", Note),
+            (
+                "[ctxpress#h0123456789: 4 earlier messages moved to the archive]",
+                Note,
+            ),
             ("[cce:dup of call_7 — 345 chars]", Reference),
-            ("[dup#h0123456789:near-dup of m1 — 12 chars, ~82% match]", Reference),
+            (
+                "[dup#h0123456789:near-dup of m1 — 12 chars, ~82% match]",
+                Reference,
+            ),
             ("[Context Summary: 9 earlier messages]", ContextSummary),
             ("[Context Summary]\nwhat happened", ContextSummary),
             ("[session ledger: 12 earlier messages moved", Ledger),
             ("[16 earlier messages archived: 8 assistant; ...]", Evicted),
-            ("[3 earlier messages moved to the archive as #h0123456789; ...]", Evicted),
+            (
+                "[3 earlier messages moved to the archive as #h0123456789; ...]",
+                Evicted,
+            ),
         ] {
             assert_eq!(written(text), Some(kind), "{text}");
         }
