@@ -2,7 +2,7 @@
 //! named by `CTXPRESS_CORPUS`): its `.jsonl` files, one conversation a line.
 //!
 //! The corpus is read at test time, never copied into the repository. Tests
-//! use [`files`] / [`file`], which panic with the folder's name when it is
+//! use [`files`] / [`file()`], which panic with the folder's name when it is
 //! missing: a missing corpus is a failing test, not a silent pass. Benches
 //! use [`try_file`] and skip with a message instead.
 

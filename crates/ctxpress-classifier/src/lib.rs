@@ -35,7 +35,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 //!
-//! - [`classify`]: one text to a [`Classification`](ctxpress_core::Classification).
+//! - [`classify()`]: one text to a [`Classification`](ctxpress_core::Classification).
 //! - [`decide`]: every message of a conversation to a [`MessageDecision`].
 //! - [`Classifier`]: the strategy, registered as `classifier`.
 

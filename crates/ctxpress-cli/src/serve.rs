@@ -9,8 +9,8 @@ use std::process::ExitCode;
 /// Arguments of `ctxpress serve`.
 #[derive(clap::Args, Debug)]
 pub struct ServeArgs {
-    /// Required: the upstream API's base URL, e.g. https://api.openai.com/v1
-    /// or https://api.anthropic.com/v1 (unless `upstream` is set in the
+    /// Required: the upstream API's base URL, e.g. <https://api.openai.com/v1>
+    /// or <https://api.anthropic.com/v1> (unless `upstream` is set in the
     /// `[serve]` table of --config).
     #[arg(long, value_name = "URL", required_unless_present = "config")]
     upstream: Option<String>,
@@ -52,7 +52,7 @@ pub struct ServeArgs {
     admin_token: Option<String>,
     /// Answer requests whose Host header is HOST too (NAME on any port,
     /// NAME:PORT, or * for any; repeatable; replaces `serve.allowed_hosts`).
-    /// Without it: on loopback, only localhost, 127.0.0.1 and [::1] on the
+    /// Without it: on loopback, only localhost, 127.0.0.1 and `[::1]` on the
     /// listening port (others get 421: DNS rebinding); beyond loopback,
     /// any Host, and the start-up warning says so.
     #[arg(long = "allow-host", value_name = "HOST")]

@@ -210,7 +210,7 @@ fn parse_omitted(l: &str) -> Option<(usize, &str, &str, Vec<&str>)> {
 
 /// The clip-archive message text: a `[Context Summary ...]` line, the first
 /// and last `n` batches in full, and the omitted middle named by labels and
-/// time range; then `state` (the session ledger, see [`Compactor`]), or
+/// time range; then `state` (the session ledger, see [`Compactor`](crate::Compactor)), or
 /// without it the task state block of the last batch shown.
 pub fn clip_text(
     batches: &[SummaryBatch],

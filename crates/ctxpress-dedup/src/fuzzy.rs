@@ -409,7 +409,7 @@ struct Line {
 ///
 /// The table is open addressing by the line hash (linear probing, at most
 /// three quarters full), an entry per distinct line holding its hash,
-/// document frequency and mark ([`Line`]); a text is the list of the entries
+/// document frequency and mark (`Line`); a text is the list of the entries
 /// of its distinct lines, in the order they first occur in it, all texts in
 /// one array. The line sets are the same as [`LineHasher::hashes_into`]
 /// gives, without a sort or a vector per text: repeats within a text are

@@ -38,7 +38,7 @@ pub struct ProxyConfig {
     /// Sessions kept; the least recently used goes beyond this.
     pub max_sessions: usize,
     /// Bytes the sessions may hold between turns, estimated
-    /// ([`Session::retained_bytes`]); the least recently used go first.
+    /// ([`ctxpress::session::Session::retained_bytes`]); the least recently used go first.
     pub session_memory: usize,
     /// A session unused this long is dropped.
     pub session_idle: Duration,
@@ -60,14 +60,14 @@ pub struct ProxyConfig {
     /// proxy listening beyond it refuses it with 403).
     pub admin_token: Option<Secret>,
     /// `Host` names the proxy answers to besides its own (see
-    /// [`Proxy::router`]): `NAME` on any port, `NAME:PORT` on that one
+    /// [`Proxy::router`](crate::Proxy::router)): `NAME` on any port, `NAME:PORT` on that one
     /// (IPv6 in brackets), `*` for any. Empty: on loopback, only its own
     /// names; beyond loopback, any (the start-up warning says so).
     pub allowed_hosts: Vec<String>,
     /// Write one JSON line per request to stderr.
     pub log: bool,
     /// Serve the MCP server of the `mcp` module over the archive at `/mcp` (needs
-    /// the admin token and an archive; see [`Proxy::router`]).
+    /// the admin token and an archive; see [`Proxy::router`](crate::Proxy::router)).
     pub mcp: bool,
 }
 

@@ -493,8 +493,8 @@ fn worth_referencing(result: &str, text: &str) -> bool {
 /// and of those only ops with the same number of lines can match: they are
 /// planned in groups of one path and one line count ([`plan_grouped`]), so a
 /// fingerprint is worked out only for an op whose group holds another that
-/// it can match or be matched by. [`plan_refs_by_path`] (groups of one path,
-/// every op) and [`plan_refs_every_hash`] give the same answer.
+/// it can match or be matched by. `plan_refs_by_path` (tests; groups of one path,
+/// every op) and `plan_refs_every_hash` (tests) give the same answer.
 fn plan_refs<T>(
     ops: &[RefOp<'_>],
     mut lines: impl FnMut(usize) -> Option<usize>,
@@ -509,7 +509,7 @@ fn plan_refs<T>(
 }
 
 /// The ops (indices into `ops`, in order) that planning by path
-/// ([`plan_refs_by_path`]) may fingerprint: on a path with two or more ops,
+/// (`plan_refs_by_path`) may fingerprint: on a path with two or more ops,
 /// a write a read of its path follows, a read a read follows or (when it
 /// may be rewritten) an op of its path came before. The others never take
 /// part: none looks anything up, nothing looks them up.

@@ -14,7 +14,7 @@ use crate::lines;
 #[derive(Default)]
 pub(crate) struct TermCounts(
     pub(crate) std::collections::HashMap<u64, u32, BuildHasherDefault<KeyHasher>>,
-    /// The keys of a summary's terms, for [`ToolCompressor::settle`]: one
+    /// The keys of a summary's terms, for [`ToolCompressor::settle`](crate::ToolCompressor::settle): one
     /// buffer for every summary.
     pub(crate) Vec<u64>,
 );
@@ -130,7 +130,7 @@ impl LocalBuilder {
 /// The information check's state: the conversation's term counts, and the
 /// terms of each candidate's result text (by message index and call id),
 /// gathered by the scan that counted them so that
-/// [`ToolCompressor::settle`] does not scan the text again.
+/// [`ToolCompressor::settle`](crate::ToolCompressor::settle) does not scan the text again.
 pub(crate) struct Terms<'c> {
     pub(crate) counts: TermCounts,
     pub(crate) locals: HashMap<(usize, &'c str), Local>,
@@ -149,7 +149,7 @@ fn count_terms(counts: &mut TermCounts, text: &str, escaped: bool) {
 /// and tool-call names and (decoded) arguments; with the terms of the result
 /// text of each of `cands`, and of the content argument of each of `inputs`
 /// (found in the raw JSON of the arguments when it reads the same, so that
-/// [`ToolCompressor::settle`] does not scan the content again).
+/// [`ToolCompressor::settle`](crate::ToolCompressor::settle) does not scan the content again).
 pub(crate) fn term_counts<'c>(
     conv: &Conversation,
     cands: &'c [Candidate],

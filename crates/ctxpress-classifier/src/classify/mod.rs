@@ -2,7 +2,7 @@
 //!
 //! The work is arranged so that each byte is looked at by few, cheap passes:
 //!
-//! - [`scan_with`]: one SIMD pass over 64-byte blocks ([`crate::masks`])
+//! - `scan_with` (tests, `scan/reference.rs`): one SIMD pass over 64-byte blocks ([`crate::masks`])
 //!   builds bit masks of digits, token bytes, capitals, newlines,
 //!   continuation bytes and the bytes worth a look after a number, counts
 //!   special characters, and makes the lower-cased copy. Lines (from the

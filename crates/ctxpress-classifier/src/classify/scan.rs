@@ -21,7 +21,7 @@ thread_local! {
     pub(super) static SPARE: std::cell::RefCell<Spare> = std::cell::RefCell::new(Spare::default());
 }
 
-/// [`scan_with`], with buffers for the [`Scan`] (see [`Spare`]).
+/// `scan_with` (tests), with buffers for the [`Scan`] (see [`Spare`]).
 pub(super) fn scan_reusing(text: &str, m: &mut Masks, spare: Spare) -> Scan {
     let Spare {
         mut spans,

@@ -52,7 +52,7 @@ fn runs_of_20(lo: u64, hi: u64) -> u64 {
     (d & (d >> 4)) as u64
 }
 
-/// [`long_token_runs`] into `out` (cleared first; a reused buffer).
+/// `long_token_runs` (tests) into `out` (cleared first; a reused buffer).
 pub(super) fn long_token_runs_into(tok: &[u64], out: &mut Vec<(usize, usize)>) {
     out.clear();
     let mut from = 0usize;

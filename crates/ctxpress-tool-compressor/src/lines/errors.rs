@@ -21,7 +21,7 @@ static ZERO_FAIL: LazyLock<Regex> = LazyLock::new(|| {
 });
 
 /// True when the line reports an error (and not "0 failed" / "errors: 0").
-/// Both alternatives of [`ZERO_FAIL`] hold the literal `0` (which case
+/// Both alternatives of `ZERO_FAIL` hold the literal `0` (which case
 /// folding maps to nothing else): a line without one is not searched.
 pub fn is_error_line(line: &str) -> bool {
     ERROR_LINE.is_match(line)

@@ -388,7 +388,7 @@ const LINE_RANKS_START: usize = 1 << 10;
 /// prefilters): the kind of text, and the line itself, its bytes keyed by a
 /// 64-bit hash of them (foldhash's quality hash, a seed for each kind), so
 /// no line is copied; two lines would have to share all 64 bits to be
-/// taken one for the other. At most [`LINE_RANKS_CAP`] lines.
+/// taken one for the other. At most `LINE_RANKS_CAP` lines.
 #[derive(Debug, Default)]
 pub struct LineRanks(foldhash::HashMap<u64, Option<Rank>>);
 

@@ -84,7 +84,7 @@ fn find_reference_mark(b: &[u8]) -> Option<usize> {
 
 /// [`references`] of the lines `lines` joined by line breaks, without
 /// joining them: no reference spans a line break (each alternative of
-/// [`REF`] stops at white space), and a line without a slash, a backslash,
+/// `REF` stops at white space), and a line without a slash, a backslash,
 /// `Error` or `Exception` holds none (a URL has `://`, a path a separator,
 /// an error name its suffix), so it is not searched.
 pub fn references_in_lines<'a>(
@@ -106,7 +106,7 @@ pub fn references_in_lines<'a>(
 /// [`references_in_lines`] of the bodies of `lines` but those whose
 /// indices `shown` holds (in increasing order), found from `text`, the text
 /// [`split_numbered`](super::split_numbered) cut `lines` from: a line without a `/`, a `\` or an
-/// `E` holds no reference (the bytes [`reference_search_start`] looks for),
+/// `E` holds no reference (the bytes `reference_search_start` (tests) looks for),
 /// so the search goes from one such byte of `text` to the next, and only
 /// the lines it lands in (not shown) are searched, each once. Lines that
 /// are not slices of `text` in increasing order are searched one by one.

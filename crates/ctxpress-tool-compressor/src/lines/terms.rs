@@ -598,7 +598,7 @@ fn run_terms_bytes<'a, const FAST: bool>(
 /// non-term bytes either side of it, found in the block's bits or its
 /// neighbours'; a run of at most 64 bytes is judged and split on the bits
 /// of a window over the two blocks it lies in, a longer one a byte at a
-/// time ([`run_terms_bytes`]). [`scan_terms_walk`] (tests) is the scan it
+/// time ([`run_terms_bytes`]). `scan_terms_walk` (tests) is the scan it
 /// answers as.
 fn scan_terms<'a, const JSON_ESCAPED: bool, const FAST: bool>(
     text: &'a str,
@@ -696,7 +696,7 @@ fn scan_terms<'a, const JSON_ESCAPED: bool, const FAST: bool>(
 /// `identifiers`). One pass: each word is read by the identifier automaton
 /// as the bytes go by, and reported when it ends (the words of a version,
 /// digits or `v` and digits, are never identifiers, so a segment reports
-/// either its version or its identifiers, as [`split_run_reference`] does).
+/// either its version or its identifiers, as `split_run_reference` (tests) does).
 fn split_run<'a>(run: &[u8], run_str: &'a str, identifiers: bool, f: &mut impl FnMut(&'a str)) {
     let mut seg = 0;
     let mut word = 0;
