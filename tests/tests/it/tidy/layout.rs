@@ -17,6 +17,10 @@
 //! 4. No codemap row of ARCHITECTURE.md over [`MAX_ROW`] characters: the
 //!    map says what a module is and its invariant; details belong in the
 //!    module's own docs.
+//! 5. ctxpress's own markers are recognized in one place: production code
+//!    outside `ctxpress-core/src/markers.rs` never tests a text's start
+//!    against a marker word ([`MARKER_TESTS`]); it asks
+//!    `ctxpress_core::markers::written` for the kinds it means.
 //!
 //! The scans are line and token based (files are rustfmt-formatted).
 
@@ -151,6 +155,52 @@ fn test_oracles_are_not_in_production_code() {
         found.is_empty(),
         "test-only code in production files (move it into a `#[cfg(test)] mod reference;` \
          or the tests beside the code it checks):\n{}",
+        found.join("\n")
+    );
+}
+
+/// Start tests of ctxpress's marker words that only `core::markers` makes.
+const MARKER_TESTS: &[&str] = &[
+    "starts_with(\"[summary",
+    "starts_with(\"[truncated",
+    "starts_with(\"[ctxpress",
+    "starts_with(\"[Context Summary",
+    "starts_with(\"[session ledger",
+];
+
+/// The lines of `code` (comments left out) that test a marker's start
+/// themselves, as `(line number, line)`.
+fn marker_tests(code: &str) -> Vec<(usize, &str)> {
+    code.lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim_start().starts_with("//"))
+        .filter(|(_, l)| MARKER_TESTS.iter().any(|p| l.contains(p)))
+        .map(|(i, l)| (i + 1, l.trim()))
+        .collect()
+}
+
+#[test]
+fn markers_are_recognized_in_one_place() {
+    assert_eq!(
+        marker_tests("// t.starts_with(\"[summary\")\nlet x = t.starts_with(\"[ctxpress: \");\n")
+            .len(),
+        1,
+        "the scan must see a start test and skip comments"
+    );
+    let mut found = Vec::new();
+    for (f, text) in production_files() {
+        let r = rel(&f);
+        if r == "crates/ctxpress-core/src/markers.rs" {
+            continue;
+        }
+        for (n, line) in marker_tests(production(&text)) {
+            found.push(format!("{r}:{n}: {line}"));
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "production code that recognizes a ctxpress marker by itself (ask \
+         `ctxpress_core::markers::written` for the kinds you mean):\n{}",
         found.join("\n")
     );
 }
