@@ -213,8 +213,8 @@ impl ToolCompressor {
     /// it failed, which the failures kept need for every call); what only a
     /// candidate needs (its display paths, a write's content check, which
     /// decodes the content, copies of its id and name) is worked out for the
-    /// calls that can still become one. `candidates_reference` (tests, in `candidates/reference.rs`)
-    /// (tests) is the eager version it answers as.
+    /// calls that can still become one. `candidates_reference` (tests, in
+    /// `candidates/reference.rs`) is the eager version it answers as.
     pub(crate) fn candidates(
         &self,
         conv: &Conversation,

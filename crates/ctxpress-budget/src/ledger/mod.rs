@@ -59,8 +59,6 @@ pub use plan::{PlanOp, created_id, is_plan_tool, plan_op};
 pub const HEAD: &str = "[session ledger:";
 /// Last line of a ledger note.
 pub const END: &str = "[/session ledger]";
-/// First words of a compaction's clip message (`ctxpress_compactor`).
-const CLIP_HEAD: &str = "[Context Summary";
 /// Characters a quoted request keeps.
 const REQUEST_CHARS: usize = 600;
 /// Characters any other value keeps.
@@ -351,13 +349,10 @@ impl Ledger {
         let pos = self.messages;
         self.messages += 1;
         let text = m.text();
-        if text.starts_with(HEAD) {
-            self.carry(&text, pos);
-            return;
-        }
-        if text.starts_with(CLIP_HEAD) {
-            self.read_clip(&text, pos);
-            return;
+        match written(&text) {
+            Some(Written::Ledger) => return self.carry(&text, pos),
+            Some(Written::ContextSummary) => return self.read_clip(&text, pos),
+            _ => {}
         }
         let role = m.role();
         if m.is_tool_result() {
